@@ -1,0 +1,1 @@
+"""hpctwin: datasets package."""

@@ -1,0 +1,1 @@
+"""hpctwin: experiments package."""

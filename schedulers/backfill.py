@@ -1,0 +1,221 @@
+"""Queue-order x backfilling policies: FCFS, SJF, ..., with no, EASY or conservative backfilling.
+
+Reference semantics (DESIGN.md section 6):
+
+* ``none``: jobs start in priority order while they fit; the first job that does not fit blocks
+  every job behind it.
+* ``easy`` (Mu'alem and Feitelson, IEEE TPDS 12(6), 2001): jobs start in priority order while they
+  fit. The first job that does not fit (the *head*) gets a reservation at its *shadow time*, the
+  earliest time enough units will be free by the running jobs' estimated ends. The *extra* units
+  are those free at the shadow time beyond the head's need. A later job (in priority order) starts
+  now if it fits now and either (a) ends, by its estimate, no later than the shadow time, or (b)
+  needs no more than the extra units (which it then consumes). Only the head is protected.
+* ``conservative`` (same paper): every waiting job holds a reservation, made in priority order when
+  it arrives, at the earliest time it fits in the availability profile without disturbing earlier
+  reservations. When a job ends before its estimate the schedule is *compressed*: in priority
+  order, each waiting job's reservation is removed and re-made at the earliest slot, which can
+  only be earlier, so no reservation is ever delayed. A job starts when its reservation reaches now.
+
+Estimates are the `JobTable.estimate` values (seconds); running jobs are expected to end at start +
+estimate (wall clock, the scheduler's belief).
+"""
+from __future__ import annotations
+
+from bisect import bisect_left
+
+import numpy as np
+
+from .base import ClusterView, JobTable, Scheduler
+from .ordering import STATIC_ORDERS, get_order
+from .profile import AvailabilityProfile
+
+BACKFILLS = ("none", "easy", "conservative")
+
+
+class QueueScheduler(Scheduler):
+    """A queue order combined with a backfilling rule.
+
+    Parameters
+    ----------
+    order: ``fcfs``, ``sjf``, ``ljf``, ``saf``, ``wfp3`` or ``unicep`` (see `schedulers.ordering`).
+    backfill: ``none``, ``easy`` or ``conservative``.
+    """
+
+    def __init__(self, order: str = "fcfs", backfill: str = "easy", name: str | None = None):
+        if backfill not in BACKFILLS:
+            raise ValueError(f"unknown backfill {backfill!r}; known: {', '.join(BACKFILLS)}")
+        self.order_name = order
+        self.order = get_order(order)
+        self.backfill = backfill
+        self.name = name or f"{order}+{backfill}"
+        self._static_order = order in STATIC_ORDERS
+
+    def describe(self) -> dict:
+        return {"name": self.name, "order": self.order_name, "backfill": self.backfill}
+
+    def bind(self, jobs: JobTable, cluster: ClusterView) -> None:
+        super().bind(jobs, cluster)
+        self.procs = jobs.procs
+        self.est = jobs.estimate
+        # conservative state
+        self._profile: AvailabilityProfile | None = None
+        self._resv: dict[int, float] = {}      # waiting job -> reserved start (s)
+        self._run_end: dict[int, float] = {}   # running job -> expected end (s)
+        self._dirty = False
+
+    # ------------------------------------------------------------------ hooks
+    def on_finish(self, now: float, job: int) -> None:
+        if self.backfill != "conservative":
+            return
+        end = self._run_end.pop(job, None)
+        if end is not None and end > now and self._profile is not None:
+            self._profile.advance(now)
+            self._profile.release(now, end, int(self.procs[job]))
+            self._dirty = True
+
+    # ------------------------------------------------------------------ pass
+    def schedule(self, now: float, queue: np.ndarray, cluster: ClusterView) -> list[int]:
+        if len(queue) == 0:
+            return []
+        if self.backfill == "conservative":
+            return self._conservative(now, queue, cluster)
+        free = cluster.free
+        if free <= 0:
+            return []
+        order = queue if self.order_name == "fcfs" else self.order(now, queue, self.jobs)
+        procs = self.procs[order]
+        # in-order starts: the longest prefix whose cumulative size fits
+        k = int(np.searchsorted(np.cumsum(procs), free, side="right"))
+        starts = order[:k].tolist()
+        if k == len(order) or self.backfill == "none":
+            return starts
+        free -= int(procs[:k].sum())
+        if free <= 0:
+            return starts
+        return self._easy(now, order, k, free, starts, cluster)
+
+    def _easy(self, now: float, order: np.ndarray, k: int, free: int, starts: list[int],
+              cluster: ClusterView) -> list[int]:
+        head = int(order[k])
+        est = self.est
+        ends = cluster.running_expected_end
+        procs_run = cluster.running_procs
+        if starts:
+            st = np.asarray(starts)
+            ends = np.concatenate((ends, now + est[st]))
+            procs_run = np.concatenate((procs_run, self.procs[st]))
+        profile = AvailabilityProfile.from_running(now, self.total, ends, procs_run)
+        head_p = int(self.procs[head])
+        shadow = profile.earliest_start(head_p, float(est[head]))
+        extra = profile.free_at(shadow) - head_p
+        rest = order[k + 1:]
+        r_procs = self.procs[rest]
+        r_end = now + est[rest]
+        ends_before = r_end <= shadow
+        pos = 0
+        while free > 0:
+            ok = (r_procs[pos:] <= free) & (ends_before[pos:] | (r_procs[pos:] <= extra))
+            hit = np.flatnonzero(ok)
+            if len(hit) == 0:
+                break
+            i = pos + int(hit[0])
+            p = int(r_procs[i])
+            starts.append(int(rest[i]))
+            free -= p
+            if not ends_before[i]:
+                extra -= p
+            pos = i + 1
+            if pos >= len(rest):
+                break
+        return starts
+
+    # ------------------------------------------------------------------ conservative
+    def _rebuild(self, now: float, order: np.ndarray, cluster: ClusterView) -> None:
+        """Profile from the running jobs, then a reservation per waiting job in priority order."""
+        run = cluster.running_jobs
+        self._run_end = {int(j): float(e) for j, e in zip(run, cluster.running_expected_end)}
+        self._profile = AvailabilityProfile.from_running(
+            now, self.total, cluster.running_expected_end, cluster.running_procs)
+        self._resv = {}
+        for j in order.tolist():
+            self._reserve(j)
+        self._dirty = False
+
+    def _reserve(self, j: int) -> None:
+        p, d = int(self.procs[j]), float(self.est[j])
+        t = self._profile.earliest_start(p, d)
+        self._profile.reserve(t, d, p)
+        self._resv[j] = t
+
+    def _conservative(self, now: float, queue: np.ndarray, cluster: ClusterView) -> list[int]:
+        order = queue if self._static_order and self.order_name == "fcfs" else self.order(now, queue, self.jobs)
+        prof = self._profile
+        if prof is None:
+            self._rebuild(now, order, cluster)
+            prof = self._profile
+        else:
+            prof.advance(now)
+            if prof.free_at(now) + self._reserved_now(now) != cluster.free:
+                # the profile disagrees with the machine (a job ran past its estimate, or a
+                # wrapper refused one of our starts): re-plan from scratch
+                self._rebuild(now, order, cluster)
+            else:
+                if self._dirty:
+                    self._compress(now, order)
+                resv = self._resv
+                for j in order.tolist():
+                    if j not in resv:
+                        self._reserve(j)
+        starts = [j for j in order.tolist() if self._resv[j] <= now]
+        for j in starts:
+            del self._resv[j]
+            self._run_end[j] = now + float(self.est[j])
+        return starts
+
+    def _reserved_now(self, now: float) -> int:
+        """Units the profile holds at ``now`` for waiting jobs whose reservation starts now."""
+        return sum(int(self.procs[j]) for j, t in self._resv.items() if t <= now)
+
+    def _compress(self, now: float, order: np.ndarray) -> None:
+        """Re-make each reservation, in priority order, at its earliest slot (never later).
+
+        A job can only move if, somewhere before its reserved start, at least its size is free; the
+        running maximum of the profile's free units gives that test in O(log S), so only jobs that
+        may move pay for the slot search. The maximum is recomputed after every move.
+        """
+        prof = self._profile
+        resv = self._resv
+        procs, est = self.procs, self.est
+        times = prof.times.tolist()
+        pmax = np.maximum.accumulate(prof.free).tolist()
+        for j in order.tolist():
+            old = resv.get(j)
+            if old is None or old <= now:
+                continue
+            p = int(procs[j])
+            k = bisect_left(times, old) - 1      # last segment starting before the reservation
+            if k < 0 or pmax[k] < p:
+                continue
+            d = float(est[j])
+            prof.release(old, old + d, p)
+            t = prof.earliest_start(p, d)
+            prof.reserve(t, d, p)
+            resv[j] = t
+            if t != old:
+                times = prof.times.tolist()
+                pmax = np.maximum.accumulate(prof.free).tolist()
+        self._dirty = False
+
+    def next_wakeup(self, now: float) -> float | None:
+        """Conservative: the earliest future reservation start. A reservation can sit at a time
+        where no job ends any more (the job whose end it waited for moved earlier after it was
+        compressed), so the policy asks for a pass there to honour it."""
+        if self.backfill != "conservative" or not self._resv:
+            return None
+        t = min(self._resv.values())
+        return t if t > now else None
+
+    def on_start(self, now: float, job: int) -> None:
+        if self.backfill == "conservative" and job not in self._run_end:
+            # started by someone else's decision (e.g. a wrapper): track it for consistency
+            self._run_end[job] = now + float(self.est[job])

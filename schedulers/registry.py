@@ -1,0 +1,105 @@
+"""Scheduler lookup by name: built-in policies, ``module:Class`` and the ``hpctwin.schedulers``
+entry-point group.
+
+Built-in names (queue order x backfilling, see `schedulers.backfill`):
+
+=================  ==========  ============
+name               order       backfill
+=================  ==========  ============
+``fcfs``           fcfs        none
+``sjf``            sjf         none
+``ljf``            ljf         none
+``saf``            saf         none
+``wfp3``           wfp3        none
+``unicep``         unicep      none
+``easy``           fcfs        easy
+``conservative``   fcfs        conservative
+=================  ==========  ============
+
+``order`` and ``backfill`` arguments override either component (``easy`` with order ``sjf`` is
+SJF-ordered EASY backfilling).
+"""
+from __future__ import annotations
+
+import importlib
+from importlib import metadata
+
+from .backfill import BACKFILLS, QueueScheduler
+from .base import Scheduler
+from .ordering import ORDERS
+
+BUILTIN = {name: (name, "none") for name in ORDERS}
+BUILTIN.update({"easy": ("fcfs", "easy"), "conservative": ("fcfs", "conservative")})
+#: names handled by packages that build their scheduler from more options
+SPECIAL = ("slurm",)
+
+
+class UnknownSchedulerError(ValueError):
+    pass
+
+
+def known_schedulers() -> list[str]:
+    names = list(BUILTIN) + list(SPECIAL)
+    try:
+        names += [ep.name for ep in metadata.entry_points(group="hpctwin.schedulers")]
+    except Exception:  # pragma: no cover - broken environment metadata
+        pass
+    return names
+
+
+def _load_class(spec: str):
+    mod_name, _, cls_name = spec.partition(":")
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as e:
+        raise UnknownSchedulerError(f"scheduler {spec!r}: cannot import module {mod_name!r}: {e}") from None
+    try:
+        return getattr(mod, cls_name)
+    except AttributeError:
+        raise UnknownSchedulerError(f"scheduler {spec!r}: module {mod_name!r} has no {cls_name!r}") from None
+
+
+def make_scheduler(name: str, order: str | None = None, backfill: str | None = None,
+                   options: dict | None = None) -> Scheduler:
+    """Build a scheduler from its name (see module docstring) and options."""
+    options = dict(options or {})
+    if backfill is not None and backfill not in BACKFILLS:
+        raise UnknownSchedulerError(f"unknown backfill {backfill!r}; known: {', '.join(BACKFILLS)}")
+    if order is not None and order not in ORDERS:
+        raise UnknownSchedulerError(f"unknown order {order!r}; known: {', '.join(ORDERS)}")
+    if name in BUILTIN:
+        o, b = BUILTIN[name]
+        o, b = order or o, backfill or b
+        label = name if (o, b) == BUILTIN[name] else f"{o}+{b}"
+        return QueueScheduler(o, b, name=label)
+    if name == "slurm":
+        from .slurm import make_slurm_scheduler  # noqa: PLC0415 - optional module
+        return make_slurm_scheduler(options.pop("slurm_conf", None), options)
+    if ":" in name:
+        cls = _load_class(name)
+    else:
+        eps = {}
+        try:
+            eps = {ep.name: ep for ep in metadata.entry_points(group="hpctwin.schedulers")}
+        except Exception:  # pragma: no cover
+            pass
+        if name not in eps:
+            raise UnknownSchedulerError(f"unknown scheduler {name!r}; known: {', '.join(known_schedulers())}, "
+                                        "or module:Class for a third-party scheduler")
+        cls = eps[name].load()
+    try:
+        sched = cls(**options) if options else cls()
+    except TypeError as e:
+        raise UnknownSchedulerError(f"scheduler {name!r}: cannot construct with options {options}: {e}") from None
+    if not callable(getattr(sched, "schedule", None)):
+        raise UnknownSchedulerError(f"scheduler {name!r}: {cls!r} has no schedule(now, queue, cluster) method")
+    if not hasattr(sched, "name"):
+        sched.name = name
+    if not hasattr(sched, "bind"):
+        sched.bind = lambda jobs, cluster: None  # type: ignore[attr-defined]
+    for hook in ("on_submit", "on_start", "on_finish"):
+        if not hasattr(sched, hook):
+            setattr(sched, hook, lambda now, job: None)
+    if not hasattr(sched, "next_wakeup"):
+        sched.next_wakeup = lambda now: None  # type: ignore[attr-defined]
+    return sched

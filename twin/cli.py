@@ -1,0 +1,249 @@
+"""The ``hpctwin`` command line.
+
+``hpctwin run`` replays a workload against a scheduler and writes a run folder; ``hpctwin datasets``
+lists and fetches known public logs; ``hpctwin systems`` lists built-in machines; further commands
+(``topology``, ``collectives``, ``export``, ``sweep``) are provided by the packages that own them.
+Errors in the input (a malformed log line, an unknown system or scheduler, a missing file) print one
+line naming the file, line and field, and exit with status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from . import __version__
+
+
+def _on_off(v: str) -> bool:
+    if v.lower() in ("on", "yes", "true", "1"):
+        return True
+    if v.lower() in ("off", "no", "false", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected on or off, got {v!r}")
+
+
+def _kv(v: str) -> tuple[str, str]:
+    if "=" not in v:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {v!r}")
+    k, val = v.split("=", 1)
+    return k.strip(), val.strip()
+
+
+def _parse_value(v: str):
+    for cast in (int, float):
+        try:
+            return cast(v)
+        except ValueError:
+            pass
+    if v.lower() in ("true", "false"):
+        return v.lower() == "true"
+    return v
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    from schedulers.ordering import ORDERS  # noqa: PLC0415
+    from schedulers.registry import known_schedulers  # noqa: PLC0415
+    p.add_argument("--workload", "-w", default="synthetic",
+                   help="an .swf/.swf.gz path, a registry name (see `hpctwin datasets list`), "
+                        "'synthetic' or 'synthetic:jobs=5000,nodes=256,load=0.8,seed=1' (Lublin-Feitelson "
+                        "model), or 'sacct:FILE' (default: synthetic)")
+    p.add_argument("--scheduler", "-s", default="easy",
+                   help=f"policy: {', '.join(known_schedulers())}, or module:Class (default: easy)")
+    p.add_argument("--order", choices=list(ORDERS), default=None,
+                   help="queue order, overriding the scheduler's (fcfs, sjf = shortest estimate, ljf = "
+                        "longest estimate, saf = smallest area, wfp3, unicep)")
+    p.add_argument("--backfill", choices=["none", "easy", "conservative"], default=None,
+                   help="backfilling rule, overriding the scheduler's")
+    p.add_argument("--out", "-o", default=None,
+                   help="run folder to write (default: runs/<workload>-<scheduler>-seed<K>)")
+    p.add_argument("--system", default=None,
+                   help="built-in machine name (see `hpctwin systems`) or a .toml file; sets the "
+                        "machine size unless --nodes is given")
+    p.add_argument("--nodes", type=int, default=None,
+                   help="machine size in allocation units; overrides the log header and the system")
+    p.add_argument("--seed", type=int, default=0, help="seed of every random source of the run (default 0)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar and no summary table")
+    p.add_argument("--data-dir", default=None,
+                   help="data directory for registry names (default: $HPCTWIN_DATA, else ../shared/datasets)")
+    p.add_argument("--kill-at-walltime", type=_on_off, default=True, metavar="on|off",
+                   help="end a job at its requested time if it runs longer (default on)")
+    p.add_argument("--estimate", default="requested", choices=["requested", "exact"],
+                   help="runtime estimate the scheduler sees: the log's requested time (default) or "
+                        "the exact runtime")
+    p.add_argument("--size-field", default="auto", choices=["auto", "requested", "allocated"],
+                   help="SWF job size: requested processors when known else allocated (auto, default)")
+    p.add_argument("--placement", default="first-fit",
+                   help="node placement: first-fit (default), contiguous, group-packed, spread, recorded")
+    p.add_argument("--network", type=_on_off, default=False, metavar="on|off",
+                   help="network contention model (needs a --system with a [network] table)")
+    p.add_argument("--power", type=_on_off, default=False, metavar="on|off",
+                   help="power and cooling models (needs a --system with a [power] table)")
+    p.add_argument("--sample-dt", type=float, default=15.0, help="time-series sampling step in seconds (default 15)")
+    p.add_argument("--slurm-conf", default=None, help="slurm.conf-style file for --scheduler slurm")
+    p.add_argument("--set", dest="options", type=_kv, action="append", default=[], metavar="KEY=VALUE",
+                   help="extra option for models/schedulers (repeatable), e.g. --set scheduler.bf_interval=30")
+
+
+def config_from_args(a: argparse.Namespace):
+    from .run import RunConfig  # noqa: PLC0415
+    options: dict = {}
+    for k, v in a.options:
+        d = options
+        parts = k.split(".")
+        for part in parts[:-1]:
+            d = d.setdefault(part, {})
+        d[parts[-1]] = _parse_value(v)
+    if a.slurm_conf:
+        options.setdefault("scheduler", {})["slurm_conf"] = a.slurm_conf
+    out = a.out
+    if out is None:
+        wname = Path(a.workload).name.split(".")[0] if ("/" in a.workload or a.workload.endswith("gz")) else a.workload
+        wname = wname.replace(":", "_").replace(",", "_").replace("=", "")
+        out = str(Path("runs") / f"{wname}-{a.scheduler.replace(':', '_')}-seed{a.seed}")
+    return RunConfig(workload=a.workload, scheduler=a.scheduler, order=a.order, backfill=a.backfill,
+                     system=a.system, nodes=a.nodes, seed=a.seed, placement=a.placement,
+                     network=a.network, power=a.power, sample_dt=a.sample_dt, out=out, quiet=a.quiet,
+                     kill_at_walltime=a.kill_at_walltime, data_dir=a.data_dir, estimate=a.estimate,
+                     size_field=a.size_field, options=options)
+
+
+def format_summary(s: dict) -> str:
+    """A human-readable summary table of a run."""
+    def f(v, unit=""):
+        if v is None:
+            return "n/a"
+        if isinstance(v, float):
+            return f"{v:,.2f}{unit}"
+        return f"{v}{unit}"
+    rows = [
+        ("workload", s.get("workload")), ("scheduler", s.get("scheduler")),
+        ("machine", f"{s.get('machine_units')} units ({s.get('machine_size_source')})"),
+        ("jobs simulated", f"{s.get('jobs_simulated')} of {s.get('jobs_in_log')} "
+                           f"(skipped: {s.get('jobs_skipped') or 'none'})"),
+        ("killed at walltime", s.get("jobs_killed_at_walltime")),
+        ("mean wait", f(s.get("mean_wait_s"), " s")), ("median wait", f(s.get("median_wait_s"), " s")),
+        ("mean bsld", f(s.get("mean_bsld"))), ("utilisation", f(100 * s["utilisation"], " %") if s.get("utilisation") is not None else "n/a"),
+        ("makespan", f(s.get("makespan_s"), " s")),
+    ]
+    for key, label, unit in (("energy_kwh", "energy", " kWh"), ("mean_facility_power_w", "mean facility power", " W"),
+                             ("peak_facility_power_w", "peak facility power", " W"), ("mean_pue", "mean PUE", "")):
+        if key in s:
+            rows.append((label, f(s[key], unit)))
+    rows.append(("wall time", f"{s.get('wall_seconds')} s ({s.get('jobs_per_second')} jobs/s)"))
+    w = max(len(r[0]) for r in rows)
+    lines = [f"{k:<{w}}  {v}" for k, v in rows]
+    lines.append(f"conventions: {s.get('conventions')}")
+    for n in s.get("notes", []):
+        lines.append(f"note: {n}")
+    return "\n".join(lines)
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    from .run import run  # noqa: PLC0415
+    cfg = config_from_args(a)
+    res = run(cfg)
+    if not a.quiet:
+        print(format_summary(res.summary))
+        print(f"run folder: {res.out}")
+    return 0
+
+
+def cmd_datasets(a: argparse.Namespace) -> int:
+    from datasets import registry  # noqa: PLC0415
+    if a.action == "list":
+        rows = registry.status(a.data_dir)
+        ddir = registry.default_data_dir(a.data_dir)
+        print(f"data directory: {ddir if ddir else '(none: give --data-dir or set HPCTWIN_DATA)'}")
+        print(f"{'name':<24} {'jobs':>8}  {'present':<8} {'checksum':<9} machine")
+        for r in rows:
+            ck = "-" if r["checksum_ok"] is None else ("OK" if r["checksum_ok"] else "MISMATCH")
+            print(f"{r['name']:<24} {r['jobs']:>8}  {'yes' if r['present'] else 'no':<8} {ck:<9} {r['machine']}")
+        return 0
+    if a.action == "fetch":
+        if not a.names:
+            print("hpctwin datasets fetch: name at least one dataset", file=sys.stderr)
+            return 2
+        for name in a.names:
+            p = registry.fetch(name, a.data_dir)
+            print(f"{name}: {p} (sha256 verified)")
+        return 0
+    return 2  # pragma: no cover
+
+
+def cmd_systems(a: argparse.Namespace) -> int:
+    from .system import builtin_systems, load_system  # noqa: PLC0415
+    print(f"{'name':<14} {'nodes':>8} {'cpus/node':>9} {'gpus/node':>9}  power  network  description")
+    for name in builtin_systems():
+        s = load_system(name)
+        print(f"{name:<14} {s.nodes:>8} {s.cpus_per_node:>9} {s.gpus_per_node:>9}  "
+              f"{'yes' if s.power else 'no':<5}  {s.network.get('preset', '-') if s.network else '-':<7}  {s.description}")
+    return 0
+
+
+def _delegate(module: str, func: str = "main"):
+    def handler(a: argparse.Namespace) -> int:
+        import importlib  # noqa: PLC0415
+        mod = importlib.import_module(module)
+        return int(getattr(mod, func)(a.rest) or 0)
+    return handler
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hpctwin", description="HPC digital twin and scheduler sandbox")
+    parser.add_argument("--version", action="version", version=f"hpctwin {__version__}")
+    sub = parser.add_subparsers(dest="command")
+    p_run = sub.add_parser("run", help="replay a workload against a scheduler and write a run folder",
+                           description="Replay a workload against a scheduler; writes config.toml, jobs.csv, "
+                                       "timeseries.h5 and summary.json into the run folder.")
+    add_run_arguments(p_run)
+    p_run.set_defaults(func=cmd_run)
+    p_ds = sub.add_parser("datasets", help="list or download known public logs")
+    p_ds.add_argument("action", choices=["list", "fetch"])
+    p_ds.add_argument("names", nargs="*")
+    p_ds.add_argument("--data-dir", default=None)
+    p_ds.set_defaults(func=cmd_datasets)
+    p_sys = sub.add_parser("systems", help="list built-in machines")
+    p_sys.set_defaults(func=cmd_systems)
+    for name, module, helptext in (
+            ("topology", "topology.show", "show a machine's interconnect (hpctwin topology show SYSTEM)"),
+            ("collectives", "topology.collectives.validate", "validate collective algorithms (under mpiexec)"),
+            ("export", "datasets.export", "export a workload as SWF or a schedule as sacct"),
+            ("sweep", "experiments.sweep", "run a sweep file")):
+        p = sub.add_parser(name, help=helptext, add_help=False)
+        p.add_argument("rest", nargs=argparse.REMAINDER)
+        p.set_defaults(func=_delegate(module))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    a = parser.parse_args(argv)
+    if not getattr(a, "func", None):
+        parser.print_help()
+        return 2
+    from datasets.registry import DatasetError  # noqa: PLC0415
+    from datasets.swf import SWFError  # noqa: PLC0415
+    from schedulers.registry import UnknownSchedulerError  # noqa: PLC0415
+    from .run import RunConfigError  # noqa: PLC0415
+    from .simulation import SimulationError  # noqa: PLC0415
+    from .system import SystemError_  # noqa: PLC0415
+    try:
+        return a.func(a)
+    except (SWFError, DatasetError, UnknownSchedulerError, RunConfigError, SystemError_, FileNotFoundError) as e:
+        print(f"hpctwin: error: {e}", file=sys.stderr)
+        return 2
+    except SimulationError as e:
+        print(f"hpctwin: simulation error: {e}", file=sys.stderr)
+        return 3
+    except ValueError as e:  # bad input detected by a model or reader
+        print(f"hpctwin: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("hpctwin: interrupted; no run folder was written", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""Node state of the machine as numpy arrays, and the read-only view schedulers get.
+
+A machine has ``total`` allocation units (nodes, or processors for SWF logs), numbered
+``0..total-1``. ``node_job[u]`` is the job index holding unit ``u`` (-1 free). Running jobs are
+kept in dense slot arrays (swap-with-last removal), so the views schedulers read are slices, built
+in O(1).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+class CapacityError(RuntimeError):
+    """A decision that would use a unit twice or more units than are free."""
+
+
+class Cluster:
+    """Mutable machine state, owned by the simulation. Implements `schedulers.base.ClusterView`."""
+
+    def __init__(self, total: int):
+        if total <= 0:
+            raise ValueError(f"a machine needs at least one allocation unit, got {total}")
+        self.total = int(total)
+        self.now = 0.0
+        self.node_job = np.full(self.total, -1, dtype=np.int64)
+        self._free_mask = np.ones(self.total, dtype=bool)
+        self._free = self.total
+        cap = 64
+        self._job = np.empty(cap, dtype=np.int64)
+        self._procs = np.empty(cap, dtype=np.int64)
+        self._start = np.empty(cap, dtype=np.float64)
+        self._end = np.empty(cap, dtype=np.float64)
+        self._n = 0
+        self._slot: dict[int, int] = {}
+        self._nodes: dict[int, np.ndarray] = {}
+
+    # ------------------------------------------------------------------ view (read-only use)
+    @property
+    def free(self) -> int:
+        """Units free now."""
+        return self._free
+
+    @property
+    def busy(self) -> int:
+        return self.total - self._free
+
+    @property
+    def free_mask(self) -> np.ndarray:
+        """Bool array over units, True where free. Do not modify."""
+        return self._free_mask
+
+    @property
+    def running_jobs(self) -> np.ndarray:
+        return self._job[: self._n]
+
+    @property
+    def running_procs(self) -> np.ndarray:
+        return self._procs[: self._n]
+
+    @property
+    def running_start(self) -> np.ndarray:
+        return self._start[: self._n]
+
+    @property
+    def running_expected_end(self) -> np.ndarray:
+        """Start + estimate of each running job, never earlier than now (s)."""
+        return np.maximum(self._end[: self._n], self.now)
+
+    def nodes_of(self, job: int) -> np.ndarray:
+        return self._nodes[job]
+
+    def is_running(self, job: int) -> bool:
+        return job in self._slot
+
+    # ------------------------------------------------------------------ mutation (simulation only)
+    def first_free(self, procs: int) -> np.ndarray:
+        """The ``procs`` lowest-numbered free units (first-fit)."""
+        return np.flatnonzero(self._free_mask)[:procs]
+
+    def allocate(self, job: int, nodes: np.ndarray, start: float, expected_end: float) -> None:
+        nodes = np.asarray(nodes, dtype=np.int64)
+        if len(nodes) and (not self._free_mask[nodes].all() or len(np.unique(nodes)) != len(nodes)):
+            raise CapacityError(f"job index {job}: units {nodes[~self._free_mask[nodes]][:8].tolist()} "
+                                "are already in use (or repeated)")
+        if job in self._slot:
+            raise CapacityError(f"job index {job} is already running")
+        self._free_mask[nodes] = False
+        self.node_job[nodes] = job
+        self._free -= len(nodes)
+        n = self._n
+        if n == len(self._job):
+            for name in ("_job", "_procs", "_start", "_end"):
+                a = getattr(self, name)
+                setattr(self, name, np.concatenate((a, np.empty_like(a))))
+        self._job[n] = job
+        self._procs[n] = len(nodes)
+        self._start[n] = start
+        self._end[n] = expected_end
+        self._slot[job] = n
+        self._nodes[job] = nodes
+        self._n = n + 1
+
+    def release(self, job: int) -> np.ndarray:
+        """Free the units of ``job``; returns them."""
+        s = self._slot.pop(job)
+        nodes = self._nodes.pop(job)
+        last = self._n - 1
+        if s != last:
+            moved = int(self._job[last])
+            self._job[s] = moved
+            self._procs[s] = self._procs[last]
+            self._start[s] = self._start[last]
+            self._end[s] = self._end[last]
+            self._slot[moved] = s
+        self._n = last
+        self._free_mask[nodes] = True
+        self.node_job[nodes] = -1
+        self._free += len(nodes)
+        return nodes

@@ -1,0 +1,95 @@
+"""Scheduling metrics, with the conventions of DESIGN.md section 7.
+
+* wait = start - submit (s); turnaround = end - submit (s); run = end - start (s)
+* bounded slowdown = max(1, (wait + run) / max(run, tau)), tau = 10 s by default
+* utilisation = used unit-seconds / (units x span), span = last end - first submit (the whole run;
+  no warm-up or cool-down window is excluded unless ``window`` is given)
+* makespan = last end - first submit (s)
+"""
+from __future__ import annotations
+
+import numpy as np
+
+TAU = 10.0
+
+CONVENTIONS = ("wait = start - submit; bsld = max(1, (wait + run) / max(run, tau)) with tau = {tau:g} s; "
+               "utilisation = used unit-seconds / (units x span), span = first submit .. last end{window}")
+
+
+def bounded_slowdown(wait: np.ndarray, run: np.ndarray, tau: float = TAU) -> np.ndarray:
+    """Per-job bounded slowdown (dimensionless)."""
+    return np.maximum(1.0, (wait + run) / np.maximum(run, tau))
+
+
+def utilisation_window(start: np.ndarray, end: np.ndarray, procs: np.ndarray, total: int,
+                       t0: float, t1: float) -> float:
+    """Fraction of ``total x (t1 - t0)`` unit-seconds used by jobs, clipped to the window."""
+    if t1 <= t0:
+        return float("nan")
+    s = np.clip(start, t0, t1)
+    e = np.clip(end, t0, t1)
+    return float(np.sum(procs * (e - s)) / (total * (t1 - t0)))
+
+
+def summarise(submit: np.ndarray, start: np.ndarray, end: np.ndarray, procs: np.ndarray,
+              total: int, tau: float = TAU, window: tuple[float, float] | None = None) -> dict:
+    """Summary figures over jobs that ran. ``window`` (s, s) restricts the jobs counted (by submit
+    time) and the utilisation span to a measured window (warm-up/cool-down exclusion)."""
+    ran = ~np.isnan(start)
+    submit, start, end, procs = submit[ran], start[ran], end[ran], procs[ran]
+    if len(submit) == 0:
+        return {"jobs": 0}
+    wait = start - submit
+    run = end - start
+    bsld = bounded_slowdown(wait, run, tau)
+    t_first, t_last = float(submit.min()), float(end.max())
+    if window is not None:
+        t0, t1 = window
+        sel = (submit >= t0) & (submit < t1)
+    else:
+        t0, t1 = t_first, t_last
+        sel = np.ones(len(submit), dtype=bool)
+    w, b = wait[sel], bsld[sel]
+    return {
+        "jobs": int(sel.sum()),
+        "mean_wait_s": float(w.mean()) if len(w) else float("nan"),
+        "median_wait_s": float(np.median(w)) if len(w) else float("nan"),
+        "p95_wait_s": float(np.percentile(w, 95)) if len(w) else float("nan"),
+        "max_wait_s": float(w.max()) if len(w) else float("nan"),
+        "mean_bsld": float(b.mean()) if len(b) else float("nan"),
+        "median_bsld": float(np.median(b)) if len(b) else float("nan"),
+        "max_bsld": float(b.max()) if len(b) else float("nan"),
+        "mean_turnaround_s": float((w + run[sel]).mean()) if len(w) else float("nan"),
+        "utilisation": utilisation_window(start, end, procs, total, t0, t1),
+        "makespan_s": t_last - t_first,
+        "tau_s": tau,
+        "window_s": [t0, t1],
+    }
+
+
+def interval_average(change_t: np.ndarray, values: np.ndarray, grid: np.ndarray, dt: float) -> np.ndarray:
+    """Exact averages over ``[grid[k], grid[k] + dt)`` of a piecewise-constant signal that takes
+    ``values[i]`` from ``change_t[i]`` to ``change_t[i+1]`` (0 before the first change)."""
+    if len(change_t) == 0:
+        return np.zeros(len(grid))
+    seg = np.diff(change_t)
+    cum = np.concatenate(([0.0], np.cumsum(values[:-1] * seg)))
+
+    def integral(t: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(change_t, t, side="right") - 1
+        out = np.zeros(len(t))
+        ok = i >= 0
+        ii = i[ok]
+        out[ok] = cum[ii] + values[ii] * (t[ok] - change_t[ii])
+        return out
+
+    return (integral(grid + dt) - integral(grid)) / dt
+
+
+def sample_at(change_t: np.ndarray, values: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """The value in force at each grid time (0 before the first change)."""
+    i = np.searchsorted(change_t, grid, side="right") - 1
+    out = np.zeros(len(grid), dtype=values.dtype if len(values) else float)
+    ok = i >= 0
+    out[ok] = values[i[ok]]
+    return out

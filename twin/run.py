@@ -1,0 +1,361 @@
+"""One run: resolve a configuration, load the workload, simulate, compute metrics, write the folder.
+
+A run folder holds ``config.toml`` (the fully resolved configuration, with seeds and code version),
+``jobs.csv`` (one row a job), ``timeseries.h5`` (series on the ``sample_dt`` grid, units as
+attributes) and ``summary.json``. The folder is written under a temporary name and renamed when
+complete, so an interrupted run never leaves a folder that looks finished.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import sys
+import time
+import tracemalloc
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from schedulers.base import JobTable
+from schedulers.registry import make_scheduler
+
+from . import __version__
+from .metrics import CONVENTIONS, TAU, bounded_slowdown, interval_average, sample_at, summarise
+from .model_api import ModelContext, seeded_rng
+from .ranges import compact_ranges
+from .simulation import Simulation
+from .system import SystemSpec, load_system
+from .tomlwrite import dumps as toml_dumps
+from .workload import Workload
+
+#: the built-in default machine for synthetic runs
+DEFAULT_SYSTEM = "generic"
+
+
+class RunConfigError(ValueError):
+    """A configuration that cannot run (bad option value, unknown workload...)."""
+
+
+@dataclass
+class RunConfig:
+    """Everything that defines a run. Same config, same output bytes (``jobs.csv``)."""
+
+    workload: str = "synthetic"
+    scheduler: str = "easy"
+    order: str | None = None
+    backfill: str | None = None
+    system: str | None = None
+    nodes: int | None = None
+    seed: int = 0
+    placement: str = "first-fit"
+    network: bool = False
+    power: bool = False
+    sample_dt: float = 15.0
+    out: str | None = None
+    quiet: bool = True
+    kill_at_walltime: bool = True
+    data_dir: str | None = None
+    estimate: str = "requested"
+    size_field: str = "auto"
+    tau: float = TAU
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunResult:
+    config: RunConfig
+    jobs: pd.DataFrame
+    summary: dict
+    timeseries: dict[str, tuple[np.ndarray, str]]
+    workload: Workload | None = None
+    out: Path | None = None
+
+
+# ---------------------------------------------------------------------- workload loading
+def load_workload(spec: str, *, data_dir: str | None = None, seed: int = 0, nodes: int | None = None,
+                  size_field: str = "auto") -> Workload:
+    """A workload from a path (.swf/.swf.gz), a registry name, ``synthetic[:k=v,...]`` or
+    ``sacct:FILE``."""
+    if spec == "synthetic" or spec.startswith("synthetic:"):
+        from datasets.synthetic import lublin_workload, parse_synthetic_spec  # noqa: PLC0415
+        params = parse_synthetic_spec(spec)
+        params.setdefault("seed", seed)
+        if nodes is not None:
+            params.setdefault("nodes", nodes)
+        return lublin_workload(**params)
+    if spec.startswith("sacct:"):
+        from datasets.sacct import read_sacct  # noqa: PLC0415
+        return read_sacct(spec[len("sacct:"):])
+    from datasets.swf import read_swf  # noqa: PLC0415
+    p = Path(spec)
+    if p.suffix in (".swf", ".gz") or p.exists() or os.sep in spec:
+        return read_swf(p, size_field=size_field)
+    from datasets.registry import lookup, resolve  # noqa: PLC0415
+    entry = lookup(spec)
+    return read_swf(resolve(spec, data_dir), size_field=size_field, name=entry.name)
+
+
+# ---------------------------------------------------------------------- preparation
+@dataclass
+class Prepared:
+    """The jobs that will run, and what was skipped and why."""
+
+    workload: Workload
+    total: int
+    total_source: str
+    estimate: np.ndarray
+    kill_limit: np.ndarray
+    skipped: dict[str, int]
+    notes: list[str]
+
+
+def prepare(workload: Workload, total: int, total_source: str, *, estimate: str = "requested",
+            kill_at_walltime: bool = True) -> Prepared:
+    """Sort, skip impossible jobs (counted by reason), and set estimates and kill limits."""
+    wl = workload.sorted()
+    notes = list(wl.notes)
+    skipped: dict[str, int] = {}
+    bad_run = ~(wl.runtime > 0)
+    bad_size = wl.procs < 1
+    too_big = (wl.procs > total) & ~bad_size
+    for key, mask in (("runtime_le_0", bad_run), ("size_le_0", bad_size & ~bad_run),
+                      ("larger_than_machine", too_big & ~bad_run)):
+        if mask.any():
+            skipped[key] = int(mask.sum())
+    keep = ~(bad_run | bad_size | too_big)
+    if not keep.all():
+        wl = wl.take(np.flatnonzero(keep))
+    req = wl.requested_time
+    has_req = np.isfinite(req) & (req > 0)
+    missing = int((~has_req).sum())
+    if missing:
+        notes.append(f"{missing} jobs have no requested time: their runtime is used as estimate "
+                     "and they are never killed")
+    if estimate == "requested":
+        est = np.where(has_req, req, wl.runtime)
+    elif estimate == "exact":
+        est = wl.runtime.copy()
+        if kill_at_walltime:
+            est = np.where(has_req, np.minimum(est, req), est)
+        notes.append("estimate model: exact runtimes (clairvoyant)")
+    else:
+        raise RunConfigError(f"unknown estimate model {estimate!r}; known: requested, exact")
+    kill = np.where(has_req, req, np.inf) if kill_at_walltime else np.full(len(wl), np.inf)
+    return Prepared(wl, total, total_source, est.astype(np.float64), kill, skipped, notes)
+
+
+def job_table(p: Prepared) -> JobTable:
+    wl = p.workload
+    return JobTable(job_id=wl.job_id, submit=wl.submit, procs=wl.procs, estimate=p.estimate,
+                    requested_time=wl.requested_time, user=wl.user, group=wl.group, queue=wl.queue,
+                    partition=wl.partition, columns=wl.columns)
+
+
+# ---------------------------------------------------------------------- run
+def _resolve_machine(cfg: RunConfig, wl_machine: int | None, system: SystemSpec | None) -> tuple[int, str]:
+    if cfg.nodes is not None:
+        if cfg.nodes < 1:
+            raise RunConfigError(f"--nodes must be >= 1, got {cfg.nodes}")
+        return int(cfg.nodes), "--nodes option"
+    if system is not None and (cfg.system is not None or not wl_machine):
+        return system.nodes, f"system {system.name} ({system.path})"
+    if wl_machine:
+        return int(wl_machine), "workload"
+    raise RunConfigError("machine size unknown: the workload has no MaxProcs/MaxNodes header; "
+                         "give --nodes or --system")
+
+
+def _make_progress(total: int, quiet: bool, label: str):
+    if quiet:
+        return None
+    try:
+        from tqdm import tqdm  # noqa: PLC0415
+    except ImportError:  # pragma: no cover
+        return None
+    return tqdm(total=total, unit="job", desc=label, file=sys.stderr, delay=2.0, mininterval=0.5,
+                dynamic_ncols=True, leave=False)
+
+
+def _build_models(cfg: RunConfig, system: SystemSpec | None) -> list:
+    models = []
+    if cfg.power:
+        if system is None or not system.power:
+            raise RunConfigError("--power on needs a --system with a [power] table")
+        from power.model import PowerModel  # noqa: PLC0415
+        models.append(PowerModel.from_system(system, cfg.options))
+    if cfg.network:
+        if system is None or not system.network:
+            raise RunConfigError("--network on needs a --system with a [network] table")
+        from topology.contention import NetworkContentionModel  # noqa: PLC0415
+        models.append(NetworkContentionModel.from_system(system, cfg.options))
+    return models
+
+
+def _build_placer(cfg: RunConfig, total: int, system: SystemSpec | None):
+    if cfg.placement == "first-fit" and not cfg.network:
+        return None
+    from topology.placement import make_placer  # noqa: PLC0415
+    placer = make_placer(cfg.placement)
+    node_group = None
+    if system is not None and system.network:
+        from topology.presets import build_network, network_node_group  # noqa: PLC0415
+        node_group = network_node_group(build_network(system.network, total))
+    placer.bind(total, node_group, seeded_rng(cfg.seed, "placement"))
+    return placer
+
+
+def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
+    """Execute one run; write its folder if ``cfg.out`` is set."""
+    wall0 = time.perf_counter()
+    system = load_system(cfg.system) if cfg.system else None
+    if system is None and (cfg.workload == "synthetic" or cfg.workload.startswith("synthetic:")) and cfg.nodes is None:
+        system = load_system(DEFAULT_SYSTEM)
+    if cfg.sample_dt <= 0:
+        raise RunConfigError(f"sample_dt must be > 0 s, got {cfg.sample_dt}")
+    if workload is None:
+        nodes_hint = cfg.nodes or (system.nodes if system else None)
+        workload = load_workload(cfg.workload, data_dir=cfg.data_dir, seed=cfg.seed, nodes=nodes_hint,
+                                 size_field=cfg.size_field)
+    total, total_source = _resolve_machine(cfg, workload.machine_size, system)
+    prep = prepare(workload, total, total_source, estimate=cfg.estimate,
+                   kill_at_walltime=cfg.kill_at_walltime)
+    jobs = job_table(prep)
+    sched = make_scheduler(cfg.scheduler, cfg.order, cfg.backfill, dict(cfg.options.get("scheduler", {})))
+    models = _build_models(cfg, system)
+    placer = _build_placer(cfg, total, system)
+    ctx = ModelContext(n_nodes=total, jobs=jobs, runtime=prep.workload.runtime, system=system,
+                       seed=cfg.seed, options=cfg.options)
+    progress = _make_progress(len(prep.workload), cfg.quiet, f"{prep.workload.name} {sched.name}")
+    sim = Simulation(jobs, prep.workload.runtime, prep.kill_limit, sched, total, placer=placer,
+                     models=models, context=ctx, progress=progress)
+    t_sim = time.perf_counter()
+    try:
+        res = sim.run()
+    finally:
+        if progress is not None:
+            progress.close()
+    sim_wall = time.perf_counter() - t_sim
+
+    wl = prep.workload
+    wait = res.start - wl.submit
+    runt = res.end - res.start
+    bsld = bounded_slowdown(wait, runt, cfg.tau)
+    df = pd.DataFrame({
+        "job_id": wl.job_id, "submit": wl.submit, "start": res.start, "end": res.end,
+        "wait": wait, "run": runt, "procs": wl.procs, "requested_time": wl.requested_time,
+        "estimate": prep.estimate, "bsld": bsld,
+        "status": np.where(res.killed, "killed", "completed"),
+        "log_status": wl.status, "user": wl.user,
+        "nodes": [compact_ranges(x) if x is not None else "" for x in res.nodes],
+    })
+    for m in models:
+        for k, v in m.job_columns().items():
+            df[k] = v
+    summary = summarise(wl.submit, res.start, res.end, wl.procs, total, cfg.tau)
+    summary.update({
+        "workload": wl.name, "workload_source": wl.source, "scheduler": sched.name,
+        "scheduler_params": sched.describe() if hasattr(sched, "describe") else {"name": sched.name},
+        "machine_units": total, "machine_size_source": total_source,
+        "system": system.name if system else None,
+        "jobs_in_log": len(workload), "jobs_simulated": len(wl),
+        "jobs_skipped": prep.skipped, "jobs_killed_at_walltime": int(res.killed.sum()),
+        "estimate_model": cfg.estimate, "kill_at_walltime": cfg.kill_at_walltime,
+        "notes": prep.notes, "conventions": CONVENTIONS.format(tau=cfg.tau, window=" (no warm-up excluded)"),
+        "events": res.events, "scheduling_passes": res.passes,
+        "wall_seconds": round(time.perf_counter() - wall0, 3), "simulation_seconds": round(sim_wall, 3),
+        "jobs_per_second": round(len(wl) / sim_wall, 1) if sim_wall > 0 else None,
+        "code_version": __version__,
+    })
+    # time series on the sample grid
+    dt = float(cfg.sample_dt)
+    ts: dict[str, tuple[np.ndarray, str]] = {}
+    if len(res.change_t):
+        t0 = math.floor(float(wl.submit.min()) / dt) * dt if len(wl) else 0.0
+        t1 = float(np.nanmax(res.end)) if np.isfinite(res.end).any() else t0
+        grid = t0 + dt * np.arange(max(1, int(math.ceil((t1 - t0) / dt))))
+        ts["time"] = (grid, "s (start of each interval, log clock)")
+        ts["utilisation"] = (interval_average(res.change_t, res.change_busy / total, grid, dt),
+                             "fraction of units busy, average over [t, t+dt)")
+        ts["busy_units"] = (interval_average(res.change_t, res.change_busy.astype(float), grid, dt),
+                            "units, average over [t, t+dt)")
+        ts["queue_length"] = (sample_at(res.change_t, res.change_queue, grid), "jobs waiting at time t")
+        for m in models:
+            ts.update(m.timeseries(grid, dt))
+    for m in models:
+        summary.update(m.summary())
+    result = RunResult(cfg, df, summary, ts, wl)
+    if cfg.out:
+        result.out = write_run(result, Path(cfg.out), system)
+    return result
+
+
+# ---------------------------------------------------------------------- writing
+def resolved_config(cfg: RunConfig, summary: dict, system: SystemSpec | None) -> dict:
+    d = {k: v for k, v in asdict(cfg).items() if k not in ("options", "quiet", "out")}
+    d["machine_units"] = summary.get("machine_units")
+    d["machine_size_source"] = summary.get("machine_size_source")
+    d["code_version"] = __version__
+    d["python"] = sys.version.split()[0]
+    d["numpy"] = np.__version__
+    out = {"run": d}
+    if cfg.options:
+        out["options"] = cfg.options
+    if system is not None:
+        out["system"] = {"name": system.name, "path": system.path, "nodes": system.nodes}
+    return out
+
+
+def _json_default(o):
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    return str(o)
+
+
+def _clean_json(o):
+    """NaN/inf are not valid JSON: write them as null."""
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    if isinstance(o, dict):
+        return {k: _clean_json(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_clean_json(v) for v in o]
+    return o
+
+
+def write_run(result: RunResult, out: Path, system: SystemSpec | None = None) -> Path:
+    """Write the run folder atomically (temporary sibling folder, then rename)."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    try:
+        (tmp / "config.toml").write_text(toml_dumps(resolved_config(result.config, result.summary, system)))
+        result.jobs.to_csv(tmp / "jobs.csv", index=False)
+        import h5py  # noqa: PLC0415
+        with h5py.File(tmp / "timeseries.h5", "w", track_order=True) as h5:
+            h5.attrs["sample_dt_s"] = float(result.config.sample_dt)
+            h5.attrs["workload"] = str(result.summary.get("workload"))
+            h5.attrs["scheduler"] = str(result.summary.get("scheduler"))
+            for name, (values, unit) in result.timeseries.items():
+                dset = h5.create_dataset(name, data=np.asarray(values), compression="gzip", compression_opts=4)
+                dset.attrs["units"] = unit
+        summary = json.loads(json.dumps(result.summary, default=_json_default))
+        (tmp / "summary.json").write_text(json.dumps(_clean_json(summary), indent=2, allow_nan=False) + "\n")
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out

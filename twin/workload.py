@@ -1,0 +1,153 @@
+"""Job records: the columnar `Workload` table and the per-job `Job` view.
+
+A workload is stored column-wise (one numpy array per field) because real logs hold
+hundreds of thousands of jobs and the engine and the schedulers read them by index.
+Row ``i`` of every array is the same job.
+
+Units: times in seconds (float64), relative to the log's time 0 (as in SWF files);
+sizes in allocation units (``procs``: processors for SWF logs, nodes for node-based
+machines). Unknown integer fields are -1; an unknown requested time is NaN.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+#: Integer columns every workload carries (-1 = unknown).
+INT_FIELDS = ("job_id", "procs", "user", "group", "queue", "partition", "status")
+#: Float columns every workload carries (seconds).
+FLOAT_FIELDS = ("submit", "runtime", "requested_time")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job, as a plain record (a view of one row of a `Workload`).
+
+    Attributes are in seconds (times) and allocation units (``procs``); ``extra`` holds the
+    optional per-job columns of the workload (utilisation, communication kind, GPUs per node,
+    recorded start and nodes for replay...).
+    """
+
+    index: int
+    job_id: int
+    submit: float
+    runtime: float
+    requested_time: float
+    procs: int
+    user: int = -1
+    group: int = -1
+    queue: int = -1
+    partition: int = -1
+    status: int = -1
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Workload:
+    """A table of jobs, sorted by (submit, job_id) once `sort()` has run.
+
+    Attributes
+    ----------
+    name: short name of the workload (log name or generator spec).
+    job_id, procs, user, group, queue, partition, status: int64 arrays (-1 = unknown).
+    submit, runtime, requested_time: float64 arrays in seconds; ``requested_time`` is NaN
+        where the log has none.
+    columns: optional extra per-job arrays (e.g. ``cpu_util``, ``gpu_util`` in [0, 1],
+        ``comm_fraction``, ``gpus_per_node``, ``recorded_start``), same length.
+    machine_size: allocation units of the machine the log came from, if known.
+    machine_size_source: where ``machine_size`` came from (e.g. ``"header MaxProcs"``).
+    header: the log's header fields (``MaxProcs``, ``UnixStartTime``...), as strings.
+    notes: human-readable notes on how the log was read (always printed in summaries).
+    source: path of the file or the generator specification.
+    """
+
+    name: str
+    job_id: np.ndarray
+    submit: np.ndarray
+    runtime: np.ndarray
+    requested_time: np.ndarray
+    procs: np.ndarray
+    user: np.ndarray
+    group: np.ndarray
+    queue: np.ndarray
+    partition: np.ndarray
+    status: np.ndarray
+    columns: dict[str, np.ndarray] = field(default_factory=dict)
+    machine_size: int | None = None
+    machine_size_source: str = ""
+    header: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    source: str = ""
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_arrays(cls, name: str, *, submit, runtime, procs, requested_time=None,
+                    job_id=None, user=None, group=None, queue=None, partition=None,
+                    status=None, columns: dict[str, np.ndarray] | None = None,
+                    **meta: Any) -> "Workload":
+        """Build a workload from array-likes; missing integer fields become -1."""
+        n = len(submit)
+
+        def ints(a, default=-1):
+            if a is None:
+                return np.full(n, default, dtype=np.int64)
+            return np.asarray(a, dtype=np.int64).copy()
+
+        req = (np.full(n, np.nan) if requested_time is None
+               else np.asarray(requested_time, dtype=np.float64).copy())
+        wl = cls(
+            name=name,
+            job_id=ints(job_id) if job_id is not None else np.arange(1, n + 1, dtype=np.int64),
+            submit=np.asarray(submit, dtype=np.float64).copy(),
+            runtime=np.asarray(runtime, dtype=np.float64).copy(),
+            requested_time=req,
+            procs=ints(procs),
+            user=ints(user), group=ints(group), queue=ints(queue),
+            partition=ints(partition), status=ints(status),
+            columns={k: np.asarray(v) for k, v in (columns or {}).items()},
+            **meta,
+        )
+        wl.validate()
+        return wl
+
+    def validate(self) -> None:
+        """Check that every column has the same length; raise ValueError otherwise."""
+        n = len(self.submit)
+        for name in INT_FIELDS + FLOAT_FIELDS:
+            a = getattr(self, name)
+            if len(a) != n:
+                raise ValueError(f"workload {self.name!r}: column {name!r} has {len(a)} rows, expected {n}")
+        for name, a in self.columns.items():
+            if len(a) != n:
+                raise ValueError(f"workload {self.name!r}: extra column {name!r} has {len(a)} rows, expected {n}")
+
+    # ------------------------------------------------------------------ access
+    def __len__(self) -> int:
+        return len(self.submit)
+
+    def job(self, i: int) -> Job:
+        """The `Job` record of row ``i``."""
+        return Job(
+            index=int(i), job_id=int(self.job_id[i]), submit=float(self.submit[i]),
+            runtime=float(self.runtime[i]), requested_time=float(self.requested_time[i]),
+            procs=int(self.procs[i]), user=int(self.user[i]), group=int(self.group[i]),
+            queue=int(self.queue[i]), partition=int(self.partition[i]), status=int(self.status[i]),
+            extra={k: v[i].item() if hasattr(v[i], "item") else v[i] for k, v in self.columns.items()},
+        )
+
+    def take(self, index: np.ndarray) -> "Workload":
+        """A new workload holding rows ``index`` (an integer or boolean index array)."""
+        idx = np.asarray(index)
+        kw = {name: getattr(self, name)[idx].copy() for name in INT_FIELDS + FLOAT_FIELDS}
+        return Workload(name=self.name, columns={k: v[idx].copy() for k, v in self.columns.items()},
+                        machine_size=self.machine_size, machine_size_source=self.machine_size_source,
+                        header=dict(self.header), notes=list(self.notes), source=self.source, **kw)
+
+    def sorted(self) -> "Workload":
+        """Rows in (submit, job_id) order: the order in which the engine submits them."""
+        order = np.lexsort((self.job_id, self.submit))
+        if np.all(order == np.arange(len(order))):
+            return self
+        return self.take(order)

@@ -101,6 +101,28 @@ def _locate_bad_line(path: Path, text: str) -> None:
     raise SWFError(f"{path}: could not parse job lines")  # pragma: no cover - defensive
 
 
+def _read_alea(path: Path, lines: list[str], data_lineno: np.ndarray) -> pd.DataFrame:
+    """The Alea simulator's extended SWF: the 18 fields, then the assigned node ids in braces
+    (one per CPU), the queue name and the node-property request (21 columns, no header)."""
+    rows, hosts, queues = [], [], []
+    for ln_no in data_lineno.tolist():
+        toks = lines[ln_no - 1].split()
+        if len(toks) != len(FIELDS) + 3:
+            raise SWFError(f"{path}: line {ln_no}: expected {len(FIELDS) + 3} fields (Alea extended SWF), "
+                           f"found {len(toks)}")
+        try:
+            rows.append([float(x) for x in toks[: len(FIELDS)]])
+        except ValueError:
+            _locate_bad_line(path, "\n".join(" ".join(lines[i - 1].split()[: len(FIELDS)]) if i == ln_no else ""
+                                             for i in range(1, ln_no + 1)))
+        hosts.append(toks[len(FIELDS)].strip("{}"))
+        queues.append(toks[len(FIELDS) + 1])
+    df = pd.DataFrame(rows, columns=list(FIELDS), dtype=np.float64)
+    df.attrs["alea_hosts"] = hosts
+    df.attrs["alea_queues"] = queues
+    return df
+
+
 def read_swf_table(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, str], np.ndarray]:
     """Parse an SWF (or .swf.gz) file into a DataFrame of the 18 fields (float64), the header,
     and the 1-based file line number of each job row. Raises `SWFError` naming file/line/field."""
@@ -113,6 +135,9 @@ def read_swf_table(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, str
                             if not c and ln.strip()], dtype=np.int64)
     if len(data_lineno) == 0:
         return pd.DataFrame({f: np.empty(0) for f in FIELDS}), header, data_lineno
+    first = lines[int(data_lineno[0]) - 1].split()
+    if len(first) == len(FIELDS) + 3 and first[len(FIELDS)].startswith("{"):
+        return _read_alea(path, lines, data_lineno), header, data_lineno
     try:
         df = pd.read_csv(io.StringIO(text), sep=r"\s+", comment=";", header=None, names=FIELDS,
                          dtype=np.float64, engine="c", skip_blank_lines=True)
@@ -156,7 +181,7 @@ def read_swf(path: str | os.PathLike, size_field: str = "auto", name: str | None
 
     col = {f: df[f].to_numpy() for f in FIELDS}
     submit = col["submit"]
-    if n and submit.min() < 0:
+    if n and submit.min() < -1:      # -1 is SWF's "unknown"; the run skips and counts those jobs
         i = int(np.argmin(submit))
         raise SWFError(f"{path}: line {int(lineno[i])}: field 2 (submit): negative submit time {submit[i]:g}")
     req_p = col["req_procs"].astype(np.int64)
@@ -170,8 +195,17 @@ def read_swf(path: str | os.PathLike, size_field: str = "auto", name: str | None
     req_time = col["req_time"].copy()
     req_time[req_time < 0] = np.nan
 
+    machines = path.with_name((path.name[:-3] if path.name.endswith(".gz") else path.name) + ".machines")
+    if max_procs is None and max_nodes is None and machines.exists():
+        try:
+            cpus = [int(r.split()[2]) * int(r.split()[3]) for r in machines.read_text().splitlines() if r.strip()]
+        except (ValueError, IndexError):
+            raise SWFError(f"{machines}: expected 'id name nodes cpus_per_node speed ram' per line") from None
+        max_procs = sum(cpus)
+        header["MaxProcs"] = str(max_procs)
+        header["MachinesFile"] = str(machines)
     if max_procs is not None:
-        size, src = max_procs, "header MaxProcs"
+        size, src = max_procs, ("header MaxProcs" if "MachinesFile" not in header else "Alea .machines file")
     elif max_nodes is not None:
         size, src = max_nodes, "header MaxNodes"
     else:
@@ -191,7 +225,10 @@ def read_swf(path: str | os.PathLike, size_field: str = "auto", name: str | None
         status=col["status"].astype(np.int64),
         columns={"wait_recorded": col["wait"], "alloc_procs": alloc_p, "req_procs": req_p,
                  "avg_cpu": col["avg_cpu"], "used_mem": col["used_mem"], "req_mem": col["req_mem"],
-                 "executable": col["exe"].astype(np.int64), "line": lineno},
+                 "executable": col["exe"].astype(np.int64), "line": lineno,
+                 **({"recorded_hosts": np.array(df.attrs["alea_hosts"], dtype=object),
+                     "queue_name": np.array(df.attrs["alea_queues"], dtype=object)}
+                    if "alea_hosts" in df.attrs else {})},
         machine_size=size, machine_size_source=src, header=header, notes=notes, source=str(path),
     )
     return wl

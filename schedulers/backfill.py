@@ -21,13 +21,11 @@ estimate (wall clock, the scheduler's belief).
 """
 from __future__ import annotations
 
-from bisect import bisect_left
-
 import numpy as np
 
 from .base import ClusterView, JobTable, Scheduler
 from .ordering import STATIC_ORDERS, get_order
-from .profile import AvailabilityProfile
+from .profile import AvailabilityProfile, shadow_time
 
 BACKFILLS = ("none", "easy", "conservative")
 
@@ -49,6 +47,9 @@ class QueueScheduler(Scheduler):
         self.backfill = backfill
         self.name = name or f"{order}+{backfill}"
         self._static_order = order in STATIC_ORDERS
+        #: set to a dict to record each job's first reservation (EASY: the head's shadow time;
+        #: conservative: every job's first reserved start), for tests and diagnostics
+        self.first_reservation: dict[int, float] | None = None
 
     def describe(self) -> dict:
         return {"name": self.name, "order": self.order_name, "backfill": self.backfill}
@@ -97,6 +98,10 @@ class QueueScheduler(Scheduler):
     def _easy(self, now: float, order: np.ndarray, k: int, free: int, starts: list[int],
               cluster: ClusterView) -> list[int]:
         head = int(order[k])
+        rest = order[k + 1:]
+        r_procs = self.procs[rest]
+        if not (r_procs <= free).any():
+            return starts          # nothing behind the head fits now: no reservation needed
         est = self.est
         ends = cluster.running_expected_end
         procs_run = cluster.running_procs
@@ -104,12 +109,10 @@ class QueueScheduler(Scheduler):
             st = np.asarray(starts)
             ends = np.concatenate((ends, now + est[st]))
             procs_run = np.concatenate((procs_run, self.procs[st]))
-        profile = AvailabilityProfile.from_running(now, self.total, ends, procs_run)
         head_p = int(self.procs[head])
-        shadow = profile.earliest_start(head_p, float(est[head]))
-        extra = profile.free_at(shadow) - head_p
-        rest = order[k + 1:]
-        r_procs = self.procs[rest]
+        shadow, extra = shadow_time(now, free, ends, procs_run, head_p)
+        if self.first_reservation is not None:
+            self.first_reservation.setdefault(head, shadow)
         r_end = now + est[rest]
         ends_before = r_end <= shadow
         pos = 0
@@ -146,6 +149,8 @@ class QueueScheduler(Scheduler):
         t = self._profile.earliest_start(p, d)
         self._profile.reserve(t, d, p)
         self._resv[j] = t
+        if self.first_reservation is not None:
+            self.first_reservation.setdefault(j, t)
 
     def _conservative(self, now: float, queue: np.ndarray, cluster: ClusterView) -> list[int]:
         order = queue if self._static_order and self.order_name == "fcfs" else self.order(now, queue, self.jobs)
@@ -177,33 +182,15 @@ class QueueScheduler(Scheduler):
         return sum(int(self.procs[j]) for j, t in self._resv.items() if t <= now)
 
     def _compress(self, now: float, order: np.ndarray) -> None:
-        """Re-make each reservation, in priority order, at its earliest slot (never later).
-
-        A job can only move if, somewhere before its reserved start, at least its size is free; the
-        running maximum of the profile's free units gives that test in O(log S), so only jobs that
-        may move pay for the slot search. The maximum is recomputed after every move.
-        """
-        prof = self._profile
+        """Re-make each reservation, in priority order, at its earliest slot (never later)."""
         resv = self._resv
-        procs, est = self.procs, self.est
-        times = prof.times.tolist()
-        pmax = np.maximum.accumulate(prof.free).tolist()
-        for j in order.tolist():
-            old = resv.get(j)
-            if old is None or old <= now:
-                continue
-            p = int(procs[j])
-            k = bisect_left(times, old) - 1      # last segment starting before the reservation
-            if k < 0 or pmax[k] < p:
-                continue
-            d = float(est[j])
-            prof.release(old, old + d, p)
-            t = prof.earliest_start(p, d)
-            prof.reserve(t, d, p)
-            resv[j] = t
-            if t != old:
-                times = prof.times.tolist()
-                pmax = np.maximum.accumulate(prof.free).tolist()
+        js = [j for j in order.tolist() if j in resv]
+        if js:
+            idx = np.asarray(js, dtype=np.int64)
+            starts = np.fromiter((resv[j] for j in js), dtype=np.float64, count=len(js))
+            new = self._profile.compress(now, self.procs[idx], self.est[idx], starts)
+            for j, t in zip(js, new.tolist()):
+                resv[j] = t
         self._dirty = False
 
     def next_wakeup(self, now: float) -> float | None:

@@ -7,16 +7,142 @@ map). The profile is a pair of arrays:
 ``times[0] < times[1] < ... < times[S-1]`` (seconds) and ``free[i]`` = units free during
 ``[times[i], times[i+1])``; the last segment extends to +infinity.
 
-All operations are vectorised with numpy over the S segments; S stays of the order of the number of
-running jobs plus reservations.
+The operations are small loops over the S segments compiled with numba (``njit``): conservative
+backfilling re-plans every waiting job's reservation at most job ends, millions of slot searches
+over a year-long log, and a compiled loop does each in well under a microsecond where a sequence
+of numpy calls costs tens of microseconds of call overhead. The arrays keep spare capacity so
+inserting a breakpoint does not reallocate.
 """
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 INF = float("inf")
 
 
+# ---------------------------------------------------------------------------- compiled kernels
+@njit(cache=True)
+def _seg_index(t, n, x):
+    """Index of the segment containing time x (x >= t[0]): last i with t[i] <= x."""
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if t[mid] <= x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo - 1
+
+
+@njit(cache=True)
+def _earliest(t, f, n, p, d, after):
+    """Earliest time >= after when p units are free for d seconds (inf if never)."""
+    i = _seg_index(t, n, after) if after > t[0] else 0
+    run_start = -1.0
+    while i < n:
+        if f[i] >= p:
+            if run_start < 0.0:
+                run_start = t[i] if t[i] > after else after
+            seg_end = t[i + 1] if i + 1 < n else INF
+            if seg_end - run_start >= d:
+                return run_start
+        else:
+            run_start = -1.0
+        i += 1
+    return INF
+
+
+@njit(cache=True)
+def _split(t, f, n, x):
+    """Make x a breakpoint (x >= t[0], capacity for one more). Returns (index, new n)."""
+    i = _seg_index(t, n, x)
+    if t[i] == x:
+        return i, n
+    # insert after i
+    for k in range(n, i + 1, -1):
+        t[k] = t[k - 1]
+        f[k] = f[k - 1]
+    t[i + 1] = x
+    f[i + 1] = f[i]
+    return i + 1, n + 1
+
+
+@njit(cache=True)
+def _add(t, f, n, start, end, delta, total):
+    """Add delta units over [start, end) (end may be inf). Returns (new n, ok) where ok is False
+    if the change would make a segment negative or exceed total (nothing is changed then)."""
+    if start < t[0]:
+        start = t[0]
+    if end <= start:
+        return n, True
+    i, n = _split(t, f, n, start)
+    if end == INF:
+        j = n
+    else:
+        j, n = _split(t, f, n, end)
+    for k in range(i, j):
+        v = f[k] + delta
+        if v < 0 or v > total:
+            return n, False
+    for k in range(i, j):
+        f[k] += delta
+    return n, True
+
+
+@njit(cache=True)
+def _min_free(t, f, n, start, end):
+    i = _seg_index(t, n, start) if start > t[0] else 0
+    m = f[i]
+    i += 1
+    while i < n and t[i] < end:
+        if f[i] < m:
+            m = f[i]
+        i += 1
+    return m
+
+
+@njit(cache=True)
+def _compact(t, f, n):
+    """Merge neighbours with equal free counts. Returns new n."""
+    w = 1
+    for k in range(1, n):
+        if f[k] != f[w - 1]:
+            t[w] = t[k]
+            f[w] = f[k]
+            w += 1
+    return w
+
+
+@njit(cache=True)
+def _compress(t, f, n, now, procs, dur, starts, total):
+    """Conservative compression: for each job (in the given priority order) whose reserved start
+    is in the future, remove its reservation and re-make it at the earliest slot (never later).
+    ``starts`` is updated in place. Returns new n. Capacity must allow 2 more breakpoints a job."""
+    for q in range(len(procs)):
+        old = starts[q]
+        if old <= now:
+            continue
+        p = procs[q]
+        d = dur[q]
+        # quick test: some segment before `old` must have p units free, else it cannot move
+        i = 0
+        can = False
+        while i < n and t[i] < old:
+            if f[i] >= p:
+                can = True
+                break
+            i += 1
+        if not can:
+            continue
+        n, ok = _add(t, f, n, old, old + d, p, total)
+        s = _earliest(t, f, n, p, d, now)
+        n, ok = _add(t, f, n, s, s + d, -p, total)
+        starts[q] = s
+    return n
+
+
+# ---------------------------------------------------------------------------- the profile object
 class AvailabilityProfile:
     """Free units over future time, with reservations.
 
@@ -26,12 +152,15 @@ class AvailabilityProfile:
     total: units of the machine.
     """
 
-    __slots__ = ("times", "free", "total")
+    __slots__ = ("_t", "_f", "_n", "total")
 
-    def __init__(self, now: float, total: int):
+    def __init__(self, now: float, total: int, capacity: int = 64):
         self.total = int(total)
-        self.times = np.array([float(now)])
-        self.free = np.array([self.total], dtype=np.int64)
+        self._t = np.empty(capacity, dtype=np.float64)
+        self._f = np.empty(capacity, dtype=np.int64)
+        self._t[0] = float(now)
+        self._f[0] = self.total
+        self._n = 1
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -41,54 +170,59 @@ class AvailabilityProfile:
         Ends earlier than ``now`` are treated as ``now`` (a job past its estimate is expected to end
         immediately).
         """
-        prof = cls(now, total)
+        prof = cls(now, total, capacity=2 * len(ends) + 64)
         if len(ends) == 0:
             return prof
-        ends = np.maximum(np.asarray(ends, dtype=np.float64), now)
-        procs = np.asarray(procs, dtype=np.int64)
-        order = np.argsort(ends, kind="stable")
-        e = ends[order]
-        released = np.cumsum(procs[order])
-        # unique end times: units released by each end time (last cumulative value per time)
-        last = np.empty(len(e), dtype=bool)
-        last[:-1] = e[1:] != e[:-1]
-        last[-1] = True
-        ue = e[last]
-        rel = released[last]
-        busy_total = int(released[-1])
-        if busy_total > total:
-            raise ValueError(f"running jobs hold {busy_total} units on a machine of {total}")
-        base = total - busy_total
-        if ue[0] == now:
-            prof.times = ue.copy()
-            prof.free = base + rel
-        else:
-            prof.times = np.concatenate(([float(now)], ue))
-            prof.free = np.concatenate(([base], base + rel)).astype(np.int64)
+        ue, free = _running_steps(now, total, ends, procs)
+        if ue[0] != now:
+            ue = np.concatenate(([float(now)], ue))
+            free = np.concatenate(([total - int(np.sum(procs))], free))
+        m = len(ue)
+        prof._t[:m] = ue
+        prof._f[:m] = free
+        prof._n = m
         return prof
 
     def copy(self) -> "AvailabilityProfile":
         p = AvailabilityProfile.__new__(AvailabilityProfile)
         p.total = self.total
-        p.times = self.times.copy()
-        p.free = self.free.copy()
+        p._t = self._t.copy()
+        p._f = self._f.copy()
+        p._n = self._n
         return p
+
+    def _reserve_capacity(self, extra: int) -> None:
+        need = self._n + extra
+        if need > len(self._t):
+            cap = max(need, 2 * len(self._t))
+            t = np.empty(cap, dtype=np.float64)
+            f = np.empty(cap, dtype=np.int64)
+            t[: self._n] = self._t[: self._n]
+            f[: self._n] = self._f[: self._n]
+            self._t, self._f = t, f
 
     # ------------------------------------------------------------------ queries
     @property
+    def times(self) -> np.ndarray:
+        """Breakpoints (s), a view; do not modify."""
+        return self._t[: self._n]
+
+    @property
+    def free(self) -> np.ndarray:
+        """Free units of each segment, a view; do not modify."""
+        return self._f[: self._n]
+
+    @property
     def now(self) -> float:
-        return float(self.times[0])
+        return float(self._t[0])
 
     def free_at(self, t: float) -> int:
         """Units free at time ``t`` (>= the profile's origin)."""
-        i = int(np.searchsorted(self.times, t, side="right")) - 1
-        return int(self.free[max(i, 0)])
+        return int(self._f[max(_seg_index(self._t, self._n, float(t)), 0)])
 
     def min_free(self, start: float, end: float) -> int:
         """Minimum free units over ``[start, end)``."""
-        i = max(int(np.searchsorted(self.times, start, side="right")) - 1, 0)
-        j = int(np.searchsorted(self.times, end, side="left"))
-        return int(self.free[i:max(j, i + 1)].min())
+        return int(_min_free(self._t, self._f, self._n, float(start), float(end)))
 
     def fits(self, start: float, duration: float, procs: int) -> bool:
         """True if ``procs`` units are free during all of ``[start, start + duration)``."""
@@ -96,95 +230,96 @@ class AvailabilityProfile:
 
     def earliest_start(self, procs: int, duration: float, after: float | None = None) -> float:
         """Earliest time >= ``after`` (default: the origin) at which ``procs`` units are free for
-        ``duration`` seconds. Returns +inf if ``procs`` exceeds the machine.
-        """
+        ``duration`` seconds. Returns +inf if ``procs`` exceeds the machine."""
         if procs > self.total:
             return INF
-        times, free = self.times, self.free
-        i0 = 0
-        if after is not None and after > times[0]:
-            i0 = max(int(np.searchsorted(times, after, side="right")) - 1, 0)
-        ok = free[i0:] >= procs
-        n = len(ok)
-        if n == 0:
-            return INF
-        # runs of consecutive feasible segments: [run_start, run_end)
-        padded = np.empty(n + 2, dtype=np.int8)
-        padded[0] = 0
-        padded[-1] = 0
-        padded[1:-1] = ok
-        d = np.diff(padded)
-        run_start = np.flatnonzero(d == 1)
-        run_end = np.flatnonzero(d == -1)
-        if len(run_start) == 0:
-            return INF
-        seg_t = times[i0:]
-        starts = seg_t[run_start]
-        if after is not None:
-            starts = np.maximum(starts, after)
-        # end of a run: start time of the first infeasible segment (inf if the run reaches the end)
-        ends = np.where(run_end < n, seg_t[np.minimum(run_end, n - 1)], INF)
-        good = np.flatnonzero(ends - starts >= duration)
-        if len(good) == 0:
-            return INF
-        return float(starts[good[0]])
+        a = float(self._t[0]) if after is None else max(float(after), float(self._t[0]))
+        return float(_earliest(self._t, self._f, self._n, int(procs), float(duration), a))
 
     # ------------------------------------------------------------------ updates
-    def _split(self, t: float) -> int:
-        """Ensure ``t`` is a breakpoint; return its index. ``t`` must be >= the origin."""
-        times = self.times
-        i = int(np.searchsorted(times, t, side="left"))
-        if i < len(times) and times[i] == t:
-            return i
-        if t == INF:
-            return len(times)
-        self.times = np.insert(times, i, t)
-        self.free = np.insert(self.free, i, self.free[i - 1])
-        return i
+    def _change(self, start: float, end: float, delta: int, what: str) -> None:
+        self._reserve_capacity(2)
+        n, ok = _add(self._t, self._f, self._n, float(start), float(end), int(delta), self.total)
+        self._n = n
+        if not ok:
+            raise ValueError(f"{what} of {abs(delta)} units over [{start}, {end}) is impossible: "
+                             f"it would leave fewer than 0 or more than {self.total} units free")
 
     def reserve(self, start: float, duration: float, procs: int) -> None:
         """Take ``procs`` units during ``[start, start + duration)``. Raises if they are not free."""
-        end = start + duration
-        i = self._split(start)
-        j = self._split(end) if end != INF else len(self.times)
-        if procs and self.free[i:j].min() < procs:
-            raise ValueError(f"reservation of {procs} units over [{start}, {end}) exceeds the free units")
-        self.free[i:j] -= procs
+        self._change(start, start + duration, -int(procs), "reservation")
 
     def release(self, start: float, end: float, procs: int) -> None:
         """Give back ``procs`` units during ``[start, end)`` (e.g. a job that ended early)."""
-        start = max(start, float(self.times[0]))
-        if end <= start:
-            return
-        i = self._split(start)
-        j = self._split(end) if end != INF else len(self.times)
-        self.free[i:j] += procs
-        if self.free[i:j].max() > self.total:
-            raise ValueError("profile release made more units free than the machine has")
+        self._change(start, end, int(procs), "release")
+
+    def compress(self, now: float, procs: np.ndarray, durations: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        """Conservative compression of reservations given in priority order (see `_compress`).
+        Returns the new start times (s)."""
+        starts = np.array(starts, dtype=np.float64)
+        self._reserve_capacity(2 * len(starts) + 4)
+        self._n = _compress(self._t, self._f, self._n, float(now), np.asarray(procs, dtype=np.int64),
+                            np.asarray(durations, dtype=np.float64), starts, self.total)
+        return starts
 
     def advance(self, now: float) -> None:
         """Move the origin to ``now``, dropping the past."""
-        times = self.times
-        if now <= times[0]:
+        t = self._t
+        if now <= t[0]:
             return
-        i = int(np.searchsorted(times, now, side="right")) - 1
-        self.times = times[i:].copy()
-        self.free = self.free[i:].copy()
-        self.times[0] = now
-        # merge equal neighbours occasionally keeps S small
-        if len(self.times) > 64:
+        i = _seg_index(t, self._n, float(now))
+        if i > 0:
+            m = self._n - i
+            t[:m] = t[i: self._n].copy()
+            self._f[:m] = self._f[i: self._n].copy()
+            self._n = m
+        t[0] = now
+        if self._n > 64:
             self.compact()
 
     def compact(self) -> None:
         """Merge adjacent segments with equal free counts."""
-        f = self.free
-        keep = np.empty(len(f), dtype=bool)
-        keep[0] = True
-        keep[1:] = f[1:] != f[:-1]
-        if not keep.all():
-            self.times = self.times[keep]
-            self.free = f[keep]
+        self._n = int(_compact(self._t, self._f, self._n))
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         segs = ", ".join(f"{t:g}:{f}" for t, f in zip(self.times, self.free))
         return f"AvailabilityProfile(total={self.total}, [{segs}])"
+
+
+def _running_steps(now: float, total: int, ends: np.ndarray, procs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct end times (>= now) of running jobs and the free units from each on."""
+    ends = np.maximum(np.asarray(ends, dtype=np.float64), now)
+    procs = np.asarray(procs, dtype=np.int64)
+    order = np.argsort(ends, kind="stable")
+    e = ends[order]
+    released = np.cumsum(procs[order])
+    busy_total = int(released[-1])
+    if busy_total > total:
+        raise ValueError(f"running jobs hold {busy_total} units on a machine of {total}")
+    last = np.empty(len(e), dtype=bool)
+    last[:-1] = e[1:] != e[:-1]
+    last[-1] = True
+    return e[last], (total - busy_total) + released[last]
+
+
+def shadow_time(now: float, free_now: int, ends: np.ndarray, procs: np.ndarray, need: int) -> tuple[float, int]:
+    """EASY's head reservation on the profile of the running jobs alone.
+
+    Returns (shadow time, extra units): the earliest time at which ``need`` units are free given
+    ``free_now`` free units and running jobs holding ``procs[i]`` until ``ends[i]`` (s; ends before
+    ``now`` count as ``now``), and the units free at that time beyond ``need``. Because this
+    profile only ever gains units, the earliest instant is also the earliest slot of any length.
+    """
+    if free_now >= need:
+        return float(now), free_now - need
+    ends = np.maximum(ends, now)
+    order = np.argsort(ends, kind="stable")
+    cum = free_now + np.cumsum(procs[order])
+    k = int(np.searchsorted(cum, need, side="left"))
+    if k >= len(cum):
+        return INF, 0
+    e = ends[order]
+    t = e[k]
+    # all jobs ending at the same instant release together
+    k_last = int(np.searchsorted(e, t, side="right")) - 1
+    return float(t), int(cum[k_last]) - need

@@ -120,14 +120,15 @@ def prepare(workload: Workload, total: int, total_source: str, *, estimate: str 
     wl = workload.sorted()
     notes = list(wl.notes)
     skipped: dict[str, int] = {}
-    bad_run = ~(wl.runtime > 0)
-    bad_size = wl.procs < 1
-    too_big = (wl.procs > total) & ~bad_size
-    for key, mask in (("runtime_le_0", bad_run), ("size_le_0", bad_size & ~bad_run),
-                      ("larger_than_machine", too_big & ~bad_run)):
+    bad_submit = ~(wl.submit >= 0)
+    bad_run = ~(wl.runtime > 0) & ~bad_submit
+    bad_size = (wl.procs < 1) & ~bad_submit & ~bad_run
+    too_big = (wl.procs > total) & ~bad_submit & ~bad_run & ~bad_size
+    for key, mask in (("submit_unknown", bad_submit), ("runtime_le_0", bad_run), ("size_le_0", bad_size),
+                      ("larger_than_machine", too_big)):
         if mask.any():
             skipped[key] = int(mask.sum())
-    keep = ~(bad_run | bad_size | too_big)
+    keep = ~(bad_submit | bad_run | bad_size | too_big)
     if not keep.all():
         wl = wl.take(np.flatnonzero(keep))
     req = wl.requested_time
@@ -214,7 +215,8 @@ def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
     wall0 = time.perf_counter()
     system = load_system(cfg.system) if cfg.system else None
     if system is None and (cfg.workload == "synthetic" or cfg.workload.startswith("synthetic:")) and cfg.nodes is None:
-        system = load_system(DEFAULT_SYSTEM)
+        system = load_system(DEFAULT_SYSTEM)   # the built-in default machine for synthetic runs
+        cfg.system = DEFAULT_SYSTEM
     if cfg.sample_dt <= 0:
         raise RunConfigError(f"sample_dt must be > 0 s, got {cfg.sample_dt}")
     if workload is None:

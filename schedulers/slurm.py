@@ -1,0 +1,935 @@
+"""A Slurm-like scheduler: strict-priority main passes, Slurm's periodic backfill, multifactor
+priority with fair-share, partitions and QOS limits. Selectable as ``--scheduler slurm``.
+
+Specification: slurm.conf(5), https://slurm.schedmd.com/sched_config.html,
+priority_multifactor.html, fair_tree.html, and Slurm's ``src/plugins/sched/backfill/backfill.c``
+(``_attempt_backfill``, ``_add_reservation``, ``_set_slot_time``, ``backfill_agent``) and
+``src/slurmctld/job_scheduler.c`` (``_schedule``). Configuration: `schedulers.slurm_conf`.
+
+What is modelled
+----------------
+**Passes.** (1) An *event pass* after job submissions/ends: pending jobs in priority order
+(partition ``PriorityTier`` desc, priority desc, submit time, job id), at most
+``default_queue_depth`` jobs considered; a job that fits (whole nodes, its partition's nodes) starts;
+a job that does not fit marks its partition failed and removes the partition's nodes from the
+pass (``failed_parts`` in ``_schedule``): no lower-priority job of that partition (or on its
+nodes) starts in this pass. A job over its QOS ``max_jobs_per_user`` is skipped without blocking.
+``partition_job_depth`` limits jobs considered per partition. (2) The *main pass* every
+``sched_interval`` (grid k * sched_interval on the log clock): the same with no depth limit.
+(3) The *backfill pass* (``_attempt_backfill``): jobs in priority order until ``bf_max_job_test``
+have been tested; the backfill map (``node_space``) starts at now floored to ``bf_resolution`` and
+ends at (now + ``bf_window``) floored; running jobs are not in the map (default
+``bf_running_job_reserve`` off) but their expected ends (start + estimate) give each node's free
+time, as in select/cons_tres's will-run test; a job's usable nodes are its partition's nodes
+minus those reserved in any map record that overlaps [start_res, start_res + limit] (overlap
+test ``begin <= end``, inclusive, as in backfill.c); its earliest start is when enough of them are
+free. If it can start now it starts (on nodes no reservation needs) and, being a whole-node job,
+its nodes are added to the map until its end rounded up to ``bf_resolution``. Otherwise it gets a
+reservation on the chosen nodes from its start *floored* to ``bf_resolution`` to its end
+(start + limit) *rounded up* (``_set_slot_time``), unless the start lies beyond now + ``bf_window``
+(no reservation), the job is "test now only" (``bf_job_part_count_reserve`` reservations already
+made in its partition, ``bf_min_prio_reserve``, ``bf_min_age_reserve``), or ``bf_max_job_start``
+was reached. ``later_start`` retries (TRY_LATER) at the end of map records that free nodes, and the
+overlap re-test with ``bf_resolution`` bump, follow backfill.c.
+**Timing.** The backfill thread (``backfill_agent``) sleeps ``bf_interval`` after a cycle, then
+polls every ``bf_poll`` s (Slurm: 1 s) until there is work; Slurm updates job start-time estimates
+in every cycle, so while jobs are pending there is always work and cycles come every
+``bf_interval``. Cycles whose inputs did not change since the last real cycle (no submit, start,
+end or priority recalculation) are not computed (their outcome would be the same) but keep the
+phase. Event and backfill passes at the same instant run in that order in one engine pass.
+**Priority** (`schedulers.slurm_priority`): multifactor or basic, recalculated at every
+``PriorityCalcPeriod`` tick (grid k * period); usage accrues at the ticks and at job ends with
+Slurm's decay; a new job gets its priority from the last tick's fair-share values at submit.
+**Partitions and QOS.** Node sets, ``MaxTime`` (the planning limit is min(limit, MaxTime)),
+``PriorityTier``, ``PriorityJobFactor``; QOS priority and ``max_jobs_per_user`` from the accounts
+file. **Whole nodes**: a unit of the machine is a node unless ``cpus_per_node`` > 1 (option or
+slurm.conf ``NodeName ... CPUs=``); then a job takes ceil(procs / cpus_per_node) whole nodes and its
+``procs`` units lie on them; the remaining units of those nodes stay unused (Slurm's exclusive
+node allocation). Walltime kills are the engine's (``kill_at_walltime``).
+
+Simplifications (each also listed in ``describe()``)
+-----------------------------------------------------
+* Scheduler passes take no time: ``bf_continue``, ``bf_yield_interval``, ``bf_max_time`` and
+  ``max_sched_time`` have no effect (the pass never yields its locks).
+* The planning limit of a job is its estimate (the requested time by default, as in Slurm), in
+  seconds (Slurm's limits are whole minutes).
+* select/cons_tres's will-run groups running jobs ending within a 30 s window (doubling) before
+  testing; we compute the exact earliest time enough nodes are free.
+* Node choice (``node_order``): ``"time-fit"`` (default) starts jobs now on the free nodes whose
+  next reservation comes soonest and reserves, for a future start, the nodes that become free
+  latest (so the nodes left for backfill are as many as EASY's "extra" nodes); ``"index"`` takes
+  the lowest node ids (Slurm's choice on a flat machine without node weights is the select
+  plugin's best fit, close to this). No topology, no node weights, no features, no GRES.
+* The main scheduler does not see backfill reservations (as in Slurm) but is strict per partition.
+* Jobs that can never run (over their partition's MaxTime or node count, partition not UP) are
+  rejected at bind with an error (Slurm rejects them at submit with EnforcePartLimits, or leaves
+  them pending forever).
+* No preemption, advance reservations, licenses, dependencies, arrays-as-one-record, nice, TRES or
+  association factors, job ``--time-min``, heterogeneous jobs.
+"""
+from __future__ import annotations
+
+import math
+from bisect import bisect_left as _bisect_left, bisect_right as _bisect_right
+from collections import defaultdict
+from typing import Any, Sequence
+
+import numpy as np
+
+from .base import ClusterView, JobTable, Scheduler, Start
+from .slurm_conf import (SlurmConfError, SlurmConfig, apply_options, load_slurm_conf,
+                         report_ignored)
+from .slurm_priority import AccountsSpec, FairShare, MultifactorPriority, QOSDef, load_accounts
+
+NODE_ORDERS = ("time-fit", "index")
+_INF = math.inf
+
+
+def _grid_next(t: float, period: float) -> float:
+    """Smallest multiple of ``period`` strictly greater than ``t``."""
+    return (math.floor(t / period) + 1) * period
+
+
+class SlurmScheduler(Scheduler):
+    """The Slurm-like policy (see the module docstring).
+
+    Parameters
+    ----------
+    config: the `SlurmConfig` (slurm.conf + options).
+    accounts: shares and QOS definitions (None: equal shares, QOS ``normal`` only).
+    cpus_per_node: allocation units per node (None: slurm.conf ``CPUs``, else 1).
+    node_order: ``"time-fit"`` or ``"index"``.
+    bf_poll: polling period (s) of the idle backfill thread (Slurm: 1 s).
+    """
+
+    name = "slurm"
+
+    def __init__(self, config: SlurmConfig | None = None, accounts: AccountsSpec | None = None,
+                 cpus_per_node: int | None = None, node_order: str = "time-fit",
+                 bf_poll: float = 1.0):
+        self.cfg = config or SlurmConfig()
+        self.accounts = accounts
+        if node_order not in NODE_ORDERS:
+            raise ValueError(f"slurm: node_order must be one of {', '.join(NODE_ORDERS)}, "
+                             f"got {node_order!r}")
+        self.node_order = node_order
+        if not bf_poll > 0:
+            raise ValueError(f"slurm: bf_poll must be > 0 s, got {bf_poll}")
+        self.bf_poll = float(bf_poll)
+        cpn = cpus_per_node if cpus_per_node is not None else self.cfg.cpus_per_node
+        self.cpn = int(cpn) if cpn else 1
+        if self.cpn < 1:
+            raise ValueError(f"slurm: cpus_per_node must be >= 1, got {cpus_per_node}")
+        self.notes: list[str] = []
+        self.stats = {"event_passes": 0, "main_passes": 0, "backfill_passes": 0,
+                      "backfill_cycles_skipped": 0, "backfill_starts": 0, "main_starts": 0,
+                      "reservations": 0, "priority_ticks": 0}
+
+    # ================================================================== setup
+    @property
+    def units_required(self) -> int | None:
+        """Allocation units the slurm.conf machine has (nodes x CPUs), or None if it names none."""
+        return len(self.cfg.node_names) * self.cpn if self.cfg.node_names else None
+
+    def bind(self, jobs: JobTable, cluster: ClusterView) -> None:
+        super().bind(jobs, cluster)
+        cfg = self.cfg
+        total = int(cluster.total)
+        cpn = self.cpn
+        src = cfg.path or "slurm options"
+        if total % cpn:
+            raise SlurmConfError(f"{src}: the machine has {total} units, not a multiple of "
+                                 f"cpus_per_node={cpn}")
+        NN = total // cpn
+        if cfg.node_names and len(cfg.node_names) != NN:
+            raise SlurmConfError(
+                f"{src}: NodeName lines define {len(cfg.node_names)} nodes x {cpn} CPUs = "
+                f"{len(cfg.node_names) * cpn} units but the machine has {total} units; run with "
+                f"--nodes {len(cfg.node_names) * cpn} or fix the NodeName lines")
+        self.NN = NN
+        n = len(jobs)
+        self.n = n
+        procs = np.asarray(jobs.procs, dtype=np.int64)
+        self.req = -(-procs // cpn)                       # whole nodes per job
+        self.est = np.asarray(jobs.estimate, dtype=np.float64)
+        self.submit = np.asarray(jobs.submit, dtype=np.float64)
+        self.job_id = np.asarray(jobs.job_id, dtype=np.int64)
+        cols = jobs.columns or {}
+
+        # ---- partitions
+        parts = list(cfg.partitions)
+        node_index = {name: i for i, name in enumerate(cfg.node_names)}
+        if not parts:
+            from .slurm_conf import PartitionDef  # noqa: PLC0415
+            parts = [PartitionDef(name="default", default=True)]
+        P = len(parts)
+        pmask = np.zeros((P, NN), dtype=bool)
+        for k, p in enumerate(parts):
+            if p.nodes is None:
+                pmask[k] = True
+            else:
+                pmask[k, [node_index[x] for x in p.nodes]] = True
+        self.parts = parts
+        self.pmask = pmask
+        self.part_tier = np.array([p.priority_tier for p in parts], dtype=np.int64)
+        self.part_maxtime = np.array([p.max_time for p in parts], dtype=np.float64)
+        maxf = max(p.priority_job_factor for p in parts)
+        part_factor = np.array([p.priority_job_factor / maxf if maxf > 0 else 0.0 for p in parts])
+        default_k = next((k for k, p in enumerate(parts) if p.default), 0)
+        name_to_k = {p.name: k for k, p in enumerate(parts)}
+        if "partition_name" in cols:
+            pnames = [str(x) for x in cols["partition_name"]]
+        else:
+            pnames = [str(int(x)) if x >= 0 else "" for x in jobs.partition]
+        jpart = np.empty(n, dtype=np.int64)
+        unmatched: dict[str, int] = defaultdict(int)
+        cache: dict[str, int] = {}
+        for i, nm in enumerate(pnames):
+            k = cache.get(nm)
+            if k is None:
+                k = name_to_k.get(nm, -1)
+                cache[nm] = k
+            if k < 0:
+                unmatched[nm] += 1
+                k = default_k
+            jpart[i] = k
+        if unmatched and cfg.partitions:
+            shown = ", ".join(f"{k or '(none)'}: {v}" for k, v in sorted(unmatched.items())[:5])
+            self.notes.append(f"jobs whose partition is not in slurm.conf go to the default "
+                              f"partition {parts[default_k].name} ({shown})")
+        self.jpart = jpart
+        self.jtier = self.part_tier[jpart]
+        # planning limit: min(estimate, partition MaxTime)
+        self.tl = np.minimum(self.est, self.part_maxtime[jpart])
+        req_t = np.asarray(jobs.requested_time, dtype=np.float64)
+        over = np.isfinite(req_t) & (req_t > self.part_maxtime[jpart])
+        part_nodes = pmask.sum(axis=1)
+        too_big = self.req > part_nodes[jpart]
+        down = np.array([parts[k].state != "UP" for k in range(P)])[jpart]
+        for mask, why in ((over, "requests more time than its partition's MaxTime"),
+                          (too_big, "needs more nodes than its partition has"),
+                          (down, "is in a partition that is not UP")):
+            if mask.any():
+                i = int(np.flatnonzero(mask)[0])
+                raise SlurmConfError(
+                    f"{src}: {int(mask.sum())} jobs can never start (first: job "
+                    f"{int(self.job_id[i])}, {int(self.req[i])} nodes, limit "
+                    f"{req_t[i]:g} s, partition {parts[jpart[i]].name}): it {why}. Slurm would "
+                    "reject such jobs at submit (EnforcePartLimits) or keep them pending forever; "
+                    "filter the workload or change the partition")
+
+        # ---- QOS
+        spec = self.accounts or AccountsSpec()
+        qdefs = dict(spec.qos)
+        qdefs.setdefault("normal", QOSDef("normal"))
+        if "qos_name" in cols:
+            qnames = [str(x) if str(x) else "normal" for x in cols["qos_name"]]
+        elif "qos" in cols:
+            qnames = [str(int(x)) if int(x) >= 0 else "normal" for x in cols["qos"]]
+        else:
+            qnames = ["normal"] * n
+        unknown_q = sorted({q for q in qnames if q not in qdefs})
+        if unknown_q:
+            self.notes.append(f"QOS not in the accounts file (priority 0, no limits): "
+                              f"{', '.join(unknown_q[:5])}")
+            for q in unknown_q:
+                qdefs[q] = QOSDef(q)
+        qlist = list(qdefs)
+        qid = {q: i for i, q in enumerate(qlist)}
+        self.jqos = np.array([qid[q] for q in qnames], dtype=np.int64)
+        qprio = np.array([qdefs[q].priority for q in qlist], dtype=np.float64)
+        qmax = qprio.max() if len(qprio) else 0.0
+        qos_factor = (qprio / qmax if qmax > 0 else np.zeros_like(qprio))[self.jqos]
+        qlim = np.array([qdefs[q].max_jobs_per_user if qdefs[q].max_jobs_per_user is not None
+                         else -1 for q in qlist], dtype=np.int64)
+        self.jqos_limit = qlim[self.jqos]
+        self.has_qos_limits = bool((self.jqos_limit >= 0).any())
+        self.juser = np.asarray(jobs.user, dtype=np.int64)
+        self.running_uq: dict[tuple[int, int], int] = defaultdict(int)
+
+        # ---- associations (account, user) and priority
+        if "account_name" in cols:
+            anames = [str(x) or "default" for x in cols["account_name"]]
+        else:
+            anames = [str(int(g)) if g >= 0 else "default" for g in jobs.group]
+        if "user_name" in cols:
+            unames = [str(x) or "unknown" for x in cols["user_name"]]
+        else:
+            unames = [str(int(u)) if u >= 0 else "unknown" for u in jobs.user]
+        aid: dict[tuple[str, str], int] = {}
+        jassoc = np.empty(n, dtype=np.int64)
+        for i, key in enumerate(zip(anames, unames)):
+            k = aid.get(key)
+            if k is None:
+                k = aid[key] = len(aid)
+            jassoc[i] = k
+        self.jassoc = jassoc
+        prm = cfg.priority
+        self.use_fs = prm.type == "priority/multifactor" and prm.weight_fairshare > 0
+        self.fs = FairShare([a for a, _ in aid], [u for _, u in aid], spec,
+                            half_life=prm.decay_half_life, fair_tree=prm.fair_tree,
+                            dampening=prm.dampening) if self.use_fs else None
+        self.prio_calc = MultifactorPriority(
+            prm, submit=self.submit, nodes=self.req, cpus=procs, time_limit=self.tl,
+            part_factor=part_factor[jpart], qos_factor=qos_factor, assoc=jassoc,
+            total_nodes=NN, total_cpus=total)
+        self.time_varying = prm.type == "priority/multifactor" and self.prio_calc.time_varying
+        self.fs_factor = self.fs.factors() if self.fs is not None else None
+        self.last_tick = 0.0                 # time of the last PriorityCalcPeriod tick
+        self.static_order = (not self.time_varying and P == 1
+                             and (prm.type == "priority/basic"
+                                  or np.ptp(self.prio_calc.static) == 0))
+
+        # ---- machine state (node level)
+        self.node_end = np.full(NN, -_INF)   # expected end of the job on each node; -inf = idle
+        self.job_nodes: dict[int, np.ndarray] = {}
+        self.job_mask: dict[int, int] = {}     # running job -> node bitset
+        self.run_end: dict[int, float] = {}    # running job -> expected end (start + estimate)
+        self.run_start: dict[int, float] = {}
+        self.run_units: dict[int, int] = {}
+        self.applied: set[int] = set()
+        self.n_pending = 0
+        # pass bookkeeping
+        self.event_flag = False
+        self.main_dirty = False
+        self.last_full = 0.0
+        sp = cfg.sched
+        self.bf_last = 0.0                   # last backfill cycle (real or skipped); thread starts at 0
+        self.bf_left_pending = False
+        self.bf_change = None                # first change after bf_last (time) or None
+        self.bf_dirty = False                # change since the last *computed* cycle
+        self.bf_on = sp.backfill
+
+    # ================================================================== hooks
+    def _touch(self, now: float) -> None:
+        self.bf_dirty = True
+        self.main_dirty = True
+        if self.bf_change is None:
+            self.bf_change = now
+
+    def on_submit(self, now: float, job: int) -> None:
+        self._catch_up(now)
+        self.n_pending += 1
+        self.event_flag = True
+        self._touch(now)
+
+    def on_start(self, now: float, job: int) -> None:
+        if job not in self.applied:     # a start we did not decide: mirror it from nothing known
+            raise RuntimeError(f"slurm: job index {job} started without a slurm decision")
+
+    def on_finish(self, now: float, job: int) -> None:
+        self._catch_up(now)
+        nodes = self.job_nodes.pop(job, None)
+        if nodes is not None:
+            self.node_end[nodes] = -_INF
+        self.run_end.pop(job, None)
+        self.job_mask.pop(job, None)
+        if self.has_qos_limits:
+            self.running_uq[(int(self.juser[job]), int(self.jqos[job]))] -= 1
+        if self.fs is not None:
+            st = self.run_start[job]
+            d = now - max(st, self.last_tick)
+            if d > 0:
+                self.fs.add_usage(self.jassoc[job], self.run_units[job] * self.fs.decayed(d))
+        self.run_start.pop(job, None)
+        self.run_units.pop(job, None)
+        self.event_flag = True
+        self._touch(now)
+
+    # ================================================================== time keeping
+    def _catch_up(self, now: float) -> None:
+        """Apply PriorityCalcPeriod ticks <= now (usage decay and accrual) and skipped backfill
+        cycles before now."""
+        prm = self.cfg.priority
+        self._bf_catch_up(now)          # cycles before now saw no change (ticks come at <= now)
+        if self.time_varying:
+            period = prm.calc_period
+            nxt = _grid_next(self.last_tick, period)
+            if nxt <= now:
+                if self.fs is not None:
+                    self._usage_ticks(nxt, now, period)
+                k = math.floor(now / period)
+                self.last_tick = k * period
+                if self.n_pending:
+                    self.main_dirty = True
+                    self.bf_dirty = True
+                    if self.bf_change is None:
+                        self.bf_change = self.last_tick
+
+    def _usage_ticks(self, first: float, now: float, period: float) -> None:
+        fs = self.fs
+        runs = list(self.run_start.items())
+        last = self.last_tick
+        t = first
+        if not runs:
+            # no running job: all ticks up to now only decay
+            k = math.floor(now / period)
+            t_last = k * period
+            fs.apply_decay(t_last - last)
+            self.fs_factor = fs.factors()
+            self.stats["priority_ticks"] += int(round((t_last - last) / period))
+            return
+        jobs = np.array([j for j, _ in runs], dtype=np.int64)
+        starts = np.array([s for _, s in runs])
+        units = np.array([self.run_units[j] for j in jobs], dtype=np.float64)
+        assoc = self.jassoc[jobs]
+        while t <= now:
+            fs.apply_decay(t - last)
+            d = t - np.maximum(starts, last)
+            fs.add_usage(assoc, units * fs.decayed(np.maximum(d, 0.0)))
+            last = t
+            t += period
+            self.stats["priority_ticks"] += 1
+        self.fs_factor = fs.factors()
+
+    def _bf_next(self) -> float | None:
+        """Time of the next backfill cycle given the thread state (None: none scheduled)."""
+        if not self.bf_on:
+            return None
+        base = self.bf_last + self.cfg.sched.bf_interval
+        if self.bf_left_pending:
+            return base
+        if self.bf_change is not None:
+            t = max(base, self.bf_change)
+            if t > base:
+                t = base + math.ceil((t - base) / self.bf_poll - 1e-9) * self.bf_poll
+            return t
+        return None
+
+    def _bf_catch_up(self, now: float) -> None:
+        """Account for backfill cycles strictly before ``now`` that had nothing new to compute."""
+        iv = self.cfg.sched.bf_interval
+        while True:
+            t = self._bf_next()
+            if t is None or t >= now:
+                return
+            if self.bf_dirty and self.n_pending:
+                # a cycle that had work but got no engine pass (should not happen: next_wakeup
+                # asks for it); counted so tests can check it stays 0
+                self.stats["backfill_cycles_missed"] = self.stats.get("backfill_cycles_missed", 0) + 1
+            self.stats["backfill_cycles_skipped"] += 1
+            self.bf_last = t
+            self.bf_change = None
+            self.bf_left_pending = self.n_pending > 0
+            if self.bf_left_pending and not self.bf_dirty:
+                # jump over the whole chain of idle cycles before now
+                k = math.floor((now - self.bf_last) / iv)
+                if self.bf_last + k * iv >= now:
+                    k -= 1
+                if k > 0:
+                    self.stats["backfill_cycles_skipped"] += k
+                    self.bf_last += k * iv
+
+    def next_wakeup(self, now: float) -> float | None:
+        if self.n_pending == 0:
+            return None
+        cands = []
+        if self.bf_on and self.bf_dirty:
+            t = self._bf_next()
+            if t is not None:
+                if t <= now:
+                    t = now + self.cfg.sched.bf_interval  # safety: never ask for the past
+                cands.append(t)
+        if self.main_dirty:
+            cands.append(_grid_next(now, self.cfg.sched.sched_interval))
+        if self.time_varying:
+            # the next PriorityCalcPeriod tick changes priorities (and marks passes dirty)
+            cands.append(_grid_next(max(now, self.last_tick), self.cfg.priority.calc_period))
+        return min(cands) if cands else None
+
+    # ================================================================== priority order
+    def _order(self, now: float, queue: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Pending jobs in Slurm's evaluation order and their priorities."""
+        if self.static_order:
+            return queue, np.ones(len(queue), dtype=np.int64)
+        # priorities as of the last PriorityCalcPeriod tick; a job submitted since has age 0
+        # (its priority was set at submit with the current fair-share values)
+        prio = self.prio_calc.compute(max(self.last_tick, 0.0), queue, self.fs_factor)
+        keys = (self.job_id[queue], self.submit[queue], -prio, -self.jtier[queue])
+        o = np.lexsort(keys)
+        return queue[o], prio[o]
+
+    # ================================================================== node choice
+    def _pick_now(self, cand: np.ndarray, k: int, resv_begin: np.ndarray | None) -> np.ndarray:
+        ids = np.flatnonzero(cand)
+        if self.node_order == "index" or resv_begin is None or len(ids) == k:
+            return ids[:k]
+        rb = resv_begin[ids]
+        o = np.lexsort((ids, rb))
+        return np.sort(ids[o[:k]])
+
+    def _pick_future(self, cand: np.ndarray, k: int, free_at: np.ndarray) -> np.ndarray:
+        ids = np.flatnonzero(cand)
+        if self.node_order == "index" or len(ids) == k:
+            return ids[:k]
+        o = np.lexsort((ids, -free_at[ids]))
+        return np.sort(ids[o[:k]])
+
+    # ================================================================== start bookkeeping
+    def _apply_start(self, now: float, j: int, nodes: np.ndarray) -> Start:
+        self.node_end[nodes] = now + self.est[j]
+        self.job_nodes[j] = nodes
+        self.run_end[j] = now + float(self.est[j])
+        m = 0
+        for x in nodes.tolist():
+            m |= 1 << x
+        self.job_mask[j] = m
+        self.applied.add(j)
+        self.n_pending -= 1
+        units = len(nodes) * self.cpn
+        self.run_start[j] = now
+        self.run_units[j] = units
+        if self.has_qos_limits:
+            self.running_uq[(int(self.juser[j]), int(self.jqos[j]))] += 1
+        p = int(self.jobs.procs[j])
+        if self.cpn == 1:
+            u = nodes
+        else:
+            u = (nodes[:, None] * self.cpn + np.arange(self.cpn)[None, :]).ravel()[:p]
+        return Start(j, u.astype(np.int64))
+
+    def _qos_blocked(self, j: int) -> bool:
+        lim = self.jqos_limit[j]
+        return lim >= 0 and self.running_uq[(int(self.juser[j]), int(self.jqos[j]))] >= lim
+
+    # ================================================================== main / event pass
+    def _main_pass(self, now: float, order: np.ndarray, depth: int | None) -> tuple[list[Start], bool]:
+        """Strict priority pass; returns the starts and whether the whole queue was considered."""
+        sp = self.cfg.sched
+        idle = self.node_end == -_INF
+        avail = np.ones(self.NN, dtype=bool)
+        failed = set()
+        starts: list[Start] = []
+        per_part: dict[int, int] = defaultdict(int)
+        complete = True
+        n_idle = int(idle.sum())
+        P = len(self.parts)
+        for pos, j in enumerate(order.tolist()):
+            if depth is not None and pos >= depth:
+                complete = False
+                break
+            if len(failed) == P or n_idle == 0:
+                break
+            k = int(self.jpart[j])
+            if k in failed:
+                continue
+            if sp.partition_job_depth:
+                if per_part[k] >= sp.partition_job_depth:
+                    complete = False
+                    continue
+                per_part[k] += 1
+            if self.has_qos_limits and self._qos_blocked(j):
+                continue
+            cand = idle & avail & self.pmask[k]
+            need = int(self.req[j])
+            if int(cand.sum()) >= need:
+                nodes = np.flatnonzero(cand)[:need]
+                starts.append(self._apply_start(now, j, nodes))
+                idle[nodes] = False
+                n_idle -= need
+            else:
+                failed.add(k)
+                avail &= ~self.pmask[k]
+        return starts, complete
+
+    # ================================================================== backfill pass
+    def _to_int(self, mask: np.ndarray) -> int:
+        """Bool node array -> Python int bitset (bit i = node i)."""
+        return int.from_bytes(np.packbits(mask, bitorder="little").tobytes(), "little")
+
+    @staticmethod
+    def _low(x: int, r: int) -> int:
+        """The ``r`` lowest set bits of ``x`` (as a bitset); ``x`` itself if it has <= r."""
+        if r <= 0:
+            return 0
+        if x.bit_count() <= r:
+            return x
+        lo, hi = 1, x.bit_length()
+        while lo < hi:                      # smallest p with popcount(x mod 2^p) >= r
+            mid = (lo + hi) // 2
+            if (x & ((1 << mid) - 1)).bit_count() >= r:
+                hi = mid
+            else:
+                lo = mid + 1
+        return x & ((1 << lo) - 1)
+
+    def _bits(self, x: int, k: int | None = None) -> list[int]:
+        """Indices of the set bits of ``x`` (lowest first; at most ``k``)."""
+        out = []
+        while x and (k is None or len(out) < k):
+            low = x & -x
+            out.append(low.bit_length() - 1)
+            x ^= low
+        return out
+
+    def _backfill(self, now: float, order: np.ndarray, prio: np.ndarray) -> list[Start]:
+        """One ``_attempt_backfill`` cycle (see the module docstring). Node sets are Python int
+        bitsets; the map is two parallel lists (segment begins, available-node bitsets)."""
+        sp = self.cfg.sched
+        res = sp.bf_resolution
+        begin0 = math.floor(now / res) * res
+        window_end = math.floor((now + sp.bf_window) / res) * res
+        full = (1 << self.NN) - 1
+        ns_b: list[float] = [begin0]
+        ns_av: list[int] = [full]
+        # nodes by the time they become free (running jobs' expected ends): distinct times T[m]
+        # and cumulative bitsets C[m] = nodes free by T[m]; T[0] = now (idle nodes)
+        node_end = self.node_end
+        idle_arr = node_end == -_INF
+        idle = self._to_int(idle_arr)
+        T: list[float] = [now]
+        G: list[int] = [idle]
+        jm = self.job_mask
+        for t, j in sorted((e, j) for j, e in self.run_end.items()):
+            if t <= now:
+                G[0] |= jm[j]
+            elif t == T[-1]:
+                G[-1] |= jm[j]
+            else:
+                T.append(t)
+                G.append(jm[j])
+        C = list(G)
+        for m in range(1, len(C)):
+            C[m] |= C[m - 1]
+        n_idle = idle.bit_count()
+        pm_int = [self._to_int(r) for r in self.pmask]
+        req = self.req
+        tl = self.tl
+        starts: list[Start] = []
+        test_cnt = 0
+        start_cnt = 0
+        part_resv: dict[int, int] = defaultdict(int)
+        part_test: dict[int, int] = defaultdict(int)
+        user_test: dict[int, int] = defaultdict(int)
+        order_l = order.tolist()
+        nq = len(order_l)
+        rq = req[order]
+        suffix_min = np.minimum.accumulate(rq[::-1])[::-1] if nq else rq
+        rtl = tl[order]
+        bisect_r = _bisect_right
+        bisect_l = _bisect_left
+
+        def seg_end(i: int) -> float:
+            return ns_b[i + 1] if i + 1 < len(ns_b) else window_end
+
+        def add_resv(st: float, en: float, nodes: int) -> None:
+            st = max(st, begin0)
+            if en < st + res:
+                en = st + res
+            if st >= window_end:
+                return
+            en = min(en, window_end)
+            for t in (st, en):
+                if t >= window_end:
+                    continue
+                i = bisect_l(ns_b, t)
+                if i < len(ns_b) and ns_b[i] == t:
+                    continue
+                ns_b.insert(i, t)
+                ns_av.insert(i, ns_av[i - 1])
+            i0 = bisect_l(ns_b, st)
+            i1 = bisect_l(ns_b, en)
+            keep = ~nodes
+            for i in range(i0, i1):
+                ns_av[i] &= keep
+
+        def anyone_fits(pos: int) -> bool:
+            """Can any job after ``pos`` still start now? (exact upper bound: idle nodes whose
+            first reservation begins after the job's end)."""
+            if pos + 1 >= nq:
+                return False
+            left = idle
+            rb_t = []
+            rb_c = []
+            for i in range(len(ns_b)):
+                hit = left & ~ns_av[i]
+                if hit:
+                    rb_t.append(ns_b[i])
+                    rb_c.append(hit.bit_count())
+                    left &= ~hit
+                    if not left:
+                        break
+            if not rb_t:
+                return bool((rq[pos + 1:] <= n_idle).any())
+            cum = np.cumsum(rb_c)
+            # nodes usable by a job of length L: idle nodes with first reservation > now + L
+            k = np.searchsorted(np.asarray(rb_t), now + rtl[pos + 1:], side="right")
+            usable = n_idle - np.where(k > 0, cum[np.maximum(k - 1, 0)], 0)
+            return bool((rq[pos + 1:] <= usable).any())
+
+        pos = -1
+        while pos + 1 < nq:
+            pos += 1
+            j = order_l[pos]
+            if test_cnt >= sp.bf_max_job_test:
+                break
+            if n_idle < suffix_min[pos]:
+                break
+            if self.has_qos_limits and self._qos_blocked(j):
+                continue
+            k = int(self.jpart[j])
+            if sp.bf_max_job_part:
+                if part_test[k] >= sp.bf_max_job_part:
+                    continue
+                part_test[k] += 1
+            if sp.bf_max_job_user:
+                u = int(self.juser[j])
+                if user_test[u] >= sp.bf_max_job_user:
+                    continue
+                user_test[u] += 1
+            no_reserve = False
+            if sp.bf_min_prio_reserve and prio[pos] < sp.bf_min_prio_reserve:
+                no_reserve = True
+            elif sp.bf_min_age_reserve and now - self.submit[j] < sp.bf_min_age_reserve:
+                no_reserve = True
+            if sp.bf_job_part_count_reserve and part_resv[k] >= sp.bf_job_part_count_reserve:
+                no_reserve = True
+            tlj = float(tl[j])
+            need = int(req[j])
+            pm = pm_int[k]
+            counted = False
+            later = now
+            touched_idle = False
+            # earliest time enough of the partition's nodes are free, ignoring reservations: a
+            # lower bound of every will-run start of this job
+            lo_m, hi_m = 0, len(C) - 1
+            while lo_m < hi_m:
+                mid = (lo_m + hi_m) // 2
+                if (pm & C[mid]).bit_count() >= need:
+                    hi_m = mid
+                else:
+                    lo_m = mid + 1
+            t_min = T[lo_m]
+            for _attempt in range(len(ns_b) + 8):
+                start_res = later
+                later = 0.0
+                if window_end < start_res:
+                    break
+                end_time = start_res + tlj
+                # records overlapping [start_res, end_time] (begin <= end_time, inclusive as in
+                # backfill.c); later_start = end of the first one after which the map frees
+                # nodes of this partition (or, failing that, the end of the record after the
+                # first one beyond the job's end)
+                nb = len(ns_b)
+                i = bisect_r(ns_b, start_res) - 1
+                if i < 0:
+                    i = 0
+                acc = pm
+                while True:
+                    cur = acc & ns_av[i]
+                    acc = cur
+                    n1 = i + 1
+                    if n1 >= nb:
+                        break
+                    if not later and (pm & ns_av[n1] & ~cur):
+                        later = ns_b[n1]
+                        if counted and later < t_min:
+                            break
+                    if ns_b[n1] > end_time:
+                        break
+                    i = n1
+                if counted and later and later < t_min:
+                    # exact shortcut: the will-run start is >= t_min > later_start, so Slurm would
+                    # retry at later_start whatever the rest of the map says
+                    continue
+                avail = acc
+                if not later and i + 3 < nb:
+                    later = ns_b[i + 3]
+                if avail.bit_count() < need:
+                    if later and not no_reserve:
+                        continue
+                    break
+                if not counted:
+                    test_cnt += 1
+                    counted = True
+                # will-run: earliest T[m] with enough available nodes free
+                lo, hi = 0, len(C) - 1
+                if (avail & C[hi]).bit_count() < need:   # cannot happen: avail nodes all end
+                    break
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if (avail & C[mid]).bit_count() >= need:
+                        hi = mid
+                    else:
+                        lo = mid + 1
+                start = max(start_res, T[lo])
+                if start <= now:
+                    cand = avail & idle
+                    nodes_l = self._choose_now(cand, need, ns_b, ns_av)
+                    nodes = 0
+                    for x in nodes_l:
+                        nodes |= 1 << x
+                    arr = np.asarray(nodes_l, dtype=np.int64)
+                    starts.append(self._apply_start(now, j, arr))
+                    idle &= ~nodes
+                    n_idle -= need
+                    # the nodes now free at now + estimate
+                    t_end = now + float(self.est[j])
+                    m = bisect_l(T, t_end)
+                    for q in range(m):
+                        C[q] &= ~nodes
+                    G[0] &= ~nodes
+                    if not (m < len(T) and T[m] == t_end):
+                        T.insert(m, t_end)
+                        C.insert(m, C[m - 1] | nodes)
+                        G.insert(m, nodes)
+                    else:
+                        G[m] |= nodes
+                    add_resv(begin0, math.ceil((now + tlj) / res) * res, nodes)
+                    start_cnt += 1
+                    touched_idle = True
+                    if sp.bf_max_job_start and start_cnt >= sp.bf_max_job_start:
+                        pos = nq
+                    break
+                if no_reserve:
+                    break
+                if later and start > later:
+                    continue
+                st_slot = math.floor(start / res) * res
+                en_slot = math.ceil((start + tlj) / res) * res
+                nodes = self._choose_future(avail, need, lo, C, G)
+                lo_s = max(bisect_r(ns_b, st_slot) - 1, 0)
+                hi_s = bisect_l(ns_b, en_slot)
+                clash = False
+                for q in range(lo_s, hi_s):
+                    if (ns_av[q] & nodes) != nodes:
+                        clash = True
+                        break
+                if clash:
+                    later = start + (res if start_res == start else 0.0)
+                    continue
+                if start > now + sp.bf_window:
+                    break
+                if sp.bf_job_part_count_reserve and part_resv[k] >= sp.bf_job_part_count_reserve:
+                    break
+                part_resv[k] += 1
+                add_resv(st_slot, en_slot, nodes)
+                self.stats["reservations"] += 1
+                if nodes & idle:
+                    touched_idle = True
+                break
+            if touched_idle and n_idle and not anyone_fits(pos):
+                break
+        return starts
+
+    def _choose_now(self, cand: int, need: int, ns_b: list, ns_av: list) -> list[int]:
+        """Nodes for a job starting now: ``time-fit`` takes the candidates whose next reservation
+        begins soonest (keeping unreserved nodes for longer jobs), ``index`` the lowest ids."""
+        if self.node_order == "index" or cand.bit_count() == need:
+            return self._bits(self._low(cand, need))
+        out = 0
+        left = cand
+        r = need
+        for i in range(1, len(ns_av)):
+            hit = left & ~ns_av[i]
+            if hit:
+                take = self._low(hit, r)
+                out |= take
+                left &= ~take
+                r -= take.bit_count()
+                if r == 0:
+                    break
+        if r:
+            out |= self._low(left, r)
+        return self._bits(out)
+
+    def _choose_future(self, avail: int, need: int, m: int, C: list, G: list) -> int:
+        """Node bitset for a reservation starting at T[m]: ``time-fit`` takes the nodes that
+        become free latest (busy now first), ``index`` the lowest ids among those free by then."""
+        if self.node_order == "index":
+            return self._low(avail & C[m], need)
+        out = 0
+        left = need
+        for q in range(m, -1, -1):
+            grp = avail & G[q]
+            if grp:
+                take = self._low(grp, left)
+                out |= take
+                left -= take.bit_count()
+                if left == 0:
+                    break
+        return out
+
+    # ================================================================== the pass
+    def schedule(self, now: float, queue: np.ndarray, cluster: ClusterView) -> list[Start]:
+        self._catch_up(now)
+        if len(queue) == 0:
+            return []
+        sp = self.cfg.sched
+        out: list[Start] = []
+        order = prio = None
+        full_due = self.main_dirty and (now % sp.sched_interval == 0)
+        if full_due or self.event_flag:
+            order, prio = self._order(now, queue)
+            depth = None if full_due else sp.default_queue_depth
+            st, complete = self._main_pass(now, order, depth)
+            self.stats["main_passes" if full_due else "event_passes"] += 1
+            self.stats["main_starts"] += len(st)
+            out += st
+            if complete:
+                self.main_dirty = False
+            if full_due:
+                self.last_full = now
+            self.event_flag = False
+            if st:
+                # our own starts are job updates for the backfill thread, not for the strict
+                # pass (re-running it would block at the same job)
+                self.bf_dirty = True
+                if self.bf_change is None:
+                    self.bf_change = now
+        if self.bf_on:
+            t = self._bf_next()
+            if t is not None and t <= now:
+                if self.bf_dirty and self.n_pending:
+                    if order is None:
+                        order, prio = self._order(now, queue)
+                    if out:
+                        started = {s.job for s in out}
+                        keep = np.array([int(x) not in started for x in order], dtype=bool)
+                        order, prio = order[keep], prio[keep]
+                    bst = self._backfill(now, order, prio)
+                    self.stats["backfill_passes"] += 1
+                    self.stats["backfill_starts"] += len(bst)
+                    out += bst
+                    self.bf_dirty = bool(bst)   # own starts are job updates (Slurm)
+                else:
+                    self.stats["backfill_cycles_skipped"] += 1
+                self.bf_last = now
+                self.bf_change = now if self.bf_dirty else None
+                self.bf_left_pending = self.n_pending > 0
+        return out
+
+    # ================================================================== description
+    def describe(self) -> dict:
+        d = {"name": self.name, "node_order": self.node_order, "bf_poll": self.bf_poll,
+             "cpus_per_node": self.cpn, "accounts": self.accounts.path if self.accounts else None}
+        d.update(self.cfg.describe())
+        d["notes"] = list(self.notes)
+        d["stats"] = dict(self.stats)
+        d["simplifications"] = [
+            "passes take no time (bf_continue, bf_yield_interval, bf_max_time have no effect)",
+            "planning limit = estimate (requested time by default), in seconds",
+            "will-run start is exact (no 30 s grouping of running-job ends)",
+            f"node choice: {self.node_order}; no topology, node weights, features or GRES",
+            "no preemption, advance reservations, dependencies, nice, TRES/assoc factors",
+        ]
+        return d
+
+
+def make_slurm_scheduler(conf_path: str | None, options: dict | None) -> SlurmScheduler:
+    """Build the Slurm-like scheduler from a slurm.conf-style file (or None) and run options.
+
+    Options: any slurm.conf key or SchedulerParameters name (overrides the file), plus
+    ``accounts`` (path of the accounts TOML file), ``cpus_per_node``, ``node_order``
+    (``time-fit``/``index``) and ``bf_poll`` (s). Unknown keys are reported once as ignored.
+    """
+    options = dict(options or {})
+    cfg = load_slurm_conf(conf_path) if conf_path else SlurmConfig()
+    cfg = apply_options(cfg, options)
+    acc = options.get("accounts")
+    accounts = load_accounts(acc) if acc else None
+    cpn = options.get("cpus_per_node")
+    return SlurmScheduler(cfg, accounts=accounts,
+                          cpus_per_node=int(cpn) if cpn is not None else None,
+                          node_order=str(options.get("node_order", "time-fit")),
+                          bf_poll=float(options.get("bf_poll", 1.0)))

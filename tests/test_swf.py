@@ -1,0 +1,119 @@
+"""SWF reader and writer: error paths, round trip, and every real log in the shared datasets."""
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from datasets.registry import default_data_dir, load_registry
+from datasets.swf import SWFError, read_swf, write_swf
+
+HEADER = """; Version: 2.2
+; Computer: test machine
+; MaxJobs: 3
+; MaxRecords: 3
+; MaxNodes: 16 (batch partition; 32 total)
+; MaxProcs: 16
+; UnixStartTime: 1000000000
+"""
+GOOD = [
+    "1 0 5 100 4 -1 -1 4 200 -1 1 1 1 -1 1 -1 -1 -1",
+    "2 10 0 50 2 1.5 -1 -1 60 -1 1 2 1 -1 1 -1 -1 -1",
+    "3 20 3 -1 1 -1 -1 1 -1 -1 5 1 1 -1 1 -1 -1 -1",
+]
+
+
+def write(tmp_path: Path, lines, header=HEADER, name="log.swf") -> Path:
+    p = tmp_path / name
+    p.write_text(header + "\n".join(lines) + "\n")
+    return p
+
+
+def test_reads_fields_and_header(tmp_path):
+    wl = read_swf(write(tmp_path, GOOD))
+    assert len(wl) == 3
+    assert wl.machine_size == 16 and wl.machine_size_source == "header MaxProcs"
+    assert wl.job_id.tolist() == [1, 2, 3]
+    assert wl.submit.tolist() == [0, 10, 20]
+    assert wl.runtime.tolist() == [100, 50, -1]
+    # size: requested when known (job 1: 4; job 3: 1), else allocated (job 2: req -1 -> alloc 2)
+    assert wl.procs.tolist() == [4, 2, 1]
+    assert wl.requested_time[:2].tolist() == [200, 60] and np.isnan(wl.requested_time[2])
+    assert wl.status.tolist() == [1, 1, 5]
+    assert wl.header["UnixStartTime"] == "1000000000"
+    assert wl.columns["line"].tolist() == [8, 9, 10]
+
+
+def test_machine_size_falls_back_to_maxnodes(tmp_path):
+    hdr = HEADER.replace("; MaxProcs: 16\n", "")
+    wl = read_swf(write(tmp_path, GOOD, hdr))
+    assert wl.machine_size == 16 and wl.machine_size_source == "header MaxNodes"
+
+
+@pytest.mark.parametrize("line, message", [
+    ("4 30 0 10 1 -1 -1 1 10 -1 1 1 1 -1 1 -1 -1", r"line 11: expected 18 fields, found 17"),
+    ("4 30 0 1x0 1 -1 -1 1 10 -1 1 1 1 -1 1 -1 -1 -1", r"line 11: field 4 \(run\): '1x0' is not a number"),
+    ("4 30 0 10 1.5 -1 -1 1 10 -1 1 1 1 -1 1 -1 -1 -1", r"line 11: field 5 \(alloc_procs\): '1.5' is not an integer"),
+    ("4 -30 0 10 1 -1 -1 1 10 -1 1 1 1 -1 1 -1 -1 -1", r"line 11: field 2 \(submit\): negative submit time"),
+])
+def test_malformed_lines_name_file_line_and_field(tmp_path, line, message):
+    hdr = HEADER.replace("MaxJobs: 3", "MaxJobs: 9").replace("MaxRecords: 3", "MaxRecords: 9")
+    p = write(tmp_path, GOOD + [line], hdr)
+    with pytest.raises(SWFError, match=message) as e:
+        read_swf(p)
+    assert str(p) in str(e.value)
+
+
+def test_header_contradicting_data(tmp_path):
+    p = write(tmp_path, GOOD + ["4 30 0 10 1 -1 -1 1 10 -1 1 1 1 -1 1 -1 -1 -1"])
+    with pytest.raises(SWFError, match=r"header field MaxRecords says 3 but the file has 4 job lines"):
+        read_swf(p)
+    bad = HEADER.replace("; MaxProcs: 16", "; MaxProcs: many")
+    with pytest.raises(SWFError, match=r"header field MaxProcs: 'many' is not an integer"):
+        read_swf(write(tmp_path, GOOD, bad, "b.swf"))
+    zero = HEADER.replace("; MaxProcs: 16", "; MaxProcs: 0")
+    with pytest.raises(SWFError, match=r"MaxProcs: 0 is not a positive machine size"):
+        read_swf(write(tmp_path, GOOD, zero, "c.swf"))
+
+
+def test_missing_and_corrupt_files(tmp_path):
+    with pytest.raises(SWFError, match=r"nope.swf: file not found"):
+        read_swf(tmp_path / "nope.swf")
+    bad = tmp_path / "bad.swf.gz"
+    bad.write_bytes(b"\x1f\x8b" + b"garbage")
+    with pytest.raises(SWFError, match=r"corrupt gzip"):
+        read_swf(bad)
+
+
+def test_round_trip_plain_and_gzip(tmp_path):
+    wl = read_swf(write(tmp_path, GOOD))
+    for name in ("out.swf", "out.swf.gz"):
+        out = tmp_path / name
+        write_swf(wl, out)
+        back = read_swf(out)
+        for f in ("job_id", "submit", "runtime", "procs", "user", "group", "queue", "partition", "status"):
+            assert getattr(back, f).tolist() == getattr(wl, f).tolist(), f
+        np.testing.assert_array_equal(back.requested_time, wl.requested_time)
+        assert back.machine_size == 16
+    assert gzip.decompress((tmp_path / "out.swf.gz").read_bytes()).startswith(b"; ")
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def _real_logs():
+    ddir = default_data_dir()
+    if ddir is None:
+        return []
+    return [pytest.param(e, id=e.name) for e in load_registry().values()]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("entry", _real_logs())
+def test_every_real_log_parses_with_its_manifest_count(entry):
+    path = entry.path(default_data_dir())
+    if not path.exists():
+        pytest.skip(f"{path} not present")
+    wl = read_swf(path)
+    assert len(wl) == entry.jobs
+    assert (wl.submit >= -1).all()   # -1 = unknown (LLNL-Thunder has such jobs)

@@ -20,8 +20,8 @@ when nothing else runs (counted in ``over_cap_starts``); combine with the power 
 
 The power model: pass the same `power.model.PowerModel` instance that the simulation steps. When the
 wrapper is built by name (``--scheduler schedulers.power_aware:PowerAwareScheduler`` with options
-``inner``, ``cap``, ``cooling_overhead``), it takes the run's model at its first pass from
-``power.model.LAST_BOUND`` (the model bound last in this process; runs are single-process). Its
+``inner``, ``cap``, ``cooling_overhead``, or with ``hpctwin run --power on --power-cap W``),
+`twin.run.run` hands it the run's model after building the models. Its
 projection uses the machine's exact
 electrical power now (rack input + CDU pumps) plus each new job's full, unthrottled draw. The
 cooling plant, computed after the run, is not part of the projection; pass
@@ -106,11 +106,8 @@ class PowerAwareScheduler(Scheduler):
 
     def _model(self):
         if self.power_model is None:
-            from power import model as pm  # noqa: PLC0415
-            if pm.LAST_BOUND is None:
-                raise RuntimeError("PowerAwareScheduler has no power model: pass power_model=..., or run with "
-                                   "power on so that the run's PowerModel is bound before the first pass")
-            self.power_model = pm.LAST_BOUND
+            raise RuntimeError("PowerAwareScheduler has no power model: pass power_model=..., or run with "
+                               "--power on (twin.run gives the wrapper the run's PowerModel)")
         return self.power_model
 
     def schedule(self, now: float, queue: np.ndarray, cluster: ClusterView) -> list[int | Start]:

@@ -69,9 +69,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="data directory for registry names (default: $HPCTWIN_DATA, else ../shared/datasets)")
     p.add_argument("--kill-at-walltime", type=_on_off, default=True, metavar="on|off",
                    help="end a job at its requested time if it runs longer (default on)")
-    p.add_argument("--estimate", default="requested", choices=["requested", "exact"],
-                   help="runtime estimate the scheduler sees: the log's requested time (default) or "
-                        "the exact runtime")
+    p.add_argument("--estimate", default="requested",
+                   help="runtime estimate the scheduler sees: the log's requested time (requested, "
+                        "default), the exact runtime (exact), or a model of datasets.estimates")
     p.add_argument("--size-field", default="auto", choices=["auto", "requested", "allocated"],
                    help="SWF job size: requested processors when known else allocated (auto, default)")
     p.add_argument("--placement", default="first-fit",
@@ -80,6 +80,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="network contention model (needs a --system with a [network] table)")
     p.add_argument("--power", type=_on_off, default=False, metavar="on|off",
                    help="power and cooling models (needs a --system with a [power] table)")
+    p.add_argument("--power-cap", type=float, default=None, metavar="WATTS",
+                   help="facility power cap for the power-aware wrapper around the scheduler (needs --power on)")
     p.add_argument("--sample-dt", type=float, default=15.0, help="time-series sampling step in seconds (default 15)")
     p.add_argument("--slurm-conf", default=None, help="slurm.conf-style file for --scheduler slurm")
     p.add_argument("--set", dest="options", type=_kv, action="append", default=[], metavar="KEY=VALUE",
@@ -106,7 +108,7 @@ def config_from_args(a: argparse.Namespace):
                      system=a.system, nodes=a.nodes, seed=a.seed, placement=a.placement,
                      network=a.network, power=a.power, sample_dt=a.sample_dt, out=out, quiet=a.quiet,
                      kill_at_walltime=a.kill_at_walltime, data_dir=a.data_dir, estimate=a.estimate,
-                     size_field=a.size_field, options=options)
+                     size_field=a.size_field, power_cap=a.power_cap, options=options)
 
 
 def format_summary(s: dict) -> str:
@@ -127,7 +129,8 @@ def format_summary(s: dict) -> str:
         ("mean bsld", f(s.get("mean_bsld"))), ("utilisation", f(100 * s["utilisation"], " %") if s.get("utilisation") is not None else "n/a"),
         ("makespan", f(s.get("makespan_s"), " s")),
     ]
-    for key, label, unit in (("energy_kwh", "energy", " kWh"), ("mean_facility_power_w", "mean facility power", " W"),
+    for key, label, unit in (("energy_facility_kwh", "facility energy", " kWh"),
+                             ("avg_facility_power_w", "mean facility power", " W"),
                              ("peak_facility_power_w", "peak facility power", " W"), ("mean_pue", "mean PUE", "")):
         if key in s:
             rows.append((label, f(s[key], unit)))
@@ -190,6 +193,27 @@ def _delegate(module: str, func: str = "main"):
     return handler
 
 
+def cmd_collectives(a: argparse.Namespace) -> int:
+    """``hpctwin collectives validate [-n N] [OPTIONS]``: run the schedule validator under
+    ``mpiexec -n N`` (default 4) with the mpich wheel's launcher; OPTIONS go to the validator."""
+    import shutil  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    rest = list(a.rest)
+    if not rest or rest[0] != "validate":
+        print("usage: hpctwin collectives validate [-n N] [validator options, see "
+              "python -m topology.collectives.validate --help]", file=sys.stderr)
+        return 2
+    rest = rest[1:]
+    n = 4
+    if len(rest) >= 2 and rest[0] in ("-n", "--np"):
+        n, rest = int(rest[1]), rest[2:]
+    mpiexec = shutil.which("mpiexec")
+    if mpiexec is None:
+        print("hpctwin: error: mpiexec not found (pip install mpich)", file=sys.stderr)
+        return 2
+    return subprocess.call([mpiexec, "-n", str(n), sys.executable, "-m", "topology.collectives.validate", *rest])
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hpctwin", description="HPC digital twin and scheduler sandbox")
     parser.add_argument("--version", action="version", version=f"hpctwin {__version__}")
@@ -208,12 +232,18 @@ def build_parser() -> argparse.ArgumentParser:
     p_sys.set_defaults(func=cmd_systems)
     for name, module, helptext in (
             ("topology", "topology.show", "show a machine's interconnect (hpctwin topology show SYSTEM)"),
-            ("collectives", "topology.collectives.validate", "validate collective algorithms (under mpiexec)"),
             ("export", "datasets.export", "export a workload as SWF or a schedule as sacct"),
             ("sweep", "experiments.sweep", "run a sweep file")):
         p = sub.add_parser(name, help=helptext, add_help=False)
         p.add_argument("rest", nargs=argparse.REMAINDER)
         p.set_defaults(func=_delegate(module))
+    p = sub.add_parser("collectives", help="validate collective algorithms under mpiexec "
+                                            "(hpctwin collectives validate -n 8)", add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=cmd_collectives)
+    p = sub.add_parser("report", help="write a self-contained HTML report of a run folder", add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=_delegate("twin.report"))
     return parser
 
 

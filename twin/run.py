@@ -63,6 +63,7 @@ class RunConfig:
     estimate: str = "requested"
     size_field: str = "auto"
     tau: float = TAU
+    power_cap: float | None = None
     options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -115,7 +116,7 @@ class Prepared:
 
 
 def prepare(workload: Workload, total: int, total_source: str, *, estimate: str = "requested",
-            kill_at_walltime: bool = True) -> Prepared:
+            kill_at_walltime: bool = True, seed: int = 0) -> Prepared:
     """Sort, skip impossible jobs (counted by reason), and set estimates and kill limits."""
     wl = workload.sorted()
     notes = list(wl.notes)
@@ -145,7 +146,14 @@ def prepare(workload: Workload, total: int, total_source: str, *, estimate: str 
             est = np.where(has_req, np.minimum(est, req), est)
         notes.append("estimate model: exact runtimes (clairvoyant)")
     else:
-        raise RunConfigError(f"unknown estimate model {estimate!r}; known: requested, exact")
+        try:
+            from datasets.estimates import estimate_model  # noqa: PLC0415
+        except ImportError:
+            raise RunConfigError(f"unknown estimate model {estimate!r}; known: requested, exact") from None
+        est = np.asarray(estimate_model(estimate, wl, seed), dtype=np.float64)
+        if est.shape != (len(wl),) or not (np.isfinite(est) & (est > 0)).all():
+            raise RunConfigError(f"estimate model {estimate!r} returned invalid estimates")
+        notes.append(f"estimate model: {estimate} (the kill limit stays the requested time)")
     kill = np.where(has_req, req, np.inf) if kill_at_walltime else np.full(len(wl), np.inf)
     return Prepared(wl, total, total_source, est.astype(np.float64), kill, skipped, notes)
 
@@ -158,15 +166,18 @@ def job_table(p: Prepared) -> JobTable:
 
 
 # ---------------------------------------------------------------------- run
-def _resolve_machine(cfg: RunConfig, wl_machine: int | None, system: SystemSpec | None) -> tuple[int, str]:
+def _resolve_machine(cfg: RunConfig, wl_machine: int | None, system: SystemSpec | None,
+                     system_explicit: bool = True) -> tuple[int, str]:
+    """Machine size: --nodes, else an explicit --system, else the workload's own size (SWF header,
+    synthetic model), else the default system."""
     if cfg.nodes is not None:
         if cfg.nodes < 1:
             raise RunConfigError(f"--nodes must be >= 1, got {cfg.nodes}")
         return int(cfg.nodes), "--nodes option"
-    if system is not None and (cfg.system is not None or not wl_machine):
+    if system is not None and (system_explicit or not wl_machine):
         return system.nodes, f"system {system.name} ({system.path})"
     if wl_machine:
-        return int(wl_machine), "workload"
+        return int(wl_machine), "workload" + (f" ({system.name} system's node model)" if system is not None else "")
     raise RunConfigError("machine size unknown: the workload has no MaxProcs/MaxNodes header; "
                          "give --nodes or --system")
 
@@ -213,6 +224,7 @@ def _build_placer(cfg: RunConfig, total: int, system: SystemSpec | None):
 def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
     """Execute one run; write its folder if ``cfg.out`` is set."""
     wall0 = time.perf_counter()
+    system_explicit = cfg.system is not None
     system = load_system(cfg.system) if cfg.system else None
     if system is None and (cfg.workload == "synthetic" or cfg.workload.startswith("synthetic:")) and cfg.nodes is None:
         system = load_system(DEFAULT_SYSTEM)   # the built-in default machine for synthetic runs
@@ -223,12 +235,23 @@ def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
         nodes_hint = cfg.nodes or (system.nodes if system else None)
         workload = load_workload(cfg.workload, data_dir=cfg.data_dir, seed=cfg.seed, nodes=nodes_hint,
                                  size_field=cfg.size_field)
-    total, total_source = _resolve_machine(cfg, workload.machine_size, system)
+    total, total_source = _resolve_machine(cfg, workload.machine_size, system, system_explicit)
     prep = prepare(workload, total, total_source, estimate=cfg.estimate,
-                   kill_at_walltime=cfg.kill_at_walltime)
+                   kill_at_walltime=cfg.kill_at_walltime, seed=cfg.seed)
     jobs = job_table(prep)
     sched = make_scheduler(cfg.scheduler, cfg.order, cfg.backfill, dict(cfg.options.get("scheduler", {})))
+    if cfg.power_cap is not None:
+        if not cfg.power:
+            raise RunConfigError("--power-cap needs --power on (the cap is checked against the power model)")
+        from schedulers.power_aware import PowerAwareScheduler  # noqa: PLC0415
+        sched = PowerAwareScheduler(inner=sched, cap=cfg.power_cap,
+                                    cooling_overhead=float(cfg.options.get("power", {}).get("cooling_overhead", 0.0)))
     models = _build_models(cfg, system)
+    if getattr(sched, "power_model", False) is None:
+        power_models = [m for m in models if type(m).__name__ == "PowerModel"]
+        if not power_models:
+            raise RunConfigError(f"scheduler {sched.name} needs the power model: add --power on")
+        sched.power_model = power_models[0]
     placer = _build_placer(cfg, total, system)
     ctx = ModelContext(n_nodes=total, jobs=jobs, runtime=prep.workload.runtime, system=system,
                        seed=cfg.seed, options=cfg.options)
@@ -261,6 +284,7 @@ def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
     summary = summarise(wl.submit, res.start, res.end, wl.procs, total, cfg.tau)
     summary.update({
         "workload": wl.name, "workload_source": wl.source, "scheduler": sched.name,
+        "unix_start_time": _unix_start(wl),
         "scheduler_params": sched.describe() if hasattr(sched, "describe") else {"name": sched.name},
         "machine_units": total, "machine_size_source": total_source,
         "system": system.name if system else None,
@@ -294,6 +318,14 @@ def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
     if cfg.out:
         result.out = write_run(result, Path(cfg.out), system)
     return result
+
+
+def _unix_start(wl: Workload) -> float | None:
+    v = wl.header.get("UnixStartTime")
+    try:
+        return float(str(v).split()[0]) if v is not None else None
+    except ValueError:
+        return None
 
 
 # ---------------------------------------------------------------------- writing

@@ -111,7 +111,8 @@ class Simulation:
         version = np.zeros(n, dtype=np.int64)
         model_factors: list[dict[int, float]] = [dict() for _ in self.models]
 
-        sched.bind(jobs, cluster)
+        if hasattr(sched, "bind"):
+            sched.bind(jobs, cluster)
         ctx = self.context or ModelContext(n_nodes=cluster.total, jobs=jobs, runtime=runtime)
         for m in self.models:
             m.bind(ctx)
@@ -129,9 +130,13 @@ class Simulation:
         ch_q: list[int] = []
         wake = None
         has_models = bool(self.models)
-        has_hooks = getattr(type(sched), "on_submit", None) is not Scheduler.on_submit
-        has_start_hook = getattr(type(sched), "on_start", None) is not Scheduler.on_start
-        has_finish_hook = getattr(type(sched), "on_finish", None) is not Scheduler.on_finish
+        def hook(name):
+            fn = getattr(sched, name, None)
+            return fn is not None and getattr(type(sched), name, None) is not getattr(Scheduler, name)
+        has_hooks = hook("on_submit")
+        has_start_hook = hook("on_start")
+        has_finish_hook = hook("on_finish")
+        next_wakeup = getattr(sched, "next_wakeup", None) or (lambda now: None)
         progress = self.progress
         prog_pending = 0
         INF = math.inf
@@ -271,7 +276,7 @@ class Simulation:
             ch_t.append(now)
             ch_busy.append(cluster.busy)
             ch_q.append(len(waiting))
-            nxt = sched.next_wakeup(now)
+            nxt = next_wakeup(now)
             if nxt is not None:
                 if nxt <= now:
                     raise SimulationError(f"scheduler {sched.name} asked for a wakeup at {nxt} <= now {now}")

@@ -1,0 +1,598 @@
+"""`PowerModel`: node power, conversion losses, caps, energy accounting and cooling of a run.
+
+The simulation tells the model about every job start and finish (`twin.model_api.RunModel`). The
+model keeps the machine's power as running scalars updated by deltas (cost O(nodes of the job) per
+event) and records every change point, so that
+
+* energies are integrated **exactly** between events (power is piecewise constant for constant
+  utilisation profiles; trace profiles add their own change points at their sample boundaries);
+* ``timeseries(grid, dt)`` gives exact interval averages on the sampling grid (cumulative integrals
+  evaluated with numpy at the end, `power.stepseries`); ``sample_dt`` only sets their resolution;
+* the cooling plant (`power.cooling`) is integrated on the sampling grid after the run.
+
+Energy categories (J), which add up exactly (a test asserts it):
+``jobs`` (node component power of nodes running jobs) + ``idle`` (idle nodes, powered empty slots
+and switches) + ``loss`` (DC-DC and rectifier conversion losses) + ``cooling`` (CDU pumps and the
+cooling plant) = ``facility``. A job's ``energy_j`` is the component energy of its nodes while it
+runs; ``avg_power_w`` = energy / elapsed time.
+
+Caps: a per-job CPU/GPU cap (W per device; ``[power] job_cpu_cap_w``/``job_gpu_cap_w``, the model
+arguments, or the workload columns ``cpu_cap_w``/``gpu_cap_w``) limits the job's draw and slows it
+down (`power.profiles` beta model) through the engine's progress-rate mechanism. A facility-wide cap
+(``facility_cap_w``) is enforced by throttling: whenever the machine's electrical power (rack input +
+CDU pumps, which the model knows exactly at each event) would exceed it, the dynamic power of every
+running job is scaled by one common factor theta in [0, 1], and each job's rate follows from its
+clock ratio. The cooling plant is computed after the run and is not part of the cap.
+
+`projected_facility_power_w` is what `schedulers.power_aware.PowerAwareScheduler` asks before it
+lets a job start.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from power.chain import Chain, Layout
+from power.config import CoolingConfig, PowerConfig, PowerConfigError, parse_cooling, parse_power
+from power.cooling import run_cooling
+from power.profiles import device_ratio, frequency_ratio, job_profiles, progress_rate
+from power import stepseries as ss
+from twin.model_api import ModelContext, RunModel
+
+#: The most recently bound model of this process: `schedulers.power_aware.PowerAwareScheduler` falls
+#: back to it when it was built by name (``module:Class``) without a model instance.
+
+#: Largest per-CDU series (grid intervals x CDUs) written to the time series.
+MAX_CDU_SERIES_VALUES = 20_000_000
+
+
+class _Running:
+    """State of one running job (plain attributes; one object per running job)."""
+
+    __slots__ = ("nodes", "n", "start", "t_last", "level", "cdu_ids", "cdu_counts", "ch_ids",
+                 "ch_counts", "rate", "factor", "trace", "k", "t_ref", "p_ref", "tdt")
+
+
+class PowerModel(RunModel):
+    """Power, losses, caps and cooling of a run on a machine with a ``[power]`` table.
+
+    Parameters
+    ----------
+    system: a `twin.system.SystemSpec` (default: the engine's ``ctx.system``).
+    cooling: run the cooling model (needs a ``[cooling]`` table; default True if the system has one).
+    sample_dt: grid step (s) of the summary's cooling integration (default ``ctx.options['sample_dt']``
+        or 15 s). ``timeseries(grid, dt)`` uses the engine's grid.
+    facility_cap_w, job_cpu_cap_w, job_gpu_cap_w, price_per_kwh: override the ``[power]`` values.
+    trace_dt: sample period (s) of utilisation traces when the workload has no ``util_trace_dt``.
+    """
+
+    name = "power"
+
+    def __init__(self, system: Any = None, *, cooling: bool | None = None, sample_dt: float | None = None,
+                 facility_cap_w: float | None = None, job_cpu_cap_w: float | None = None,
+                 job_gpu_cap_w: float | None = None, price_per_kwh: float | None = None,
+                 trace_dt: float = 30.0):
+        self.system = system
+        self._cooling_opt = cooling
+        self._sample_dt = sample_dt
+        self._overrides = {k: v for k, v in (("facility_cap_w", facility_cap_w), ("job_cpu_cap_w", job_cpu_cap_w),
+                                             ("job_gpu_cap_w", job_gpu_cap_w), ("price_per_kwh", price_per_kwh))
+                           if v is not None}
+        self._trace_dt = float(trace_dt)
+        self._finalized = False
+
+    @classmethod
+    def from_system(cls, system: Any, options: dict | None = None) -> "PowerModel":
+        """Build from a `SystemSpec` and the run's free-form options.
+
+        Reads ``options["power"]`` (a dict) for ``cooling`` (bool), ``facility_cap_w``,
+        ``job_cpu_cap_w``, ``job_gpu_cap_w``, ``price_per_kwh``, ``sample_dt`` and ``trace_dt``;
+        ``options["sample_dt"]`` is used when the power dict has none.
+        """
+        opts = dict((options or {}).get("power", {}) or {})
+        known = {"cooling", "facility_cap_w", "job_cpu_cap_w", "job_gpu_cap_w", "price_per_kwh", "sample_dt", "trace_dt"}
+        bad = sorted(set(opts) - known)
+        if bad:
+            raise PowerConfigError(f"run options: unknown [options.power] key(s) {', '.join(map(repr, bad))}; "
+                                   f"known: {', '.join(sorted(known))}")
+        if "sample_dt" not in opts and options and "sample_dt" in options:
+            opts["sample_dt"] = options["sample_dt"]
+        return cls(system, **opts)
+
+    # ================================================================== binding
+    def bind(self, ctx: ModelContext) -> None:
+        self.ctx = ctx
+        spec = self.system if self.system is not None else ctx.system
+        if spec is None:
+            from twin.system import load_system
+            spec = load_system("generic")
+        self.spec = spec
+        if not spec.power:
+            raise PowerConfigError(f"system file {spec.path or spec.name}: no [power] table; the power model needs one")
+        table = dict(spec.power)
+        table.update(self._overrides)
+        n_nodes = int(ctx.n_nodes)
+        self.notes: list[str] = []
+        cooling_table = dict(spec.cooling)
+        if n_nodes != spec.nodes:
+            table.pop("slots", None)
+            table.pop("cdus", None)
+            r = n_nodes / spec.nodes
+            for key in ("design_heat_w", "tower_fan_design_w", "primary_pump_design_w", "tower_pump_design_w",
+                        "secondary_heat_capacity_j_per_k", "facility_heat_capacity_j_per_k"):
+                if key in cooling_table:
+                    cooling_table[key] = float(cooling_table[key]) * r
+            self.notes.append(f"machine resized from {spec.nodes} to {n_nodes} nodes: no empty slots, CDUs as "
+                              f"needed by the layout, cooling plant sizes scaled by {r:.4g}")
+        self.cfg: PowerConfig = parse_power(table, nodes=n_nodes, cpus_per_node=spec.cpus_per_node,
+                                            gpus_per_node=spec.gpus_per_node, path=spec.path)
+        cfg = self.cfg
+        self.layout = Layout(cfg)
+        self.chain = Chain(cfg, self.layout)
+        self.k_fac = 1.0 / (cfg.dcdc_efficiency * cfg.rectifier_efficiency)   # facility W per node W (affine)
+        want_cooling = bool(spec.cooling) if self._cooling_opt is None else bool(self._cooling_opt)
+        if want_cooling and not spec.cooling:
+            raise PowerConfigError(f"system file {spec.path or spec.name}: cooling requested but no [cooling] table")
+        idle_fac = self.chain.uniform_breakdown(0.0, 0.0)["facility_w"]
+        peak = self.chain.uniform_breakdown(1.0, 1.0)
+        self.cool_cfg: CoolingConfig | None = (
+            parse_cooling(cooling_table, path=spec.path, default_design_heat_w=peak["rack_input_w"])
+            if want_cooling else None)
+        if self.cool_cfg is not None and self.cool_cfg.backend == "fmu":
+            from power.fmu import check_fmu
+            check_fmu(self.cool_cfg)
+        if math.isfinite(cfg.facility_cap_w) and cfg.facility_cap_w < idle_fac:
+            raise PowerConfigError(f"system file {spec.path or spec.name}: [power] key 'facility_cap_w' "
+                                   f"({cfg.facility_cap_w:g} W) is below the machine's idle power ({idle_fac:g} W)")
+        self.idle_facility_w = idle_fac
+        self.peak_facility_w = peak["facility_w"]
+        self.sample_dt = float(self._sample_dt or ctx.options.get("sample_dt", 15.0))
+        if self.sample_dt <= 0:
+            raise PowerConfigError(f"sample_dt must be > 0, got {self.sample_dt}")
+
+        # ---- per-job profiles and caps
+        jobs = ctx.jobs
+        nj = len(jobs)
+        cols = getattr(jobs, "columns", {}) or {}
+        self.cpu_util, self.gpu_util, self.compute_bound = job_profiles(
+            cols, nj, ctx.rng("power.profile"), np.asarray(ctx.runtime, dtype=float))
+        self.cpu_cap = np.full(nj, cfg.job_cpu_cap_w)
+        self.gpu_cap = np.full(nj, cfg.job_gpu_cap_w)
+        for name, arr, idle in (("cpu_cap_w", self.cpu_cap, cfg.cpu_idle_w), ("gpu_cap_w", self.gpu_cap, cfg.gpu_idle_w)):
+            if name in cols:
+                c = np.asarray(cols[name], dtype=float)
+                known = ~np.isnan(c)
+                if np.any(c[known] < idle):
+                    i = int(np.flatnonzero(known & (c < idle))[0])
+                    raise PowerConfigError(f"workload column {name!r}: job index {i} has cap {c[i]:g} W, "
+                                           f"below the device idle power {idle:g} W")
+                arr[known] = c[known]
+        self.p_uncapped = cfg.node_power_w(self.cpu_util, self.gpu_util)
+        self.p_capped = cfg.node_power_w(self.cpu_util, self.gpu_util, self.cpu_cap, self.gpu_cap)
+        self.node_idle = cfg.node_idle_w
+        self.cap_ratio = np.ones(nj)
+        capped = np.flatnonzero(np.isfinite(self.cpu_cap) | np.isfinite(self.gpu_cap))
+        for j in capped:
+            self.cap_ratio[j] = device_ratio(cfg, self.cpu_util[j], self.gpu_util[j], self.cpu_cap[j], self.gpu_cap[j])
+        self.cap_rate = progress_rate(self.cap_ratio, self.compute_bound)
+
+        # ---- traces
+        self.traces = {}
+        tr_c = cols.get("cpu_util_trace")
+        tr_g = cols.get("gpu_util_trace")
+        if tr_c is not None or tr_g is not None:
+            if self.chain.staged:
+                raise NotImplementedError("utilisation traces with rectifier_sharing = 'staged' are not supported "
+                                          "(trace steps are applied lazily with the affine equal-sharing chain)")
+            tdt = cols.get("util_trace_dt")
+            for j in range(nj):
+                c = None if tr_c is None else tr_c[j]
+                g = None if tr_g is None else tr_g[j]
+                if c is None and g is None:
+                    continue
+                k = max(len(c) if c is not None else 0, len(g) if g is not None else 0)
+                if k == 0:
+                    continue
+                uc = np.full(k, self.cpu_util[j]) if c is None else np.asarray(c, dtype=float)
+                ug = np.full(k, self.gpu_util[j]) if g is None else np.asarray(g, dtype=float)
+                if len(uc) != k or len(ug) != k:
+                    raise ValueError(f"job index {j}: cpu_util_trace and gpu_util_trace have different lengths")
+                lev = cfg.node_power_w(uc, ug, self.cpu_cap[j], self.gpu_cap[j])
+                dtj = float(tdt[j]) if tdt is not None else self._trace_dt
+                if not dtj > 0:
+                    raise ValueError(f"job index {j}: util_trace_dt must be > 0, got {dtj}")
+                self.traces[j] = (lev, dtj)
+                self.p_capped[j] = float(lev.mean())          # projections/throttling use the trace mean
+                self.p_uncapped[j] = float(cfg.node_power_w(uc, ug).mean())
+
+        # ---- machine state
+        # accounting window starts where the run's sampling grid does: the first submission rounded
+        # down to a multiple of sample_dt (or the run option 't0')
+        first = float(np.min(jobs.submit)) if nj else 0.0
+        self.t0 = float(ctx.options.get("t0", math.floor(first / self.sample_dt) * self.sample_dt))
+        n_slots = self.layout.n_slots
+        self.empty_idle_w = (n_slots - cfg.nodes) * self.node_idle
+        self.jobs_it = 0.0
+        self.idle_it = n_slots * self.node_idle
+        idle = self.chain.uniform_breakdown(0.0, 0.0)
+        self.loss = idle["loss_w"]
+        self.v0 = (self.jobs_it, self.idle_it, self.loss)
+        p_in_idle = self.chain.node_input_w(self.node_idle)
+        ch_out = self.layout.nodes_in_chassis * p_in_idle + self.chain.switch_chassis_w
+        self.ch_out = ch_out.astype(float)
+        self.ch_in = self.chain.chassis_input_w(self.ch_out)
+        self.cdu_v0 = np.bincount(self.layout.chassis_cdu, weights=self.ch_in, minlength=self.layout.n_cdu)
+        self.running: dict[int, _Running] = {}
+        self.theta = 1.0
+        self.energy = np.zeros(nj)
+        self.t_start = np.full(nj, np.nan)
+        self.t_end = np.full(nj, np.nan)
+        self.cap_violation_s = 0.0
+        self._t_last_event = self.t0
+        # change-point logs: scalar series and per-CDU heat
+        self._lt: list[float] = []
+        self._ljobs: list[float] = []
+        self._lidle: list[float] = []
+        self._lloss: list[float] = []
+        self._chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._cdu_log: list[tuple[Any, np.ndarray, np.ndarray]] = []
+        self._finalized = False
+
+    # ================================================================== power of nodes
+    def _level(self, j: int) -> float:
+        """Per-node component power (W) of job j now (caps and facility throttle applied)."""
+        base = self.p_capped[j]
+        if self.theta >= 1.0:
+            return float(base)
+        return float(self.node_idle + self.theta * (base - self.node_idle))
+
+    def _apply(self, now: float, r: _Running, d_node: float, d_jobs: float, d_idle: float) -> None:
+        """Change the component power of every node of ``r`` by ``d_node`` W at ``now``."""
+        if d_node == 0.0 and d_jobs == 0.0 and d_idle == 0.0:
+            return
+        n = r.n
+        if self.chain.staged:
+            cfg = self.cfg
+            ids = r.ch_ids
+            self.ch_out[ids] += r.ch_counts * (d_node / cfg.dcdc_efficiency)
+            new_in = self.chain.chassis_input_w(self.ch_out[ids])
+            d_in = new_in - self.ch_in[ids]
+            self.ch_in[ids] = new_in
+            d_rack = float(d_in.sum())
+            cdu = self.layout.chassis_cdu[ids]
+            self._cdu_log.append((now, cdu, d_in))
+        else:
+            d_rack = n * d_node * self.k_fac
+            self._cdu_log.append((now, r.cdu_ids, r.cdu_counts * (d_node * self.k_fac)))
+        d_loss = d_rack - n * d_node
+        self.jobs_it += d_jobs
+        self.idle_it += d_idle
+        self.loss += d_loss
+        self._lt.append(now)
+        self._ljobs.append(d_jobs)
+        self._lidle.append(d_idle)
+        self._lloss.append(d_loss)
+
+    def _advance_trace(self, j: int, r: _Running, now: float) -> None:
+        """Apply the trace samples of job j whose boundaries fall in (t_ref progress, now]."""
+        lev, dt = r.trace
+        p_now = r.p_ref + max(now - r.t_ref, 0.0) * r.rate
+        k_now = min(int(p_now // dt), len(lev) - 1)
+        if k_now <= r.k:
+            r.p_ref, r.t_ref = p_now, now
+            return
+        ks = np.arange(r.k + 1, k_now + 1)
+        times = r.t_ref + (ks * dt - r.p_ref) / r.rate
+        base = lev[ks]
+        new = base if self.theta >= 1.0 else self.node_idle + self.theta * (base - self.node_idle)
+        prev = np.concatenate(([r.level], new[:-1]))
+        d = new - prev
+        # job energy: pieces [t_last, t_1), [t_1, t_2) ... up to the last boundary
+        edges = np.concatenate(([r.t_last], times))
+        self.energy[j] += r.n * float(np.sum(np.concatenate(([r.level], new[:-1])) * np.diff(edges)))
+        r.t_last = float(times[-1])
+        r.level = float(new[-1])
+        r.k = int(k_now)
+        r.p_ref, r.t_ref = p_now, now
+        djobs = r.n * d
+        dloss = r.n * d * (self.k_fac - 1.0)
+        self._chunks.append((times, djobs, np.zeros_like(djobs), dloss))
+        self.jobs_it += float(djobs.sum())
+        self.loss += float(dloss.sum())
+        self._cdu_log.append((times, r.cdu_ids, np.outer(d * self.k_fac, r.cdu_counts)))
+
+    def _touch_energy(self, j: int, r: _Running, now: float) -> None:
+        if r.trace is not None:
+            self._advance_trace(j, r, now)
+        self.energy[j] += r.n * r.level * (now - r.t_last)
+        r.t_last = now
+
+    # ================================================================== engine hooks
+    def on_start(self, now: float, job: int, nodes: np.ndarray) -> dict[int, float] | None:
+        nodes = np.asarray(nodes, dtype=np.int64)
+        r = _Running()
+        r.nodes = nodes
+        r.n = n = len(nodes)
+        r.start = r.t_last = r.t_ref = float(now)
+        r.rate = 1.0
+        r.p_ref = 0.0
+        r.k = 0
+        tr = self.traces.get(job)
+        r.trace = tr
+        r.tdt = tr[1] if tr is not None else 0.0
+        if self.chain.staged:
+            r.ch_ids, r.ch_counts = np.unique(self.layout.node_chassis[nodes], return_counts=True)
+        else:
+            r.cdu_ids, cnt = np.unique(self.layout.node_cdu[nodes], return_counts=True)
+            r.cdu_counts = cnt.astype(float)
+        if tr is not None:
+            base = float(tr[0][0])
+            r.level = base if self.theta >= 1.0 else self.node_idle + self.theta * (base - self.node_idle)
+        else:
+            r.level = self._level(job)
+        r.factor = self._factor(job)
+        self.running[job] = r
+        self.t_start[job] = now
+        self._apply(now, r, r.level - self.node_idle, n * r.level, -n * self.node_idle)
+        rates = {job: r.factor} if r.factor != 1.0 else {}
+        if math.isfinite(self.cfg.facility_cap_w):
+            rates.update(self._rebalance(now))
+        self._t_last_event = now
+        return rates or None
+
+    def on_finish(self, now: float, job: int) -> dict[int, float] | None:
+        r = self.running.pop(job, None)
+        if r is None:
+            return None
+        self._touch_energy(job, r, now)
+        self.t_end[job] = now
+        self._apply(now, r, self.node_idle - r.level, -r.n * r.level, r.n * self.node_idle)
+        self._t_last_event = now
+        if math.isfinite(self.cfg.facility_cap_w):
+            return self._rebalance(now) or None
+        return None
+
+    def on_rate_change(self, now: float, job: int, rate: float) -> None:
+        r = self.running.get(job)
+        if r is None:
+            return
+        if r.trace is not None:
+            self._advance_trace(job, r, now)
+        r.rate = float(rate) if rate > 0 else 1e-300
+
+    # ================================================================== facility cap
+    def electrical_power_w(self) -> float:
+        """Machine electrical power now (W): rack input (IT + losses) + CDU pumps."""
+        return self.jobs_it + self.idle_it + self.chain.switches_w + self.loss + self.chain.cdu_pumps_w
+
+    def _rebalance(self, now: float) -> dict[int, float]:
+        """Choose the throttle theta that keeps the electrical power under the facility cap."""
+        cap = self.cfg.facility_cap_w
+        if not self.running:
+            self.theta = 1.0
+            return {}
+        idle = self.node_idle
+        cur_dyn = 0.0                                    # sum n * (level - idle) now
+        full_dyn = 0.0                                   # sum n * (p_capped - idle)
+        for j, r in self.running.items():
+            cur_dyn += r.n * (r.level - idle)
+            full_dyn += r.n * (self.p_capped[j] - idle)
+        base = self.electrical_power_w() - cur_dyn * self.k_fac
+        if full_dyn <= 0:
+            theta = 1.0
+        else:
+            theta = min(1.0, (cap - base) / (full_dyn * self.k_fac))
+        if theta < 0.0:
+            theta = 0.0
+        if abs(theta - self.theta) < 1e-12:
+            return {}
+        self.theta = theta
+        changed = {}
+        for j, r in self.running.items():
+            self._touch_energy(j, r, now)
+            base_j = float(r.trace[0][min(r.k, len(r.trace[0]) - 1)]) if r.trace is not None else float(self.p_capped[j])
+            new = idle + theta * (base_j - idle) if theta < 1.0 else base_j
+            self._apply(now, r, new - r.level, r.n * (new - r.level), 0.0)
+            r.level = new
+            f = self._factor(j)
+            if f != r.factor:
+                r.factor = f
+                changed[j] = f
+        return changed
+
+    def _factor(self, j: int) -> float:
+        """This model's progress-rate factor for job j under its cap and the current throttle."""
+        if self.theta >= 1.0:
+            return float(self.cap_rate[j])
+        dyn_unc = self.p_uncapped[j] - self.node_idle
+        dyn_new = self.theta * (self.p_capped[j] - self.node_idle)
+        phi = float(frequency_ratio(dyn_unc, dyn_new, self.cfg.cap_power_exponent))
+        f = float(progress_rate(phi, self.compute_bound[j]))
+        return f if f > 0 else 1e-6                       # fully throttled: crawl rather than stall forever
+
+    # ================================================================== projections (scheduler)
+    def job_node_power_w(self, job: int) -> float:
+        """Per-node component power (W) job ``job`` would draw at full speed (caps applied)."""
+        return float(self.p_capped[job])
+
+    def projected_facility_power_w(self, extra_nodes: int = 0, job: int | None = None,
+                                   cpu_util: float | None = None, gpu_util: float | None = None) -> float:
+        """Electrical power (W) if ``extra_nodes`` idle nodes started running now.
+
+        Their per-node draw is job ``job``'s (caps applied), or the given utilisations. Uses the
+        affine chain (exact for equal rectifier sharing) and the full, unthrottled draw of the new
+        nodes; the cooling plant is not included (it is computed after the run).
+        """
+        if job is not None:
+            p = float(self.p_capped[job])
+        else:
+            p = float(self.cfg.node_power_w(cpu_util or 0.0, gpu_util or 0.0))
+        return self.electrical_power_w() + extra_nodes * (p - self.node_idle) * self.k_fac
+
+    # ================================================================== results
+    def finalize(self, end: float) -> None:
+        end = float(max(end, self._t_last_event))
+        for j, r in self.running.items():
+            self._touch_energy(j, r, end)
+        self.end = end
+        t = np.asarray(self._lt, dtype=float)
+        parts = [(t, np.asarray(self._ljobs), np.asarray(self._lidle), np.asarray(self._lloss))] + self._chunks
+        t = np.concatenate([p[0] for p in parts])
+        order = np.argsort(t, kind="stable")
+        self._t = t[order]
+        self._djobs = np.concatenate([p[1] for p in parts])[order]
+        self._didle = np.concatenate([p[2] for p in parts])[order]
+        self._dloss = np.concatenate([p[3] for p in parts])[order]
+        self._finalized = True
+        t0, v = self.t0, self.v0
+        self.E_jobs = ss.integral(self._t, self._djobs, v[0], t0, end)
+        self.E_idle_nodes = ss.integral(self._t, self._didle, v[1], t0, end)
+        self.E_switch = self.chain.switches_w * (end - t0)
+        self.E_loss = ss.integral(self._t, self._dloss, v[2], t0, end)
+        self.E_cdu = self.chain.cdu_pumps_w * (end - t0)
+        # exact electrical peak (the level after each change point)
+        elec = (ss.levels(self._t, self._djobs, v[0]) + ss.levels(self._t, self._didle, v[1])
+                + ss.levels(self._t, self._dloss, v[2]) + self.chain.switches_w + self.chain.cdu_pumps_w)
+        if len(elec):                                   # the state after the last change at each instant
+            elec = elec[np.concatenate((self._t[1:] != self._t[:-1], [True]))]
+        self.peak_electrical_w = float(max(elec.max() if len(elec) else 0.0,
+                                           v[0] + v[1] + v[2] + self.chain.switches_w + self.chain.cdu_pumps_w))
+        # cooling plant on the summary grid [t0, end]
+        self.E_plant = 0.0
+        self._cool_summary = None
+        if self.cool_cfg is not None and end > t0:
+            n = int(math.ceil((end - t0) / self.sample_dt))
+            edges = np.minimum(t0 + self.sample_dt * np.arange(n + 1), end)
+            rack = self._rack_means(edges)
+            out = run_cooling(self.cool_cfg, rack, edges[:-1], self.sample_dt)
+            w = np.diff(edges)
+            self.E_plant = float(np.sum(out["plant_w"] * w))
+            fac = rack + self.chain.cdu_pumps_w + out["plant_w"]
+            self._cool_summary = {"peak_facility_w": float(fac.max()),
+                                  "mean_supply_c": float(np.average(out["secondary_supply_c"], weights=w)),
+                                  "mean_return_c": float(np.average(out["secondary_return_c"], weights=w))}
+
+    def _rack_means(self, edges: np.ndarray) -> np.ndarray:
+        v = self.v0
+        jobs = ss.interval_means(self._t, self._djobs, v[0], self.t0, edges)
+        idle = ss.interval_means(self._t, self._didle, v[1], self.t0, edges)
+        loss = ss.interval_means(self._t, self._dloss, v[2], self.t0, edges)
+        return jobs + idle + loss + self.chain.switches_w
+
+    def energy_breakdown_j(self) -> dict[str, float]:
+        """Energies (J) over the run window ``[t0, end]``: the categories add up to ``facility``."""
+        self._require_final()
+        idle = self.E_idle_nodes + self.E_switch
+        cooling = self.E_cdu + self.E_plant
+        return {"jobs": self.E_jobs, "idle": idle, "loss": self.E_loss, "cooling": cooling,
+                "it": self.E_jobs + idle, "rack": self.E_jobs + idle + self.E_loss,
+                "facility": self.E_jobs + idle + self.E_loss + cooling}
+
+    def job_columns(self) -> dict[str, np.ndarray]:
+        self._require_final()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            el = self.t_end - self.t_start
+            avg = np.where(el > 0, self.energy / np.where(el > 0, el, 1.0), np.nan)
+        e = np.where(np.isnan(self.t_start), np.nan, self.energy)
+        return {"energy_j": e, "avg_power_w": avg}
+
+    def timeseries(self, grid: np.ndarray, dt: float) -> dict[str, tuple[np.ndarray, str]]:
+        self._require_final()
+        grid = np.asarray(grid, dtype=float)
+        if len(grid) == 0:
+            return {}
+        edges = np.concatenate((grid, [grid[-1] + dt]))
+        v = self.v0
+        jobs = ss.interval_means(self._t, self._djobs, v[0], self.t0, edges)
+        idle = ss.interval_means(self._t, self._didle, v[1], self.t0, edges) + self.chain.switches_w
+        loss = ss.interval_means(self._t, self._dloss, v[2], self.t0, edges)
+        it = jobs + idle
+        rack = it + loss
+        out: dict[str, tuple[np.ndarray, str]] = {
+            "power_jobs_w": (jobs, "W"), "power_it_w": (it, "W"), "power_loss_w": (loss, "W"),
+            "power_rack_w": (rack, "W"),
+        }
+        cooling = np.full(len(grid), self.chain.cdu_pumps_w)
+        if self.cool_cfg is not None:
+            c = run_cooling(self.cool_cfg, rack, grid, dt)
+            cooling = cooling + c["plant_w"]
+            for key, unit in (("secondary_supply_c", "degC"), ("secondary_return_c", "degC"),
+                              ("facility_supply_c", "degC"), ("facility_return_c", "degC"),
+                              ("wet_bulb_c", "degC")):
+                out["temp_" + key.removesuffix("_c") + "_c"] = (c[key], unit)
+            out["power_cooling_plant_w"] = (c["plant_w"], "W")
+        out["power_cooling_w"] = (cooling, "W")
+        fac = rack + cooling
+        out["power_facility_w"] = (fac, "W")
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out["pue"] = (fac / rack, "1")
+        n_cdu = self.layout.n_cdu
+        if len(grid) * n_cdu <= MAX_CDU_SERIES_VALUES and n_cdu > 1:
+            out["cdu_heat_w"] = (self._cdu_means(edges), "W")
+        return out
+
+    def _cdu_means(self, edges: np.ndarray) -> np.ndarray:
+        ts, cols, ds = [], [], []
+        for t, ids, d in self._cdu_log:
+            if np.ndim(t) == 0:
+                ts.append(np.full(len(ids), t))
+                cols.append(ids)
+                ds.append(np.asarray(d, dtype=float))
+            else:
+                m = len(t)
+                ts.append(np.repeat(t, len(ids)))
+                cols.append(np.tile(ids, m))
+                ds.append(np.asarray(d, dtype=float).ravel())
+        if ts:
+            t = np.concatenate(ts)
+            c = np.concatenate(cols).astype(np.int64)
+            d = np.concatenate(ds)
+        else:
+            t = np.zeros(0)
+            c = np.zeros(0, dtype=np.int64)
+            d = np.zeros(0)
+        # jumps before t0 do not exist; the grid may start before t0 (idle values there)
+        return ss.interval_means_2d(t, c, d, self.cdu_v0, self.t0, edges)
+
+    def summary(self) -> dict:
+        self._require_final()
+        e = self.energy_breakdown_j()
+        span = self.end - self.t0
+        kwh = e["facility"] / 3.6e6
+        out = {
+            "power_system": self.spec.name,
+            "energy_facility_kwh": kwh,
+            "energy_it_kwh": e["it"] / 3.6e6,
+            "energy_jobs_kwh": e["jobs"] / 3.6e6,
+            "energy_idle_kwh": e["idle"] / 3.6e6,
+            "energy_loss_kwh": e["loss"] / 3.6e6,
+            "energy_cooling_kwh": e["cooling"] / 3.6e6,
+            "avg_facility_power_w": e["facility"] / span if span > 0 else float("nan"),
+            "peak_electrical_power_w": self.peak_electrical_w,
+            "idle_facility_power_w": self.idle_facility_w,
+            "max_facility_power_w": self.peak_facility_w,
+            "mean_pue": e["facility"] / e["rack"] if e["rack"] > 0 else float("nan"),
+            "price_per_kwh": self.cfg.price_per_kwh,
+            "energy_cost": kwh * self.cfg.price_per_kwh,
+            "power_conventions": ("facility = IT (node components + switches) + conversion losses + cooling "
+                                  "(CDU pumps + plant); PUE = facility / rack input (IT + losses); energies "
+                                  f"over [{self.t0:g}, {self.end:g}] s; job utilisation defaults drawn per job "
+                                  "(power.profiles)"),
+        }
+        if self._cool_summary:
+            out["peak_facility_power_w"] = self._cool_summary["peak_facility_w"]
+            out["mean_supply_temp_c"] = self._cool_summary["mean_supply_c"]
+            out["mean_return_temp_c"] = self._cool_summary["mean_return_c"]
+        else:
+            out["peak_facility_power_w"] = self.peak_electrical_w
+        if math.isfinite(self.cfg.facility_cap_w):
+            out["facility_cap_w"] = self.cfg.facility_cap_w
+        if self.notes:
+            out["power_notes"] = list(self.notes)
+        return out
+
+    def _require_final(self) -> None:
+        if not self._finalized:
+            raise RuntimeError("PowerModel: finalize(end) must be called before reading results")

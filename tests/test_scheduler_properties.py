@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from schedulers.backfill import QueueScheduler
+from twin.ranges import parse_ranges
 from tests.helpers import simulate
 
 SCHEDULERS = [("fcfs", None, None), ("easy", None, None), ("conservative", None, None),
@@ -151,7 +152,7 @@ def check_invariants(res, prep, total):
     events = sorted(set(res.start) | set(res.end))
     for t in events:
         live = np.flatnonzero((res.start <= t) & (t < res.end))
-        units = np.concatenate([res.nodes[j] for j in live]) if len(live) else np.empty(0, int)
+        units = np.concatenate([parse_ranges(res.nodes[j]) for j in live]) if len(live) else np.empty(0, int)
         assert len(units) == prep.workload.procs[live].sum() <= total
         assert len(np.unique(units)) == len(units), f"a unit is used twice at t={t}"
         assert (units >= 0).all() and (units < total).all()

@@ -67,23 +67,32 @@ def summarise(submit: np.ndarray, start: np.ndarray, end: np.ndarray, procs: np.
     }
 
 
-def interval_average(change_t: np.ndarray, values: np.ndarray, grid: np.ndarray, dt: float) -> np.ndarray:
+def interval_average(change_t: np.ndarray, values: np.ndarray, grid: np.ndarray, dt: float,
+                     block: int = 1 << 20) -> np.ndarray:
     """Exact averages over ``[grid[k], grid[k] + dt)`` of a piecewise-constant signal that takes
-    ``values[i]`` from ``change_t[i]`` to ``change_t[i+1]`` (0 before the first change)."""
+    ``values[i]`` from ``change_t[i]`` to ``change_t[i+1]`` (0 before the first change).
+
+    Computed from the signal's cumulative integral at the interval ends, in blocks of ``block`` grid
+    points so that year-long runs at a 15 s step keep temporaries small.
+    """
+    out = np.zeros(len(grid))
     if len(change_t) == 0:
-        return np.zeros(len(grid))
-    seg = np.diff(change_t)
-    cum = np.concatenate(([0.0], np.cumsum(values[:-1] * seg)))
+        return out
+    values = np.asarray(values, dtype=np.float64)
+    cum = np.concatenate(([0.0], np.cumsum(values[:-1] * np.diff(change_t))))
 
     def integral(t: np.ndarray) -> np.ndarray:
         i = np.searchsorted(change_t, t, side="right") - 1
-        out = np.zeros(len(t))
-        ok = i >= 0
-        ii = i[ok]
-        out[ok] = cum[ii] + values[ii] * (t[ok] - change_t[ii])
-        return out
+        before = i < 0
+        np.maximum(i, 0, out=i)
+        r = cum[i] + values[i] * (t - change_t[i])
+        r[before] = 0.0
+        return r
 
-    return (integral(grid + dt) - integral(grid)) / dt
+    for a in range(0, len(grid), block):
+        g = grid[a:a + block]
+        out[a:a + block] = (integral(g + dt) - integral(g)) / dt
+    return out
 
 
 def sample_at(change_t: np.ndarray, values: np.ndarray, grid: np.ndarray) -> np.ndarray:

@@ -25,6 +25,17 @@ def compact_ranges(ids) -> str:
     return ",".join(str(al[s]) if s == e else f"{al[s]}-{al[e]}" for s, e in zip(starts, ends))
 
 
+def ranges_of_sorted(a: np.ndarray) -> str:
+    """`compact_ranges` for ids already sorted and unique (the cluster stores allocations so)."""
+    n = len(a)
+    if n == 0:
+        return ""
+    lo, hi = int(a[0]), int(a[-1])
+    if hi - lo + 1 == n:
+        return f"{lo}-{hi}" if n > 1 else str(lo)
+    return compact_ranges(a)
+
+
 def parse_ranges(text: str) -> np.ndarray:
     """Inverse of `compact_ranges`; raises ValueError naming the bad part."""
     out: list[int] = []

@@ -27,7 +27,7 @@ from schedulers.registry import make_scheduler
 from . import __version__
 from .metrics import CONVENTIONS, TAU, bounded_slowdown, interval_average, sample_at, summarise
 from .model_api import ModelContext, seeded_rng
-from .ranges import compact_ranges
+from .ranges import parse_ranges
 from .simulation import Simulation
 from .system import SystemSpec, load_system
 from .tomlwrite import dumps as toml_dumps
@@ -209,16 +209,17 @@ def _build_models(cfg: RunConfig, system: SystemSpec | None) -> list:
 
 
 def _build_placer(cfg: RunConfig, total: int, system: SystemSpec | None):
-    if cfg.placement == "first-fit" and not cfg.network:
-        return None
-    from topology.placement import make_placer  # noqa: PLC0415
-    placer = make_placer(cfg.placement)
+    """The placer (None = the engine's built-in first-fit) and the node -> group map (or None)."""
     node_group = None
     if system is not None and system.network:
-        from topology.presets import build_network, network_node_group  # noqa: PLC0415
-        node_group = network_node_group(build_network(system.network, total))
+        from topology.presets import node_groups  # noqa: PLC0415
+        node_group = node_groups(system.network, total, source=f"{system.path} [network]")
+    if cfg.placement == "first-fit" and not cfg.network:
+        return None, node_group
+    from topology.placement import make_placer  # noqa: PLC0415
+    placer = make_placer(cfg.placement)
     placer.bind(total, node_group, seeded_rng(cfg.seed, "placement"))
-    return placer
+    return placer, node_group
 
 
 def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
@@ -252,7 +253,7 @@ def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
         if not power_models:
             raise RunConfigError(f"scheduler {sched.name} needs the power model: add --power on")
         sched.power_model = power_models[0]
-    placer = _build_placer(cfg, total, system)
+    placer, node_group = _build_placer(cfg, total, system)
     ctx = ModelContext(n_nodes=total, jobs=jobs, runtime=prep.workload.runtime, system=system,
                        seed=cfg.seed, options=cfg.options)
     progress = _make_progress(len(prep.workload), cfg.quiet, f"{prep.workload.name} {sched.name}")
@@ -276,11 +277,18 @@ def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
         "estimate": prep.estimate, "bsld": bsld,
         "status": np.where(res.killed, "killed", "completed"),
         "log_status": wl.status, "user": wl.user,
-        "nodes": [compact_ranges(x) if x is not None else "" for x in res.nodes],
+        "nodes": [x if x is not None else "" for x in res.nodes],
     })
     for m in models:
         for k, v in m.job_columns().items():
             df[k] = v
+    if node_group is not None and "groups_spanned" not in df.columns:
+        from topology.placement import groups_spanned  # noqa: PLC0415
+        df["groups_spanned"] = [groups_spanned(parse_ranges(x), node_group) if x else 0 for x in df["nodes"]]
+    if placer is not None and hasattr(placer, "describe"):
+        summary_extra = {"placement": placer.describe()}
+    else:
+        summary_extra = {"placement": {"name": cfg.placement}}
     summary = summarise(wl.submit, res.start, res.end, wl.procs, total, cfg.tau)
     summary.update({
         "workload": wl.name, "workload_source": wl.source, "scheduler": sched.name,
@@ -297,6 +305,10 @@ def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
         "jobs_per_second": round(len(wl) / sim_wall, 1) if sim_wall > 0 else None,
         "code_version": __version__,
     })
+    summary.update(summary_extra)
+    if "groups_spanned" in df.columns:
+        gs = df["groups_spanned"].to_numpy()[~np.isnan(res.start)]
+        summary["mean_groups_spanned"] = float(gs.mean()) if len(gs) else None
     # time series on the sample grid
     dt = float(cfg.sample_dt)
     ts: dict[str, tuple[np.ndarray, str]] = {}
@@ -305,11 +317,10 @@ def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
         t1 = float(np.nanmax(res.end)) if np.isfinite(res.end).any() else t0
         grid = t0 + dt * np.arange(max(1, int(math.ceil((t1 - t0) / dt))))
         ts["time"] = (grid, "s (start of each interval, log clock)")
-        ts["utilisation"] = (interval_average(res.change_t, res.change_busy / total, grid, dt),
+        ts["utilisation"] = (interval_average(res.change_t, res.change_busy / total, grid, dt).astype(np.float32),
                              "fraction of units busy, average over [t, t+dt)")
-        ts["busy_units"] = (interval_average(res.change_t, res.change_busy.astype(float), grid, dt),
-                            "units, average over [t, t+dt)")
-        ts["queue_length"] = (sample_at(res.change_t, res.change_queue, grid), "jobs waiting at time t")
+        ts["queue_length"] = (sample_at(res.change_t, res.change_queue, grid).astype(np.int32),
+                              "jobs waiting at time t")
         for m in models:
             ts.update(m.timeseries(grid, dt))
     for m in models:

@@ -24,6 +24,7 @@ import numpy as np
 from schedulers.base import JobTable, Scheduler, Start
 
 from .cluster import CapacityError, Cluster
+from .ranges import ranges_of_sorted
 from .model_api import ModelContext, RunModel
 
 
@@ -36,7 +37,7 @@ class SimResult:
     """Raw outcome of a run (per-job arrays indexed like the workload passed to `Simulation`).
 
     ``start``/``end`` in seconds (NaN for jobs never run), ``killed`` True where the job hit its
-    requested time, ``nodes`` the units each job held, ``rate_final`` its last progress rate.
+    requested time, ``nodes`` the units each job held as compact ranges (``"0-3,8"``; "" if never run).
     ``change_t``/``change_busy``/``change_queue``: the piecewise-constant busy units and queue
     length, each value holding from its time to the next.
     """
@@ -118,9 +119,10 @@ class Simulation:
             m.bind(ctx)
 
         heap: list = []
-        waiting: list[int] = []
-        waiting_set_dirty = False
+        # waiting jobs in arrival order (= index order): a numpy array plus the submissions not yet
+        # merged into it, so long queues cost vectorised copies, not Python loops
         queue_arr = np.empty(0, dtype=np.int64)
+        new_subs: list[int] = []
         ptr = 0
         finished = 0
         passes = 0
@@ -181,10 +183,11 @@ class Simulation:
             t_wake = wake if wake is not None else INF
             now = min(t_fin, t_sub, t_wake)
             if now == INF:
-                if waiting:
-                    j = waiting[0]
+                if len(queue_arr) or new_subs:
+                    j = int(queue_arr[0]) if len(queue_arr) else new_subs[0]
+                    n_wait = len(queue_arr) + len(new_subs)
                     raise SimulationError(
-                        f"deadlock: {len(waiting)} jobs wait (first: job {int(job_id[j])}, "
+                        f"deadlock: {n_wait} jobs wait (first: job {int(job_id[j])}, "
                         f"{int(procs[j])} units) on an idle machine and no event is pending; "
                         f"scheduler {sched.name} never starts them")
                 break
@@ -201,7 +204,7 @@ class Simulation:
                 end[j] = now
                 if now == start[j] + kill_limit[j] and work_left[j] > 1e-9 * max(1.0, runtime[j]):
                     killed[j] = True
-                cluster.release(j)
+                nodes_of[j] = ranges_of_sorted(cluster.release(j))   # kept as text: small for 10^5+ jobs
                 finished += 1
                 changed = True
                 if has_finish_hook:
@@ -218,21 +221,20 @@ class Simulation:
                         prog_pending = 0
             # ---- submissions
             while ptr < n and submit[ptr] <= now:
-                waiting.append(ptr)
+                new_subs.append(ptr)
                 if has_hooks:
                     sched.on_submit(now, ptr)
                 ptr += 1
                 changed = True
-                waiting_set_dirty = True
             # ---- timers
             if wake is not None and wake <= now:
                 wake = None
                 changed = True
             # ---- one scheduling pass
-            if changed and waiting:
-                if waiting_set_dirty:
-                    queue_arr = np.array(waiting, dtype=np.int64)
-                    waiting_set_dirty = False
+            if new_subs:
+                queue_arr = np.concatenate((queue_arr, np.asarray(new_subs, dtype=np.int64)))
+                new_subs = []
+            if changed and len(queue_arr):
                 passes += 1
                 decisions = sched.schedule(now, queue_arr, cluster)
                 if decisions:
@@ -263,24 +265,23 @@ class Simulation:
                         started.add(j)
                         start[j] = now
                         last_t[j] = now
-                        nodes_of[j] = chosen
                         push_finish(j, now)
                         if has_start_hook:
                             sched.on_start(now, j)
                         if has_models:
                             for k, m in enumerate(self.models):
                                 apply_rates(now, k, m.on_start(now, j, chosen))
-                    waiting = [j for j in waiting if j not in started]
-                    queue_arr = np.array(waiting, dtype=np.int64)
+                    # the queue is sorted (arrival = index order): delete by position
+                    queue_arr = np.delete(queue_arr, np.searchsorted(queue_arr, sorted(started)))
             # ---- record the piecewise-constant state
             ch_t.append(now)
             ch_busy.append(cluster.busy)
-            ch_q.append(len(waiting))
+            ch_q.append(len(queue_arr))
             nxt = next_wakeup(now)
             if nxt is not None:
                 if nxt <= now:
                     raise SimulationError(f"scheduler {sched.name} asked for a wakeup at {nxt} <= now {now}")
-                wake = nxt if (ptr < n or waiting or heap) else None
+                wake = nxt if (ptr < n or len(queue_arr) or heap) else None
 
         if progress is not None and prog_pending:
             progress.update(prog_pending)

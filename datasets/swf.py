@@ -30,6 +30,8 @@ import pandas as pd
 
 from twin.workload import Workload
 
+from .textio import read_text
+
 FIELDS = ("job", "submit", "wait", "run", "alloc_procs", "avg_cpu", "used_mem", "req_procs",
           "req_time", "req_mem", "status", "user", "group", "exe", "queue", "partition",
           "prec_job", "think")
@@ -44,18 +46,7 @@ class SWFError(ValueError):
 
 
 def _open_text(path: Path) -> str:
-    if not path.exists():
-        raise SWFError(f"{path}: file not found")
-    raw = path.read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as e:
-            raise SWFError(f"{path}: corrupt gzip data: {e}") from None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return raw.decode("latin-1")
+    return read_text(path, SWFError)
 
 
 def parse_header(lines: list[str]) -> dict[str, str]:

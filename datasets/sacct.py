@@ -1,0 +1,568 @@
+"""Slurm accounting dumps (``sacct -P``): reader to a `Workload`, and writer of simulated schedules.
+
+Input: the output of ``sacct -P --format=...`` (pipe-separated, one header line naming the fields,
+``--parsable2`` also accepted: no trailing ``|``). Fields used when present (names as sacct prints
+them; case-insensitive): JobID, JobIDRaw, Submit, Eligible, Start, End, Elapsed, Timelimit, NNodes,
+NCPUS, ReqTRES, AllocTRES, User, Account, Partition, QOS, State, Priority, ConsumedEnergyRaw.
+Required: JobID, Submit, State, one of NNodes/NCPUS, and Elapsed or Start+End.
+Field meanings follow the sacct man page (https://slurm.schedmd.com/sacct.html).
+
+Conventions of this reader (also written to ``Workload.notes``):
+
+* **Job steps** (``123.batch``, ``123.extern``, ``123.0``) are skipped: a step runs inside its job's
+  allocation and is not scheduled by slurmctld.
+* **Array tasks** (``123_4``) are kept as jobs of their own (that is how Slurm schedules them); the
+  job id is JobIDRaw (unique integer), with ``columns["array_job_id"]`` / ``["array_task_id"]``.
+  Rows for the not-yet-started remainder of an array (``123_[5-10]``) are pending jobs: see below.
+  Heterogeneous job components (``123+0``) are kept as separate jobs (JobIDRaw ids).
+* **Jobs that never ran** (State PENDING; Start ``Unknown``/``None``; or CANCELLED with zero
+  Elapsed and NodeList ``None assigned`` / empty AllocTRES, which is how sacct shows a job
+  cancelled while pending) and jobs **still running** at dump time (End ``Unknown``) have no runtime: they are
+  dropped and counted in the notes.
+* **Times**: ``YYYY-MM-DDTHH:MM:SS`` (sacct's default, local time without a zone: read as UTC unless
+  ``tz`` is given; only differences matter for replay) or integer epochs (``SLURM_TIME_FORMAT=%s``).
+  Workload times are seconds relative to the earliest kept submit; the absolute epoch of time 0 is
+  ``header["UnixStartTime"]``.
+* **Runtime**: Elapsed when present, else End - Start (s).
+* **Requested time**: Timelimit (``[D-]HH:MM:SS``, ``MM:SS``, ``M``...) in seconds; ``UNLIMITED``,
+  ``Partition_Limit``, empty -> NaN (the run then uses the estimate model's fallback).
+* **Size**: ``unit="nodes"`` (default; Slurm allocates whole nodes) -> ``procs`` = NNodes; ``"cpus"``
+  -> NCPUS. Both are kept in ``columns["nnodes"]`` / ``["ncpus"]`` when present.
+* **GPUs**: ``gres/gpu=N`` (or ``gres/gpu:type=N`` summed) from AllocTRES, else ReqTRES, divided by
+  the node count -> ``columns["gpus_per_node"]``.
+* **Names**: User -> ``user``, Account -> ``group`` (Slurm's account plays the SWF group role),
+  Partition -> ``partition``, QOS -> ``columns["qos"]``, each an int id in order of first
+  appearance; the name tables are in ``header["Users"]``, ``["Accounts"]``, ``["Partitions"]``,
+  ``["QOSs"]`` (comma-separated, index = id; Slurm names cannot contain commas), and per job in
+  ``columns["user_name"]``, ``["account_name"]``, ``["partition_name"]``, ``["qos_name"]`` (what the
+  Slurm-like scheduler matches against slurm.conf partitions and the accounts file).
+* **State** -> SWF ``status``: COMPLETED 1; CANCELLED (any "by N") 5; FAILED, TIMEOUT, NODE_FAIL,
+  OUT_OF_MEMORY, PREEMPTED, BOOT_FAIL, DEADLINE 0. The original string is in ``columns["state"]``.
+* ``columns["recorded_start"]`` (s, relative), ``["eligible"]`` (s, relative),
+  ``["recorded_priority"]``, ``["consumed_energy_j"]`` (J; NaN where empty) where the fields exist.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+
+from twin.workload import Workload
+
+from .textio import read_text
+
+
+class SacctError(ValueError):
+    """A malformed sacct dump: the message names the file, line and field."""
+
+
+#: sacct State (first word) -> SWF status code (1 completed, 0 failed, 5 cancelled).
+STATE_TO_STATUS = {
+    "COMPLETED": 1,
+    "CANCELLED": 5,
+    "FAILED": 0,
+    "TIMEOUT": 0,
+    "NODE_FAIL": 0,
+    "OUT_OF_MEMORY": 0,
+    "PREEMPTED": 0,
+    "BOOT_FAIL": 0,
+    "DEADLINE": 0,
+}
+#: States of jobs that have not finished (never started or still running): not replayable.
+UNFINISHED_STATES = {"PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED", "REVOKED",
+                     "CONFIGURING", "COMPLETING", "SIGNALING", "STAGE_OUT", "STOPPED",
+                     "REQUEUE_HOLD", "REQUEUE_FED", "SPECIAL_EXIT", "RESV_DEL_HOLD"}
+_NO_VALUE = {"", "unknown", "none", "n/a"}
+_UNLIMITED = {"unlimited", "partition_limit", "infinite"}
+_JOBID_RE = re.compile(r"^(\d+)(?:_(\d+|\[[^\]]*\]))?(?:\+(\d+))?(?:\.(.+))?$")
+_GPU_RE = re.compile(r"gres/gpu(?::[^=,]+)?=(\d+)")
+
+
+# ---------------------------------------------------------------------------------------- parsing
+def parse_slurm_duration(text: str) -> float:
+    """Slurm time string -> seconds (float); NaN for UNLIMITED / Partition_Limit / empty.
+
+    Accepted forms (sacct/sbatch): ``M``, ``M:S``, ``H:M:S``, ``D-H``, ``D-H:M``, ``D-H:M:S``, with
+    optional fractional seconds (``00:00:01.5``). Raises ValueError on anything else.
+    """
+    s = text.strip()
+    if s.lower() in _UNLIMITED or s.lower() in _NO_VALUE:
+        return math.nan
+    days = 0
+    if "-" in s:
+        d, s = s.split("-", 1)
+        if not d.isdigit():
+            raise ValueError(f"bad day count {d!r}")
+        days = int(d)
+        parts = s.split(":")
+        if len(parts) == 1:
+            h, m, sec = parts[0], "0", "0"
+        elif len(parts) == 2:
+            h, m, sec = parts[0], parts[1], "0"
+        elif len(parts) == 3:
+            h, m, sec = parts
+        else:
+            raise ValueError(f"bad time {text!r}")
+    else:
+        parts = s.split(":")
+        if len(parts) == 1:
+            h, m, sec = "0", parts[0], "0"
+        elif len(parts) == 2:
+            h, m, sec = "0", parts[0], parts[1]
+        elif len(parts) == 3:
+            h, m, sec = parts
+        else:
+            raise ValueError(f"bad time {text!r}")
+    try:
+        hh, mm, ss = int(h), int(m), float(sec)
+    except ValueError:
+        raise ValueError(f"bad time {text!r}") from None
+    if hh < 0 or mm < 0 or ss < 0:
+        raise ValueError(f"negative time {text!r}")
+    return days * 86400.0 + hh * 3600.0 + mm * 60.0 + ss
+
+
+def format_slurm_duration(seconds: float) -> str:
+    """Seconds -> sacct's ``[D-]HH:MM:SS`` (NaN/inf -> ``UNLIMITED``); rounded to whole seconds."""
+    if seconds is None or not math.isfinite(seconds):
+        return "UNLIMITED"
+    s = int(round(seconds))
+    d, s = divmod(s, 86400)
+    h, s = divmod(s, 3600)
+    m, s = divmod(s, 60)
+    return f"{d}-{h:02d}:{m:02d}:{s:02d}" if d else f"{h:02d}:{m:02d}:{s:02d}"
+
+
+def _parse_time(text: str, tz) -> float:
+    """sacct timestamp -> epoch seconds; NaN for Unknown/None/empty."""
+    s = text.strip()
+    if s.lower() in _NO_VALUE:
+        return math.nan
+    if s.isdigit():
+        return float(s)
+    dt = datetime.fromisoformat(s)
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=tz)
+    return dt.timestamp()
+
+
+def _open_text(path: Path) -> str:
+    return read_text(path, SacctError)
+
+
+class _Names:
+    """Name -> int id in order of first appearance (empty -> -1)."""
+
+    def __init__(self):
+        self.ids: dict[str, int] = {}
+
+    def get(self, name: str) -> int:
+        name = name.strip()
+        if name == "" or name.lower() in _NO_VALUE:
+            return -1
+        i = self.ids.get(name)
+        if i is None:
+            i = self.ids[name] = len(self.ids)
+        return i
+
+    def table(self) -> str:
+        return ",".join(self.ids)
+
+
+def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
+               name: str | None = None) -> Workload:
+    """Read a ``sacct -P`` dump into a `Workload` (see the module docstring for the conventions).
+
+    Parameters
+    ----------
+    path: the dump (plain text or gzip).
+    unit: ``"nodes"`` (procs = NNodes) or ``"cpus"`` (procs = NCPUS).
+    tz: a ``datetime.tzinfo`` for timestamps without a zone (default UTC).
+    name: workload name (default: the file stem).
+
+    Raises `SacctError` (a ValueError) naming the file, line and field on malformed input.
+    """
+    p = Path(path)
+    if unit not in ("nodes", "cpus"):
+        raise ValueError(f"read_sacct: unit must be 'nodes' or 'cpus', got {unit!r}")
+    tz = tz or timezone.utc
+    text = _open_text(p)
+    lines = text.splitlines()
+    # header: first non-empty line
+    hl = 0
+    while hl < len(lines) and not lines[hl].strip():
+        hl += 1
+    if hl == len(lines):
+        raise SacctError(f"{p}: empty file (expected a sacct -P header line)")
+    raw_cols = lines[hl].rstrip("\n").split("|")
+    trailing = raw_cols and raw_cols[-1] == ""
+    if trailing:
+        raw_cols = raw_cols[:-1]
+    cols = [c.strip().lower() for c in raw_cols]
+    col = {c: i for i, c in enumerate(cols)}
+    for need in ("jobid", "submit", "state"):
+        if need not in col:
+            raise SacctError(f"{p}:{hl + 1}: header has no {need!r} field "
+                             f"(fields: {', '.join(raw_cols)}); is this `sacct -P` output?")
+    if "nnodes" not in col and "ncpus" not in col:
+        raise SacctError(f"{p}:{hl + 1}: header needs NNodes or NCPUS")
+    size_col = "nnodes" if unit == "nodes" else "ncpus"
+    if size_col not in col:
+        raise SacctError(f"{p}:{hl + 1}: unit={unit!r} needs the {size_col.upper()} field")
+    if "elapsed" not in col and not ("start" in col and "end" in col):
+        raise SacctError(f"{p}:{hl + 1}: header needs Elapsed, or Start and End")
+    ncol = len(cols)
+
+    users, accounts, parts, qoss = _Names(), _Names(), _Names(), _Names()
+    rec: dict[str, list] = {k: [] for k in (
+        "job_id", "submit", "runtime", "req", "procs", "user", "account", "partition", "qos",
+        "status", "state", "start", "eligible", "nnodes", "ncpus", "gpus", "prio", "energy",
+        "array_job", "array_task", "line")}
+    skipped_steps = 0
+    dropped_unstarted = 0
+    dropped_running = 0
+    unlimited = 0
+    het = 0
+    seen_ids: dict[int, int] = {}
+
+    def field(values: list[str], key: str) -> str | None:
+        i = col.get(key)
+        return None if i is None else values[i]
+
+    for ln in range(hl + 1, len(lines)):
+        line = lines[ln]
+        if not line.strip():
+            continue
+        lineno = ln + 1
+        values = line.split("|")
+        if trailing and values and values[-1] == "":
+            values = values[:-1]
+        if len(values) != ncol:
+            raise SacctError(f"{p}:{lineno}: {len(values)} fields, the header has {ncol} "
+                             f"(a '|' inside a field, or a truncated line?)")
+        jid = values[col["jobid"]].strip()
+        m = _JOBID_RE.match(jid)
+        if not m:
+            raise SacctError(f"{p}:{lineno}: field JobID: {jid!r} is not a Slurm job id")
+        if m.group(4) is not None:
+            skipped_steps += 1
+            continue
+
+        def num_time(key: str) -> float:
+            v = field(values, key)
+            if v is None:
+                return math.nan
+            try:
+                return _parse_time(v, tz)
+            except ValueError:
+                raise SacctError(f"{p}:{lineno}: field {raw_cols[col[key]]}: {v!r} is not a "
+                                 "timestamp (YYYY-MM-DDTHH:MM:SS or epoch seconds)") from None
+
+        def dur(key: str) -> float:
+            v = field(values, key)
+            if v is None:
+                return math.nan
+            try:
+                return parse_slurm_duration(v)
+            except ValueError as e:
+                raise SacctError(f"{p}:{lineno}: field {raw_cols[col[key]]}: {e}") from None
+
+        def integer(key: str, default: int = -1) -> int:
+            v = field(values, key)
+            if v is None or v.strip().lower() in _NO_VALUE:
+                return default
+            s = v.strip()
+            mult = 1
+            if s[-1:] in ("K", "k"):
+                mult, s = 1000, s[:-1]
+            elif s[-1:] in ("M", "m"):
+                mult, s = 1000000, s[:-1]
+            try:
+                return int(float(s) * mult)
+            except ValueError:
+                raise SacctError(f"{p}:{lineno}: field {raw_cols[col[key]]}: {v!r} is not an "
+                                 "integer") from None
+
+        state_str = values[col["state"]].strip()
+        state = state_str.split()[0].upper() if state_str else ""
+        submit = num_time("submit")
+        if math.isnan(submit):
+            raise SacctError(f"{p}:{lineno}: field Submit: {values[col['submit']]!r}: every job "
+                             "has a submit time")
+        start = num_time("start")
+        end = num_time("end")
+        if state in UNFINISHED_STATES or math.isnan(start):
+            if state == "RUNNING" or (not math.isnan(start) and math.isnan(end)):
+                dropped_running += 1
+            else:
+                dropped_unstarted += 1
+            continue
+        if state not in STATE_TO_STATUS:
+            raise SacctError(f"{p}:{lineno}: field State: unknown state {state_str!r} "
+                             f"(known: {', '.join(sorted(STATE_TO_STATUS))} and unfinished "
+                             "states, which are dropped)")
+        elapsed = dur("elapsed")
+        if math.isnan(elapsed):
+            if math.isnan(end):
+                dropped_running += 1
+                continue
+            elapsed = end - start
+        if elapsed < 0:
+            raise SacctError(f"{p}:{lineno}: field Elapsed: negative runtime {elapsed} s")
+        if state == "CANCELLED" and elapsed == 0:
+            # cancelled while pending: sacct sets Start = End = cancel time; no nodes were held
+            nl = field(values, "nodelist")
+            at = field(values, "alloctres")
+            if (nl is not None and nl.strip().lower() in ("none assigned", "")) or \
+                    (at is not None and not at.strip()):
+                dropped_unstarted += 1
+                continue
+        if m.group(2) is not None and m.group(2).startswith("["):
+            # a pending array remainder that nevertheless has a start: malformed
+            raise SacctError(f"{p}:{lineno}: field JobID: {jid!r} is an array range but has a start")
+        raw = field(values, "jobidraw")
+        if raw is not None and raw.strip():
+            rm = _JOBID_RE.match(raw.strip())
+            if not rm:
+                raise SacctError(f"{p}:{lineno}: field JobIDRaw: {raw!r} is not a job id")
+            job_id = int(rm.group(1))
+            if rm.group(3) is not None:   # het component in raw form: id+offset
+                job_id = int(rm.group(1)) + int(rm.group(3))
+        else:
+            job_id = int(m.group(1))
+            if m.group(3) is not None:
+                job_id = int(m.group(1)) + int(m.group(3))
+            if m.group(2) is not None:
+                raise SacctError(f"{p}:{lineno}: array task {jid!r} needs the JobIDRaw field "
+                                 "for a unique job id")
+        if m.group(3) is not None:
+            het += 1
+        if job_id in seen_ids:
+            raise SacctError(f"{p}:{lineno}: field JobIDRaw: job id {job_id} repeats line "
+                             f"{seen_ids[job_id]}")
+        seen_ids[job_id] = lineno
+        req = dur("timelimit")
+        if "timelimit" in col and math.isnan(req):
+            unlimited += 1
+        nn = integer("nnodes")
+        nc = integer("ncpus")
+        size = nn if unit == "nodes" else nc
+        if size < 1:
+            raise SacctError(f"{p}:{lineno}: field {size_col.upper()}: {size} (a job that ran "
+                             "holds at least one)")
+        tres = field(values, "alloctres")
+        if tres is None or not tres.strip():
+            tres = field(values, "reqtres") or ""
+        g = sum(int(x) for x in _GPU_RE.findall(tres)) if tres else 0
+        rec["job_id"].append(job_id)
+        rec["submit"].append(submit)
+        rec["runtime"].append(elapsed)
+        rec["req"].append(req)
+        rec["procs"].append(size)
+        rec["user"].append(users.get(field(values, "user") or ""))
+        rec["account"].append(accounts.get(field(values, "account") or ""))
+        rec["partition"].append(parts.get(field(values, "partition") or ""))
+        rec["qos"].append(qoss.get(field(values, "qos") or ""))
+        rec["status"].append(STATE_TO_STATUS[state])
+        rec["state"].append(state_str)
+        rec["start"].append(start)
+        rec["eligible"].append(num_time("eligible"))
+        rec["nnodes"].append(nn)
+        rec["ncpus"].append(nc)
+        rec["gpus"].append(g / nn if nn > 0 else float(g))
+        rec["prio"].append(integer("priority"))
+        en = field(values, "consumedenergyraw")
+        if en is None or not en.strip():
+            rec["energy"].append(math.nan)
+        else:
+            try:
+                rec["energy"].append(float(en))
+            except ValueError:
+                raise SacctError(f"{p}:{lineno}: field ConsumedEnergyRaw: {en!r} is not a "
+                                 "number") from None
+        rec["array_job"].append(int(m.group(1)) if m.group(2) is not None else -1)
+        rec["array_task"].append(int(m.group(2)) if m.group(2) is not None else -1)
+        rec["line"].append(lineno)
+
+    n = len(rec["job_id"])
+    if n == 0:
+        raise SacctError(f"{p}: no finished jobs to replay ({skipped_steps} steps skipped, "
+                         f"{dropped_unstarted} never started, {dropped_running} still running)")
+    submit = np.array(rec["submit"])
+    t0 = float(submit.min())
+    columns: dict[str, np.ndarray] = {
+        "recorded_start": np.array(rec["start"]) - t0,
+        "state": np.array(rec["state"], dtype=object),
+        "qos": np.array(rec["qos"], dtype=np.int64),
+    }
+    for key, tab in (("user", users), ("account", accounts), ("partition", parts), ("qos", qoss)):
+        names = list(tab.ids)
+        ids = rec[key]
+        columns[f"{key}_name"] = np.array([names[i] if i >= 0 else "" for i in ids], dtype=object)
+    if "eligible" in col:
+        columns["eligible"] = np.array(rec["eligible"]) - t0
+    if "nnodes" in col:
+        columns["nnodes"] = np.array(rec["nnodes"], dtype=np.int64)
+    if "ncpus" in col:
+        columns["ncpus"] = np.array(rec["ncpus"], dtype=np.int64)
+    if "alloctres" in col or "reqtres" in col:
+        columns["gpus_per_node"] = np.array(rec["gpus"])
+    if "priority" in col:
+        columns["recorded_priority"] = np.array(rec["prio"], dtype=np.int64)
+    if "consumedenergyraw" in col:
+        columns["consumed_energy_j"] = np.array(rec["energy"])
+    if any(a >= 0 for a in rec["array_job"]):
+        columns["array_job_id"] = np.array(rec["array_job"], dtype=np.int64)
+        columns["array_task_id"] = np.array(rec["array_task"], dtype=np.int64)
+    header = {
+        "UnixStartTime": str(int(t0)) if t0 == int(t0) else repr(t0),
+        "Users": users.table(), "Accounts": accounts.table(),
+        "Partitions": parts.table(), "QOSs": qoss.table(),
+        "Format": "sacct -P",
+    }
+    notes = [
+        f"sacct dump {p.name}: {n} jobs kept; {skipped_steps} job steps skipped; "
+        f"{dropped_unstarted} jobs never started and {dropped_running} still running dropped",
+        f"job size: {'NNodes (whole-node allocation units)' if unit == 'nodes' else 'NCPUS'}",
+        "runtime: Elapsed (else End - Start); requested time: Timelimit"
+        + (f" ({unlimited} UNLIMITED/Partition_Limit -> unknown)" if unlimited else ""),
+        "times relative to the earliest submit; timestamps without zone read as "
+        + ("UTC" if tz is timezone.utc else str(tz)),
+        "account -> group; QOS -> columns['qos']; State -> status (1 COMPLETED, 5 CANCELLED, "
+        "0 other ends)",
+    ]
+    if het:
+        notes.append(f"{het} heterogeneous-job components kept as separate jobs")
+    wl = Workload.from_arrays(
+        name or p.name.split(".")[0], submit=submit - t0, runtime=np.array(rec["runtime"]),
+        procs=np.array(rec["procs"], dtype=np.int64), requested_time=np.array(rec["req"]),
+        job_id=np.array(rec["job_id"], dtype=np.int64), user=rec["user"], group=rec["account"],
+        partition=rec["partition"], status=rec["status"], columns=columns,
+        header=header, notes=notes, source=str(p))
+    return wl.sorted()
+
+
+# ---------------------------------------------------------------------------------------- writing
+def format_hostlist(nodes: Iterable[int], prefix: str = "n") -> str:
+    """Node ids -> a Slurm hostlist (``[0, 1, 2, 5]`` -> ``n[0-2,5]``; one node -> ``n5``)."""
+    ids = sorted({int(x) for x in nodes})
+    if not ids:
+        return "None assigned"
+    if len(ids) == 1:
+        return f"{prefix}{ids[0]}"
+    ranges = []
+    a = b = ids[0]
+    for x in ids[1:]:
+        if x == b + 1:
+            b = x
+            continue
+        ranges.append(f"{a}-{b}" if b > a else f"{a}")
+        a = b = x
+    ranges.append(f"{a}-{b}" if b > a else f"{a}")
+    return f"{prefix}[{','.join(ranges)}]"
+
+
+def _parse_ranges(text: str) -> list[int]:
+    """``"0-3,8"`` (jobs.csv compact ranges) -> ``[0, 1, 2, 3, 8]``."""
+    out: list[int] = []
+    if not isinstance(text, str) or not text.strip():
+        return out
+    for part in text.split(","):
+        part = part.strip()
+        if "-" in part:
+            a, b = part.split("-", 1)
+            out.extend(range(int(a), int(b) + 1))
+        elif part:
+            out.append(int(part))
+    return out
+
+
+def _iso(epoch: float) -> str:
+    if epoch is None or not math.isfinite(epoch):
+        return "Unknown"
+    return datetime.fromtimestamp(round(epoch), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+_STATUS_TO_STATE = {1: "COMPLETED", 0: "FAILED", 5: "CANCELLED"}
+
+
+def export_sacct(jobs_df: pd.DataFrame, path: str | os.PathLike, epoch: float = 0.0,
+                 node_prefix: str = "n", names: dict[str, list[str]] | None = None) -> int:
+    """Write a simulated schedule (a jobs.csv table) as a ``sacct -P`` dump; returns rows written.
+
+    ``jobs_df`` needs ``job_id``, ``submit``, ``start``, ``end``, ``procs`` (s, relative times) and
+    may have ``requested_time``, ``status`` (SWF codes, or a run's ``"killed"``/``"completed"``
+    with the SWF code in ``log_status``), ``killed`` (bool: State TIMEOUT), ``nodes``
+    (compact ranges ``"0-3,8"``: NodeList), ``user``/``group``/``partition``/``qos`` ints (mapped
+    through ``names["Users"|"Accounts"|"Partitions"|"QOSs"]`` lists when given). ``epoch``: the Unix
+    time of relative time 0 (``header["UnixStartTime"]``). Jobs never started are written as
+    PENDING with Start/End ``Unknown``. Times are written in UTC, rounded to whole seconds, so a
+    dump read back with `read_sacct` reproduces submit/start/runtime to the second.
+    """
+    need = ("job_id", "submit", "start", "end", "procs")
+    missing = [c for c in need if c not in jobs_df.columns]
+    if missing:
+        raise ValueError(f"export_sacct: jobs table lacks column(s) {', '.join(missing)}")
+    names = names or {}
+    fields = ["JobID", "JobIDRaw", "Submit", "Eligible", "Start", "End", "Elapsed", "Timelimit",
+              "NNodes", "NCPUS", "NodeList"]
+    opt = [("user", "User", "Users"), ("group", "Account", "Accounts"),
+           ("partition", "Partition", "Partitions"), ("qos", "QOS", "QOSs")]
+    present = [(c, f, k) for c, f, k in opt if c in jobs_df.columns]
+    fields += [f for _, f, _ in present] + ["State"]
+    out = ["|".join(fields)]
+    df = jobs_df
+    n = len(df)
+    req = df["requested_time"].to_numpy(dtype=float) if "requested_time" in df else np.full(n, np.nan)
+    # jobs.csv of a run: status "killed"/"completed" and the log's SWF code in log_status
+    st_col = df["status"] if "status" in df else None
+    text_status = st_col is not None and not pd.api.types.is_numeric_dtype(st_col)
+    if "killed" in df:
+        killed = df["killed"].to_numpy(dtype=bool)
+    elif text_status:
+        killed = (st_col.astype(str) == "killed").to_numpy()
+    else:
+        killed = np.zeros(n, dtype=bool)
+    if "log_status" in df:
+        status = df["log_status"].to_numpy(dtype=float)
+    elif st_col is not None and not text_status:
+        status = st_col.to_numpy(dtype=float)
+    else:
+        status = np.full(n, 1.0)
+    nodes_col = df["nodes"].to_numpy() if "nodes" in df else np.full(n, "", dtype=object)
+    ids = df["job_id"].to_numpy()
+    sub = df["submit"].to_numpy(dtype=float)
+    st = df["start"].to_numpy(dtype=float)
+    en = df["end"].to_numpy(dtype=float)
+    pr = df["procs"].to_numpy()
+    extra = {c: df[c].to_numpy() for c, _, _ in present}
+    for i in range(n):
+        started = math.isfinite(st[i])
+        if not started:
+            state = "PENDING"
+        elif killed[i]:
+            state = "TIMEOUT"
+        else:
+            state = _STATUS_TO_STATE.get(int(status[i]) if np.isfinite(status[i]) else 1, "COMPLETED")
+        row = [str(int(ids[i])), str(int(ids[i])), _iso(epoch + sub[i]), _iso(epoch + sub[i]),
+               _iso(epoch + st[i]) if started else "Unknown",
+               _iso(epoch + en[i]) if started and math.isfinite(en[i]) else "Unknown",
+               format_slurm_duration(round(epoch + en[i]) - round(epoch + st[i])) if started
+               and math.isfinite(en[i]) else "00:00:00",
+               format_slurm_duration(req[i]), str(int(pr[i])), str(int(pr[i])),
+               format_hostlist(_parse_ranges(nodes_col[i]), node_prefix) if started else "None assigned"]
+        for c, _, k in present:
+            v = extra[c][i]
+            tab = names.get(k)
+            iv = int(v) if v is not None and np.isfinite(v) else -1
+            row.append(tab[iv] if tab and 0 <= iv < len(tab) else (str(iv) if iv >= 0 else ""))
+        row.append(state)
+        out.append("|".join(row))
+    Path(path).write_text("\n".join(out) + "\n")
+    return n

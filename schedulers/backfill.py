@@ -84,14 +84,25 @@ class QueueScheduler(Scheduler):
         if free <= 0:
             return []
         order = queue if self.order_name == "fcfs" else self.order(now, queue, self.jobs)
-        procs = self.procs[order]
-        # in-order starts: the longest prefix whose cumulative size fits
-        k = int(np.searchsorted(np.cumsum(procs), free, side="right"))
+        # in-order starts: the longest prefix whose cumulative size fits (usually a few jobs, so
+        # walk the head in Python and never touch the rest of a long queue)
+        procs = self.procs
+        k = 0
+        head = order[:32].tolist()
+        for j in head:
+            p = int(procs[j])
+            if p > free:
+                break
+            free -= p
+            k += 1
+        if k == len(head) and k < len(order):
+            cs = np.cumsum(procs[order[k:]])
+            m = int(np.searchsorted(cs, free, side="right"))
+            if m:
+                free -= int(cs[m - 1])
+            k += m
         starts = order[:k].tolist()
-        if k == len(order) or self.backfill == "none":
-            return starts
-        free -= int(procs[:k].sum())
-        if free <= 0:
+        if k == len(order) or self.backfill == "none" or free <= 0:
             return starts
         return self._easy(now, order, k, free, starts, cluster)
 

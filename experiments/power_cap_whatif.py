@@ -1,0 +1,125 @@
+"""What-if: facility power caps on a real log replayed on Frontier-class nodes.
+
+One real log (default: KTH-SP2, 28,476 jobs, 100 nodes) runs on a machine of Frontier nodes
+(``--system frontier --nodes`` = the log's machine size; HPE EX235a node constants from ORNL RAPS)
+with power and cooling on, under facility caps from none down to 60 % of the machine's peak
+electrical power (rack input + CDU pumps, all nodes at full load). Two ways to honour a cap:
+
+* ``throttle``: plain EASY; the power model scales the running jobs' dynamic power so the machine
+  stays under the cap, and the jobs slow down (beta model, `power.profiles`);
+* ``power-aware``: `schedulers.power_aware.PowerAwareScheduler` around EASY refuses starts that
+  would cross the cap (jobs wait instead), with the throttle as a backstop for jobs that exceed
+  the cap on their own.
+
+Writes ``results.csv``, ``results.md`` (mean wait, mean bounded slowdown (tau = 10 s), energy,
+peak and mean facility power, makespan) and ``facility_power.png`` (facility power under two caps).
+Conventions: wait = start - submit; bsld = max(1, (wait + run) / max(run, 10 s)); energy and
+power are the facility's (IT + conversion losses + cooling); peak = max over 15 s averages.
+
+Usage: ``python -m experiments.power_cap_whatif [--log KTH-SP2] [--out DIR] [--jobs N]``
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from power.chain import Chain
+from power.config import parse_power
+from twin.run import RunConfig, run
+from twin.system import load_system
+
+CAPS = (None, 0.9, 0.8, 0.7, 0.6)
+
+
+def machine_peak_w(system: str, nodes: int) -> float:
+    s = load_system(system)
+    table = dict(s.power)
+    table.pop("slots", None)
+    table.pop("cdus", None)          # as PowerModel does for a resized machine
+    cfg = parse_power(table, nodes=nodes, cpus_per_node=s.cpus_per_node, gpus_per_node=s.gpus_per_node, path=s.path)
+    return Chain(cfg).uniform_breakdown(1.0, 1.0)["facility_w"]
+
+
+def one(log: str, system: str, nodes: int, mode: str, cap_w: float | None, seed: int):
+    power_opts: dict = {}
+    opts: dict = {"power": power_opts}
+    sched = "easy"
+    if cap_w is not None:
+        power_opts["facility_cap_w"] = cap_w
+        if mode == "power-aware":
+            sched = "schedulers.power_aware:PowerAwareScheduler"
+            opts["scheduler"] = {"inner": "easy", "cap": cap_w}
+    r = run(RunConfig(workload=log, system=system, nodes=nodes, power=True, seed=seed, scheduler=sched, options=opts))
+    s = r.summary
+    fac = r.timeseries["power_facility_w"][0]
+    row = {"mode": mode if cap_w is not None else "none", "cap_w": cap_w if cap_w is not None else math.inf,
+           "mean_wait_s": float(r.jobs["wait"].mean()), "mean_bsld": float(r.jobs["bsld"].mean()),
+           "energy_mwh": s["energy_facility_kwh"] / 1e3, "peak_facility_w": float(np.nanmax(fac)),
+           "mean_facility_w": s["avg_facility_power_w"], "makespan_s": float(r.jobs["end"].max() - r.jobs["submit"].min()),
+           "mean_pue": s["mean_pue"]}
+    return row, (r.timeseries["time"][0], fac)
+
+
+def markdown_table(df: pd.DataFrame) -> str:
+    """A GitHub Markdown table (4 significant digits) without optional dependencies."""
+    def fmt(v):
+        return f"{v:.4g}" if isinstance(v, float) else str(v)
+    lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
+    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> pd.DataFrame:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--log", default="KTH-SP2")
+    ap.add_argument("--system", default="frontier")
+    ap.add_argument("--nodes", type=int, default=100, help="machine size (units of the log)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default="results/power_cap_whatif")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    peak = machine_peak_w(args.system, args.nodes)
+    rows, series = [], {}
+    for frac in CAPS:
+        modes = ["none"] if frac is None else ["throttle", "power-aware"]
+        for mode in modes:
+            t = time.perf_counter()
+            cap = None if frac is None else frac * peak
+            row, ts = one(args.log, args.system, args.nodes, mode, cap, args.seed)
+            row["cap_fraction_of_peak"] = frac if frac is not None else float("nan")
+            row["wall_s"] = round(time.perf_counter() - t, 1)
+            rows.append(row)
+            series[(mode, frac)] = ts
+            print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
+    df = pd.DataFrame(rows)
+    df.to_csv(out / "results.csv", index=False)
+    head = (f"Log {args.log} on {args.nodes} {args.system} nodes (peak electrical {peak / 1e6:.3f} MW), "
+            f"EASY, seed {args.seed}. wait = start - submit; bsld tau = 10 s; energy/power = facility "
+            "(IT + losses + cooling); peak over 15 s averages.\n\n")
+    (out / "results.md").write_text(head + markdown_table(df) + "\n")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(11, 4))
+    for key in [("none", None), ("throttle", 0.7), ("power-aware", 0.7)]:
+        if key in series:
+            t, f = series[key]
+            ax.plot(t / 86400.0, f / 1e3, lw=0.5, label=f"{key[0]}" + (f" cap {key[1]:.0%}" if key[1] else ""))
+    ax.axhline(0.7 * peak / 1e3, color="k", ls="--", lw=0.8)
+    ax.set_xlabel("days")
+    ax.set_ylabel("facility power (kW)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "facility_power.png", dpi=130)
+    print(df.to_string())
+    return df
+
+
+if __name__ == "__main__":
+    main()

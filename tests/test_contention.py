@@ -1,0 +1,125 @@
+"""Max-min fair sharing and the network contention model (hand-solved cases, engine integration)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from schedulers.base import JobTable
+from topology.contention import NetworkContentionModel, max_min_fair
+from topology.fattree import leaf_spine_graph
+from twin.model_api import ModelContext
+
+
+def test_max_min_hand_case():
+    # links of 1, 0.5 and 1 GB/s; flow 0 crosses all three, flows 1..3 use one link each
+    x = max_min_fair(np.array([1.0, 0.5, 1.0]) * 1e9, link=[0, 1, 2, 0, 1, 2], flow=[0, 0, 0, 1, 2, 3],
+                     weight=[1.0] * 6, n_flows=4)
+    np.testing.assert_allclose(x / 1e9, [0.25, 0.75, 0.25, 0.75])
+
+
+def test_max_min_caps_and_weights():
+    # one link of 10; flow 0 capped at 2, flow 1 free: flow 1 takes the rest
+    np.testing.assert_allclose(max_min_fair([10.0], [0, 0], [0, 1], [1.0, 1.0], 2, cap=[2.0, np.inf]), [2.0, 8.0])
+    # weighted: flow 0 puts 3 units per unit rate on the link, flow 1 one: equal rates 10 / 4
+    np.testing.assert_allclose(max_min_fair([10.0], [0, 0], [0, 1], [3.0, 1.0], 2), [2.5, 2.5])
+    # a flow without links is only bounded by its cap
+    np.testing.assert_allclose(max_min_fair([1.0], [0], [0], [1.0], 2, cap=[np.inf, 4.0]), [1.0, 4.0])
+    with pytest.raises(ValueError):
+        max_min_fair([1.0], [0], [0], [-1.0], 1)
+
+
+def _jobs(n, procs, columns):
+    z = np.zeros(n)
+    return JobTable(job_id=np.arange(1, n + 1), submit=z, procs=np.asarray(procs), estimate=z + 100,
+                    requested_time=z + 100, user=z - 1, group=z - 1, queue=z - 1, partition=z - 1,
+                    columns=columns)
+
+
+def _two_job_model(frac=0.5):
+    # 2 leaves x 2 hosts, one spine, 1 GB/s everywhere. Job 0 on hosts {0, 2}, job 1 on {1, 3}:
+    # each ring of 2 sends 1 GB/s host-to-host across the spine; both share leaf0->spine etc.
+    G = leaf_spine_graph(4, hosts_per_leaf=2, spines=1, terminal_bandwidth=1e9)
+    jobs = _jobs(2, [2, 2], {"comm_fraction": np.array([frac, frac]), "comm_kind": np.array(["ring", "ring"], dtype=object)})
+    m = NetworkContentionModel(graph=G)
+    m.bind(ModelContext(n_nodes=4, jobs=jobs, runtime=np.array([100.0, 100.0]), seed=0))
+    return m
+
+
+def test_model_hand_case():
+    m = _two_job_model()
+    assert m.on_start(0.0, 0, np.array([0, 2])) is None          # alone: full speed
+    ch = m.on_start(10.0, 1, np.array([1, 3]))
+    # each gets half of the shared 1 GB/s links: slowdown 2, stretch 0.5 + 0.5 * 2 = 1.5
+    assert ch == {0: pytest.approx(2 / 3), 1: pytest.approx(2 / 3)}
+    for j in (0, 1):
+        m.on_rate_change(10.0, j, 2 / 3)
+    ch = m.on_finish(20.0, 0)
+    assert ch == {1: pytest.approx(1.0)}
+    m.on_rate_change(20.0, 1, 1.0)
+    m.on_finish(30.0, 1)
+    cols = m.job_columns()
+    # job 0: 10 s at factor 1 + 10 s at 2/3 -> 16.67 s of isolated progress in 20 s
+    np.testing.assert_allclose(cols["contention_stretch"], [20 / (10 + 10 * 2 / 3)] * 2)
+    assert cols["groups_spanned"].tolist() == [2, 2]
+    # global bytes: 2 GB/s crosses leaves during comm phases (f = 0.5) for 16.67 s of progress
+    np.testing.assert_allclose(cols["global_bytes"], [0.5 * (10 + 10 * 2 / 3) * 2e9] * 2)
+    s = m.summary()
+    assert s["network_total_global_bytes"] == pytest.approx(2 * 0.5 * (10 + 10 * 2 / 3) * 2e9)
+    assert s["network_recomputations"] == 2
+    ts = m.timeseries(np.array([0.0, 10.0, 20.0]), 10.0)
+    # global rate: 1 GB/s (job 0: f * 2 GB/s), then 2 x (2/3) GB/s, then 1 GB/s (job 1)
+    np.testing.assert_allclose(ts["network_global_bytes_rate"][0], [1e9, 4e9 / 3, 1e9])
+
+
+def test_non_communicating_jobs_are_untouched():
+    m = _two_job_model(frac=0.0)
+    assert m.on_start(0.0, 0, np.array([0, 2])) is None
+    assert m.on_start(0.0, 1, np.array([1, 3])) is None
+    m.on_finish(5.0, 0)
+    assert m.job_columns()["contention_stretch"][0] == 1.0
+    assert m.job_columns()["global_bytes"][0] == 0.0
+
+
+def test_default_distribution_is_seeded_and_documented():
+    G = leaf_spine_graph(8, hosts_per_leaf=2, spines=1)
+    jobs = _jobs(500, np.full(500, 2), {})
+    a = NetworkContentionModel(graph=G)
+    a.bind(ModelContext(n_nodes=8, jobs=jobs, runtime=np.ones(500), seed=3))
+    b = NetworkContentionModel(graph=G)
+    b.bind(ModelContext(n_nodes=8, jobs=jobs, runtime=np.ones(500), seed=3))
+    assert np.array_equal(a.frac, b.frac) and list(a.kind) == list(b.kind)
+    assert 0.2 < a.frac.mean() < 0.3 and set(a.kind) <= {"allreduce", "ring", "alltoall"}
+    assert "assumption" in a.summary()["network_defaults"]
+
+
+def test_bad_columns():
+    G = leaf_spine_graph(4, hosts_per_leaf=2, spines=1)
+    for cols, msg in (({"comm_fraction": np.array([1.5])}, "comm_fraction"),
+                      ({"comm_kind": np.array(["gossip"], dtype=object)}, "gossip")):
+        m = NetworkContentionModel(graph=G)
+        with pytest.raises(ValueError, match=msg):
+            m.bind(ModelContext(n_nodes=4, jobs=_jobs(1, [2], cols), runtime=np.ones(1)))
+    m = NetworkContentionModel(graph=G)
+    with pytest.raises(ValueError, match="4 hosts but the machine has 8"):
+        m.bind(ModelContext(n_nodes=8, jobs=_jobs(1, [2], {}), runtime=np.ones(1)))
+
+
+def test_engine_integration_stretch_matches_runtimes():
+    """Through the real engine on a tapered fat-tree (Lassen): (end - start) / runtime equals the
+    model's contention_stretch. (A non-blocking fabric such as `generic` never contends.)"""
+    from twin.run import RunConfig, run
+    from twin.workload import Workload
+    n = 40
+    rng = np.random.default_rng(5)
+    wl = Workload.from_arrays(
+        "net-test", submit=np.sort(rng.uniform(0, 2000, n)), runtime=rng.uniform(100, 1000, n),
+        procs=rng.integers(1, 300, n), requested_time=np.full(n, 5000.0),
+        columns={"comm_fraction": np.full(n, 0.6), "comm_kind": np.array(["alltoall"] * n, dtype=object)})
+    res = run(RunConfig(workload="net-test", system="lassen", network=True, placement="spread", seed=1), workload=wl)
+    df = res.jobs
+    ratio = (df["end"] - df["start"]) / wl.runtime
+    np.testing.assert_allclose(ratio, df["contention_stretch"], rtol=1e-9)
+    assert (df["contention_stretch"] > 1.0 + 1e-9).any()
+    assert (df["contention_stretch"] >= 1.0 - 1e-12).all()
+    assert res.summary["network_total_global_bytes"] == pytest.approx(df["global_bytes"].sum())
+    assert "network_global_bytes_rate" in res.timeseries

@@ -1,0 +1,100 @@
+"""slurm.conf-style parser: values, units, defaults, ignored keys and errors with line numbers."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from schedulers.slurm_conf import (SlurmConfError, SlurmConfig, apply_options, expand_hostlist,
+                                   load_slurm_conf, parse_slurm_conf_text, parse_time)
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_defaults_are_current_slurm():
+    c = SlurmConfig()
+    s, p = c.sched, c.priority
+    assert (s.bf_interval, s.bf_resolution, s.bf_window, s.bf_max_job_test) == (30, 60, 86400, 500)
+    assert (s.default_queue_depth, s.sched_interval, s.bf_job_part_count_reserve) == (100, 60, 0)
+    assert s.backfill and not s.bf_continue
+    assert p.type == "priority/multifactor" and p.fair_tree
+    assert (p.max_age, p.decay_half_life, p.calc_period) == (7 * 86400, 7 * 86400, 300)
+    assert p.weight_age == p.weight_fairshare == p.weight_jobsize == 0
+
+
+def test_full_file():
+    with pytest.warns(UserWarning, match="ignored") as rec:
+        c = load_slurm_conf(DATA / "slurm_test.conf")
+    s, p = c.sched, c.priority
+    assert s.bf_interval == 45 and s.bf_resolution == 120
+    assert s.bf_window == 2880 * 60          # minutes in the file
+    assert s.bf_max_job_test == 50 and s.bf_continue
+    assert s.bf_job_part_count_reserve == 3 and s.default_queue_depth == 20
+    assert s.sched_interval == 90
+    assert p.weight_age == 1000 and p.weight_fairshare == 10000 and p.weight_jobsize == 500
+    assert p.weight_partition == 2000 and p.weight_qos == 3000
+    assert p.max_age == 2 * 86400 and p.decay_half_life == 14 * 86400
+    assert p.calc_period == 120              # PriorityCalcPeriod is in minutes
+    assert p.favor_small and not p.fair_tree
+    assert c.node_names == [f"n{i:02d}" for i in range(6)] + ["gpu0", "gpu1"]
+    assert c.cpus_per_node == 4
+    names = [x.name for x in c.partitions]
+    assert names == ["batch", "gpu", "all"]
+    batch, gpu, allp = c.partitions
+    assert batch.default and batch.max_time == 3600 and batch.priority_tier == 1
+    assert gpu.nodes == ["gpu0", "gpu1", "n05"] and gpu.max_time == 86400
+    assert gpu.priority_job_factor == 4 and gpu.priority_tier == 2
+    assert allp.nodes is None and allp.max_time == math.inf
+    assert allp.priority_tier == allp.priority_job_factor == 3
+    # every unmodelled key is reported, once, in one warning
+    msg = str(rec[0].message)
+    for key in ("ClusterName", "SlurmctldHost", "SelectType", "bf_yield_interval",
+                "PriorityFlags CALCULATE_RUNNING", "NodeName attribute RealMemory",
+                "NodeName attribute State", "PartitionName attribute OverSubscribe"):
+        assert key in msg, key
+    assert len(rec) == 1
+    assert any("ClusterName (line 2)" in x for x in c.ignored)
+
+
+def test_errors_name_line_and_key():
+    with pytest.raises(SlurmConfError, match=r"slurm_bad_value.conf:2: SchedulerParameters bf_window: 'abc' is not a number"):
+        load_slurm_conf(DATA / "slurm_bad_value.conf")
+    with pytest.raises(SlurmConfError, match=r"slurm_bad_line.conf:3: PriorityMaxAge"):
+        load_slurm_conf(DATA / "slurm_bad_line.conf")
+    with pytest.raises(SlurmConfError, match=r"slurm_bad_nodes.conf:2: PartitionName=batch Nodes: node 'n4' is not defined"):
+        load_slurm_conf(DATA / "slurm_bad_nodes.conf")
+    with pytest.raises(SlurmConfError, match=r"x.conf:1: SchedulerParameters bf_interval: 0 outside \[1, 10800\]"):
+        parse_slurm_conf_text("SchedulerParameters=bf_interval=0", "x.conf")
+    with pytest.raises(SlurmConfError, match=r"x.conf:2: PriorityType: 'priority/weird'"):
+        parse_slurm_conf_text("#c\nPriorityType=priority/weird", "x.conf")
+    with pytest.raises(SlurmConfError, match=r"x.conf:1: cannot parse 'garbage'"):
+        parse_slurm_conf_text("garbage", "x.conf")
+    with pytest.raises(SlurmConfError, match=r"only NONE is modelled"):
+        parse_slurm_conf_text("PriorityUsageResetPeriod=MONTHLY", "x.conf")
+
+
+def test_options_overlay():
+    base = parse_slurm_conf_text("SchedulerParameters=bf_interval=45", "x.conf")
+    c = apply_options(base, {"bf_resolution": 1, "bf_window": 10, "PriorityWeightAge": 7,
+                             "bf_continue": True, "accounts": "a.toml", "node_order": "index"})
+    assert c.sched.bf_interval == 45 and c.sched.bf_resolution == 1 and c.sched.bf_window == 600
+    assert c.sched.bf_continue and c.priority.weight_age == 7
+    assert base.sched.bf_resolution == 60  # the original is untouched
+    with pytest.warns(UserWarning, match="options ignored .*frobnicate"):
+        apply_options(base, {"frobnicate": 3})
+    with pytest.raises(SlurmConfError, match="options: SchedulerParameters bf_max_job_test"):
+        apply_options(base, {"bf_max_job_test": "many"})
+
+
+def test_helpers():
+    assert expand_hostlist("n[0-2,5],gpu01") == ["n0", "n1", "n2", "n5", "gpu01"]
+    assert expand_hostlist("tux[008-010]") == ["tux008", "tux009", "tux010"]
+    assert expand_hostlist("r[0-1]n[0-1]") == ["r0n0", "r0n1", "r1n0", "r1n1"]
+    with pytest.raises(ValueError):
+        expand_hostlist("n[3-1]")
+    assert parse_time("90") == 5400           # minutes by default
+    assert parse_time("1-02:00:00") == 93600
+    assert parse_time("2-12") == 2 * 86400 + 12 * 3600
+    assert parse_time("10:30") == 630         # M:S
+    assert parse_time("UNLIMITED") == math.inf

@@ -1,0 +1,650 @@
+"""Routing and link loads: bytes per *directed* link for a job's `Traffic`.
+
+`make_router(graph)` returns a `Router` for a graph built by this package (the kind is read from
+``graph.graph["topology"]``). Routers never search paths: routes follow from the structure of the
+topology, and link loads are computed per switch pair (or per line of a torus) with numpy, so a
+1,000-node all-to-all on Frontier takes milliseconds.
+
+Directed links: every undirected edge ``e`` (in ``graph.edges`` order) gives link ``2e`` (``u -> v``
+as stored) and ``2e + 1`` (``v -> u``); the torus router numbers its links arithmetically (see
+`TorusRouter`). ``Router.bandwidth[l]`` is the capacity of link ``l`` in bytes/s,
+``Router.link_kind[l]`` its kind code (`KIND_CODES`).
+
+Routing (ECMP = equal split of a flow over its equal-cost paths; loads are expected values, so they
+are deterministic):
+
+* **Dragonfly, minimal**: local hop to a switch owning a global cable to the destination group,
+  the global cable, local hop to the destination switch (Kim et al. 2008); ECMP over all cables
+  between the two groups. Inside a group: the direct local link.
+* **Dragonfly, valiant**: traffic between groups goes minimally to an intermediate group chosen
+  uniformly among the groups other than the source and destination groups, then minimally to the
+  destination (Valiant; Kim et al. 2008). Loads are the expectation over the intermediate group
+  (what many packets converge to). Traffic inside a group stays minimal. With fewer than 3 groups
+  Valiant equals minimal.
+* **Dragonfly+**: the same with leaf -> spine (ECMP over the spines owning cables to the
+  destination group), global cable, spine -> leaf; inside a group leaf -> any spine -> leaf (ECMP
+  over all spines); in an intermediate group spine -> any leaf -> spine.
+* **Fat-tree (3-level) / leaf-spine**: up to any aggregation switch (ECMP), up to any of its cores
+  when leaving the pod (ECMP), down the unique path (Al-Fares et al. 2008). Valiant is not defined.
+* **Torus**: dimension-order routing along the shorter way round each ring; a tie (distance exactly
+  half a ring) is split evenly over both directions. Valiant is not defined.
+
+Global-traffic accounting: `Router.global_bytes` = bytes sent between hosts of different groups
+(Dragonfly groups, fat-tree pods, leaf switches of a leaf-spine, torus blocks), each byte counted
+once whatever the routing.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import networkx as nx
+import numpy as np
+
+from topology.dragonfly import TopologyError
+from topology.traffic import Traffic
+
+KIND_CODES = {"terminal": 0, "local": 1, "global": 2}
+ROUTINGS = ("minimal", "valiant")
+
+
+class LinkLoads(NamedTuple):
+    """Sparse link loads: sorted unique directed link ids and bytes on each."""
+
+    ids: np.ndarray
+    nbytes: np.ndarray
+
+
+class Router:
+    """Base class. Subclasses fill the arrays below and implement `_network_pieces`.
+
+    ``n_hosts``; ``n_links``; ``bandwidth`` (n_links,) bytes/s; ``link_kind`` (n_links,) int8;
+    ``host_group`` (n_hosts,) int64; ``term_up`` / ``term_down`` (n_hosts,) ids of each host's
+    link to / from its switch.
+    """
+
+    kind = "base"
+    routings = ("minimal",)
+
+    n_hosts: int
+    n_links: int
+    bandwidth: np.ndarray
+    link_kind: np.ndarray
+    host_group: np.ndarray
+    term_up: np.ndarray
+    term_down: np.ndarray
+
+    # ------------------------------------------------------------------ public
+    def link_loads(self, traffic: Traffic, routing: str = "minimal") -> LinkLoads:
+        """Bytes on every directed link used by ``traffic`` (one round), as a sparse `LinkLoads`."""
+        if routing not in ROUTINGS:
+            raise ValueError(f"unknown routing {routing!r}; choose one of {', '.join(ROUTINGS)}")
+        if routing not in self.routings:
+            raise TopologyError(f"{routing} routing is not defined for a {self.kind} topology "
+                                f"(available: {', '.join(self.routings)})")
+        h = traffic.hosts
+        if len(h) and (h[0] < 0 or h[-1] >= self.n_hosts):
+            raise ValueError(f"traffic uses node ids outside 0..{self.n_hosts - 1}")
+        ids = [self.term_up[h], self.term_down[h]]
+        w = [traffic.sent_per_host(), traffic.received_per_host()]
+        for i, x in self._network_pieces(traffic, routing):
+            ids.append(np.asarray(i, dtype=np.int64).ravel())
+            w.append(np.asarray(x, dtype=np.float64).ravel())
+        ids = np.concatenate(ids)
+        w = np.concatenate(w)
+        keep = w > 0
+        ids, w = ids[keep], w[keep]
+        if self.n_links <= 4_000_000:
+            dense = np.bincount(ids, w, minlength=self.n_links)
+            nz = np.flatnonzero(dense)
+            return LinkLoads(nz, dense[nz])
+        u, inv = np.unique(ids, return_inverse=True)
+        return LinkLoads(u, np.bincount(inv, w))
+
+    def dense_loads(self, traffic: Traffic, routing: str = "minimal") -> np.ndarray:
+        """`link_loads` as a dense (n_links,) array."""
+        ll = self.link_loads(traffic, routing)
+        out = np.zeros(self.n_links)
+        out[ll.ids] = ll.nbytes
+        return out
+
+    def global_bytes(self, traffic: Traffic) -> float:
+        """Bytes sent between hosts of different groups in one round (each byte counted once)."""
+        g = self.host_group
+        total = 0.0
+        if len(traffic.src):
+            m = g[traffic.src] != g[traffic.dst]
+            total += float(traffic.nbytes[m].sum())
+        if traffic.pair_bytes:
+            n = traffic.n
+            c = np.unique(g[traffic.hosts], return_counts=True)[1].astype(np.float64)
+            total += traffic.pair_bytes * (n * n - float((c * c).sum()))
+        return total
+
+    def groups_spanned(self, hosts) -> int:
+        """Number of distinct groups among ``hosts``."""
+        return int(len(np.unique(self.host_group[np.asarray(hosts, dtype=np.int64)])))
+
+    # ------------------------------------------------------------------ helpers for subclasses
+    def _network_pieces(self, traffic: Traffic, routing: str):
+        raise NotImplementedError
+
+    @staticmethod
+    def _switch_pairs(traffic: Traffic, acc: np.ndarray):
+        """(s_src, s_dst, bytes) between distinct access switches (duplicates allowed)."""
+        ss, sd, v = [], [], []
+        if len(traffic.src):
+            a, b = acc[traffic.src], acc[traffic.dst]
+            m = a != b
+            ss.append(a[m]); sd.append(b[m]); v.append(traffic.nbytes[m])
+        if traffic.pair_bytes and traffic.n > 1:
+            u, c = np.unique(acc[traffic.hosts], return_counts=True)
+            if len(u) > 1:
+                I, J = np.meshgrid(np.arange(len(u)), np.arange(len(u)), indexing="ij")
+                m = I != J
+                ss.append(u[I[m]]); sd.append(u[J[m]])
+                v.append(traffic.pair_bytes * (c[I[m]] * c[J[m]]).astype(np.float64))
+        if not ss:
+            z = np.zeros(0, dtype=np.int64)
+            return z, z, np.zeros(0)
+        return np.concatenate(ss), np.concatenate(sd), np.concatenate(v)
+
+
+class _GraphLinks:
+    """Directed link numbering of a networkx graph (see the module docstring)."""
+
+    def __init__(self, G: nx.Graph):
+        edges = list(G.edges(data=True))
+        self.n_links = 2 * len(edges)
+        self.bandwidth = np.empty(self.n_links)
+        self.kind = np.empty(self.n_links, dtype=np.int8)
+        self.eid: dict = {}
+        self.ends: list = []
+        for e, (u, v, d) in enumerate(edges):
+            self.eid[(u, v)] = 2 * e
+            self.eid[(v, u)] = 2 * e + 1
+            self.ends.append((u, v))
+            self.bandwidth[2 * e: 2 * e + 2] = d["bandwidth"]
+            self.kind[2 * e: 2 * e + 2] = KIND_CODES[d["kind"]]
+
+    def endpoints(self, link: int):
+        u, v = self.ends[link // 2]
+        return (u, v) if link % 2 == 0 else (v, u)
+
+
+def _link_table(eid: dict, pairs, shape) -> np.ndarray:
+    out = np.full(shape, -1, dtype=np.int64)
+    for idx, key in pairs:
+        out[idx] = eid.get(key, -1)
+    return out
+
+
+class _GroupedRouter(Router):
+    """Common routing of Dragonfly and Dragonfly+: access switches (routers / leaves) in groups,
+    gateways (routers / spines) owning the global cables. Subclasses provide the hooks
+    `_intra`, `_to_gw`, `_from_gw`, `_transit`."""
+
+    routings = ("minimal", "valiant")
+
+    def _init_global(self, G: nx.Graph, ngw: int) -> None:
+        """Global cable tables from the graph's ``global`` edges; ``gw_label`` = switch tag."""
+        ng = self.n_groups
+        per_pair: dict = {}
+        for u, v, d in G.edges(data=True):
+            if d["kind"] != "global":
+                continue
+            for x, y in ((u, v), (v, u)):
+                per_pair.setdefault((x[1], y[1]), []).extend([(x[2], y[2], self.links.eid[(x, y)])] * int(d.get("links", 1)))
+        M = max((len(v) for v in per_pair.values()), default=1)
+        self.gl_src = np.full((ng, ng, M), -1, dtype=np.int64)
+        self.gl_dst = np.full((ng, ng, M), -1, dtype=np.int64)
+        self.gl_id = np.full((ng, ng, M), -1, dtype=np.int64)
+        self.gl_w = np.zeros((ng, ng, M))
+        for (gs, gd), lst in per_pair.items():
+            arr = np.asarray(lst, dtype=np.int64)
+            k = len(arr)
+            self.gl_src[gs, gd, :k] = arr[:, 0]
+            self.gl_dst[gs, gd, :k] = arr[:, 1]
+            self.gl_id[gs, gd, :k] = arr[:, 2]
+            self.gl_w[gs, gd, :k] = 1.0 / k
+        # LandW[k, b, gs]: share of group gs -> k traffic landing on gateway b of group k;
+        # DepW[k, a, gd]: share of group k -> gd traffic leaving from gateway a of group k.
+        self.land_w = np.zeros((ng, ngw, ng))
+        self.dep_w = np.zeros((ng, ngw, ng))
+        gs, k, c = np.nonzero(self.gl_w)
+        np.add.at(self.land_w, (k, self.gl_dst[gs, k, c], gs), self.gl_w[gs, k, c])
+        np.add.at(self.dep_w, (gs, self.gl_src[gs, k, c], k), self.gl_w[gs, k, c])
+        missing = [(a, b) for a in range(ng) for b in range(ng) if a != b and (a, b) not in per_pair]
+        self.disconnected = missing
+
+    def _aggregates(self, traffic: Traffic):
+        """Traffic summed per (access switch pair inside a group), (source switch, destination
+        group), (source group, destination switch) and (group pair); all-to-all analytically."""
+        A, ng, nacc = self.acc_per_group, self.n_groups, self.n_acc
+        intra, sg, gs_, D = [], [], [], np.zeros((ng, ng))
+        if len(traffic.src):
+            ss, sd = self.host_acc[traffic.src], self.host_acc[traffic.dst]
+            v = traffic.nbytes
+            gsrc, gdst = ss // A, sd // A
+            m = (gsrc == gdst) & (ss != sd)
+            intra.append((ss[m], sd[m], v[m]))
+            m = gsrc != gdst
+            if m.any():
+                sg.append((ss[m], gdst[m], v[m]))
+                gs_.append((gsrc[m], sd[m], v[m]))
+                D += np.bincount(gsrc[m] * ng + gdst[m], v[m], minlength=ng * ng).reshape(ng, ng)
+        if traffic.pair_bytes and traffic.n > 1:
+            b = traffic.pair_bytes
+            u, c = np.unique(self.host_acc[traffic.hosts], return_counts=True)
+            c = c.astype(np.float64)
+            gu = u // A
+            Cg = np.bincount(gu, c, minlength=ng)
+            J = np.flatnonzero(Cg)
+            # switch pairs inside each group (u is sorted, so each group's switches are contiguous)
+            first = np.searchsorted(gu, gu, side="left")
+            size = np.searchsorted(gu, gu, side="right") - first
+            i = np.repeat(np.arange(len(u)), size)
+            offs = np.repeat(np.cumsum(size) - size, size)
+            j = np.repeat(first, size) + (np.arange(len(i)) - offs)
+            m = i != j
+            intra.append((u[i[m]], u[j[m]], b * c[i[m]] * c[j[m]]))
+            if len(J) > 1:
+                I2, K2 = np.meshgrid(np.arange(len(u)), J, indexing="ij")
+                m = gu[I2] != K2
+                sg.append((u[I2[m]], K2[m], b * c[I2[m]] * Cg[K2[m]]))
+                gs_.append((K2[m], u[I2[m]], b * Cg[K2[m]] * c[I2[m]]))
+                DD = b * np.outer(Cg, Cg)
+                np.fill_diagonal(DD, 0.0)
+                D += DD
+
+        def cat(parts, n):
+            if not parts:
+                return tuple(np.zeros(0, dtype=np.int64) for _ in range(n - 1)) + (np.zeros(0),)
+            return tuple(np.concatenate([p[k] for p in parts]) for k in range(n))
+        return cat(intra, 3), cat(sg, 3), cat(gs_, 3), D
+
+    def _network_pieces(self, traffic: Traffic, routing: str):
+        A, ng, nacc = self.acc_per_group, self.n_groups, self.n_acc
+        (iss, isd, iv), (s_s, s_g, s_v), (g_g, g_s, g_v), D = self._aggregates(traffic)
+        if len(iss):
+            yield from self._intra(iss, isd, iv)
+        if not D.any():
+            return
+        if self.disconnected:
+            bad = [p for p in self.disconnected if D[p] > 0]
+            if bad:
+                raise TopologyError(f"no global cable between groups {bad[0]}")
+        if routing == "valiant" and ng >= 3:
+            yield from self._valiant(s_s, s_g, s_v, g_g, g_s, g_v, D)
+            return
+        # source access switch -> gateways owning cables to the destination group
+        key, inv = np.unique(s_s * ng + s_g, return_inverse=True)
+        vv = np.bincount(inv, s_v)
+        s_u, gd_u = key // ng, key % ng
+        gw = self.gl_src[s_u // A, gd_u]
+        w = self.gl_w[s_u // A, gd_u] * vv[:, None]
+        yield from self._to_gw(np.broadcast_to(s_u[:, None], gw.shape), gw, w)
+        # the global cables
+        a, b = np.nonzero(D)
+        yield self.gl_id[a, b], self.gl_w[a, b] * D[a, b][:, None]
+        # landing gateways -> destination access switch
+        key, inv = np.unique(g_g * nacc + g_s, return_inverse=True)
+        vv = np.bincount(inv, g_v)
+        gs_u, d_u = key // nacc, key % nacc
+        gw = self.gl_dst[gs_u, d_u // A]
+        w = self.gl_w[gs_u, d_u // A] * vv[:, None]
+        yield from self._from_gw(gw, np.broadcast_to(d_u[:, None], gw.shape), w)
+
+    def _valiant(self, s_s, s_g, s_v, g_g, g_s, g_v, D):
+        A, ng = self.acc_per_group, self.n_groups
+        share = 1.0 / (ng - 2)
+        # first leg: source access switch -> gateway to intermediate group k (k != gs, gd)
+        us, inv = np.unique(s_s, return_inverse=True)
+        Tg = np.bincount(inv * ng + s_g, s_v, minlength=len(us) * ng).reshape(len(us), ng)
+        amount = (Tg.sum(axis=1)[:, None] - Tg) * share                        # (n_s, k)
+        gsu = us // A
+        w = self.gl_w[gsu] * amount[:, :, None]                                # (n_s, k, c)
+        gw = self.gl_src[gsu]
+        yield from self._to_gw(np.broadcast_to(us[:, None, None], gw.shape), gw, w)
+        rowD, colD = D.sum(axis=1), D.sum(axis=0)
+        rows, cols = np.flatnonzero(rowD), np.flatnonzero(colD)
+        # first global hop gs -> k
+        amt = (rowD[rows][:, None] - D[rows]) * share                          # (r, k)
+        yield self.gl_id[rows], self.gl_w[rows] * amt[:, :, None]
+        # transit inside the intermediate group k: landing gateway b -> departing gateway a
+        Y = self.land_w[:, :, rows] @ D[np.ix_(rows, cols)]                    # (k, b, c)
+        X = (Y @ self.dep_w[:, :, cols].transpose(0, 2, 1)) * share            # (k, b, a)
+        yield from self._transit(X)
+        # second global hop k -> gd
+        amt = (colD[cols][None, :] - D[:, cols]) * share                       # (k, d)
+        yield self.gl_id[:, cols], self.gl_w[:, cols] * amt[:, :, None]
+        # last leg: landing gateway in gd -> destination access switch
+        ud, inv = np.unique(g_s, return_inverse=True)
+        Tin = np.bincount(inv * ng + g_g, g_v, minlength=len(ud) * ng).reshape(len(ud), ng)
+        amount = (Tin.sum(axis=1)[:, None] - Tin) * share                      # (n_d, k)
+        gdu = ud // A
+        w = self.gl_w[:, gdu].transpose(1, 0, 2) * amount[:, :, None]          # (n_d, k, c)
+        gw = self.gl_dst[:, gdu].transpose(1, 0, 2)
+        yield from self._from_gw(gw, np.broadcast_to(ud[:, None, None], gw.shape), w)
+
+
+class DragonflyRouter(_GroupedRouter):
+    """Routing on `topology.dragonfly.dragonfly_graph` graphs."""
+
+    kind = "dragonfly"
+
+    def __init__(self, G: nx.Graph):
+        t = G.graph["topology"]
+        self.links = _GraphLinks(G)
+        self.n_links, self.bandwidth, self.link_kind = self.links.n_links, self.links.bandwidth, self.links.kind
+        p, a, ng, H = t["p"], t["a"], t["g"], t["hosts"]
+        self.n_hosts, self.n_groups, self.acc_per_group, self.n_acc = H, ng, a, ng * a
+        self.host_acc = np.arange(H, dtype=np.int64) // p
+        self.host_group = self.host_acc // a
+        eid = self.links.eid
+        self.term_up = np.array([eid[(i, ("sw", int(s // a), int(s % a)))] for i, s in enumerate(self.host_acc)], dtype=np.int64)
+        self.term_down = self.term_up ^ 1
+        self.local_id = _link_table(eid, (((gg * a + r1, r2), (("sw", gg, r1), ("sw", gg, r2)))
+                                          for gg in range(ng) for r1 in range(a) for r2 in range(a) if r1 != r2),
+                                    (ng * a, a))
+        self._init_global(G, a)
+
+    def _intra(self, ss, sd, v):
+        yield self.local_id[ss, sd % self.acc_per_group], v
+
+    def _to_gw(self, acc, gw, w):
+        A = self.acc_per_group
+        m = (w > 0) & (acc % A != gw)
+        yield self.local_id[acc[m], gw[m]], w[m]
+
+    def _from_gw(self, gw, acc, w):
+        A = self.acc_per_group
+        m = (w > 0) & (acc % A != gw)
+        yield self.local_id[(acc[m] // A) * A + gw[m], acc[m] % A], w[m]
+
+    def _transit(self, X):
+        A = self.acc_per_group
+        k, b, a = np.nonzero(X)
+        m = b != a
+        yield self.local_id[k[m] * A + b[m], a[m]], X[k[m], b[m], a[m]]
+
+
+class DragonflyPlusRouter(_GroupedRouter):
+    """Routing on `topology.dragonfly.dragonfly_plus_graph` graphs."""
+
+    kind = "dragonfly_plus"
+
+    def __init__(self, G: nx.Graph):
+        t = G.graph["topology"]
+        self.links = _GraphLinks(G)
+        self.n_links, self.bandwidth, self.link_kind = self.links.n_links, self.links.bandwidth, self.links.kind
+        p, nl, ns, ng, H = t["hosts_per_leaf"], t["leaves"], t["spines"], t["groups"], t["hosts"]
+        self.n_hosts, self.n_groups, self.acc_per_group, self.n_acc, self.n_spines = H, ng, nl, ng * nl, ns
+        self.host_acc = np.arange(H, dtype=np.int64) // p
+        self.host_group = self.host_acc // nl
+        eid = self.links.eid
+        self.term_up = np.array([eid[(i, ("leaf", int(s // nl), int(s % nl)))] for i, s in enumerate(self.host_acc)], dtype=np.int64)
+        self.term_down = self.term_up ^ 1
+        pairs = [((gg * nl + l, s), (("leaf", gg, l), ("spine", gg, s))) for gg in range(ng) for l in range(nl) for s in range(ns)]
+        self.up_id = _link_table(eid, pairs, (ng * nl, ns))
+        self.down_id = np.where(self.up_id >= 0, self.up_id ^ 1, -1)
+        self._init_global(G, ns)
+
+    def _intra(self, ss, sd, v):
+        out = np.bincount(ss, v, minlength=self.n_acc)
+        inn = np.bincount(sd, v, minlength=self.n_acc)
+        a = np.flatnonzero(out)
+        yield self.up_id[a], np.repeat(out[a][:, None] / self.n_spines, self.n_spines, axis=1)
+        b = np.flatnonzero(inn)
+        yield self.down_id[b], np.repeat(inn[b][:, None] / self.n_spines, self.n_spines, axis=1)
+
+    def _to_gw(self, acc, gw, w):
+        m = w > 0
+        yield self.up_id[acc[m], gw[m]], w[m]
+
+    def _from_gw(self, gw, acc, w):
+        m = w > 0
+        yield self.down_id[acc[m], gw[m]], w[m]
+
+    def _transit(self, X):
+        nl, ng = self.acc_per_group, self.n_groups
+        X = X.copy()
+        idx = np.arange(X.shape[1])
+        X[:, idx, idx] = 0.0
+        R = X.sum(axis=2) / nl          # (k, b): spine b -> every leaf of group k
+        C = X.sum(axis=1) / nl          # (k, a): every leaf of group k -> spine a
+        leaves = np.arange(ng * nl).reshape(ng, nl)
+        # down_id[leaf, spine]: spine -> leaf link
+        yield self.down_id[leaves[:, :, None], idx[None, None, :]], np.broadcast_to(R[:, None, :], (ng, nl, len(idx)))
+        yield self.up_id[leaves[:, :, None], idx[None, None, :]], np.broadcast_to(C[:, None, :], (ng, nl, len(idx)))
+
+
+class FatTreeRouter(Router):
+    """Routing on `topology.fattree.fat_tree_graph` graphs (3-level k-ary fat-tree)."""
+
+    kind = "fat_tree"
+
+    def __init__(self, G: nx.Graph):
+        t = G.graph["topology"]
+        self.links = _GraphLinks(G)
+        self.n_links, self.bandwidth, self.link_kind = self.links.n_links, self.links.bandwidth, self.links.kind
+        k, hpe, P, H = t["k"], t["hosts_per_edge"], t["pods"], t["hosts"]
+        half = k // 2
+        self.half, self.n_pods, self.n_hosts = half, P, H
+        self.host_acc = np.arange(H, dtype=np.int64) // hpe
+        self.host_group = self.host_acc // half
+        eid = self.links.eid
+        self.term_up = np.array([eid[(i, ("edge", int(e // half), int(e % half)))] for i, e in enumerate(self.host_acc)], dtype=np.int64)
+        self.term_down = self.term_up ^ 1
+        self.edge_up = _link_table(eid, (((p * half + i, j), (("edge", p, i), ("agg", p, j)))
+                                         for p in range(P) for i in range(half) for j in range(half)), (P * half, half))
+        self.agg_up = _link_table(eid, (((p * half + j, c), (("agg", p, j), ("core", j, c)))
+                                        for p in range(P) for j in range(half) for c in range(half)), (P * half, half))
+
+    def _network_pieces(self, traffic: Traffic, routing: str):
+        ss, sd, v = self._switch_pairs(traffic, self.host_acc)
+        if not len(ss):
+            return
+        half, nE = self.half, self.n_pods * self.half
+        out_e = np.bincount(ss, v, minlength=nE)
+        in_e = np.bincount(sd, v, minlength=nE)
+        e = np.flatnonzero(out_e)
+        yield self.edge_up[e], np.repeat(out_e[e][:, None] / half, half, axis=1)
+        e = np.flatnonzero(in_e)
+        yield self.edge_up[e] ^ 1, np.repeat(in_e[e][:, None] / half, half, axis=1)
+        ps, pd = ss // half, sd // half
+        m = ps != pd
+        if not m.any():
+            return
+        out_p = np.bincount(ps[m], v[m], minlength=self.n_pods)
+        in_p = np.bincount(pd[m], v[m], minlength=self.n_pods)
+        for load, flip in ((out_p, 0), (in_p, 1)):
+            p = np.flatnonzero(load)
+            aggs = (p[:, None] * half + np.arange(half)[None, :]).ravel()
+            ids = self.agg_up[aggs] ^ flip
+            yield ids, np.repeat(np.repeat(load[p] / (half * half), half), half).reshape(ids.shape)
+
+
+class LeafSpineRouter(Router):
+    """Routing on `topology.fattree.leaf_spine_graph` graphs."""
+
+    kind = "leaf_spine"
+
+    def __init__(self, G: nx.Graph):
+        t = G.graph["topology"]
+        self.links = _GraphLinks(G)
+        self.n_links, self.bandwidth, self.link_kind = self.links.n_links, self.links.bandwidth, self.links.kind
+        p, nl, S, H = t["hosts_per_leaf"], t["leaves"], t["spines"], t["hosts"]
+        self.n_hosts, self.n_leaves, self.n_spines = H, nl, S
+        self.host_acc = np.arange(H, dtype=np.int64) // p
+        self.host_group = self.host_acc.copy()
+        eid = self.links.eid
+        self.term_up = np.array([eid[(i, ("leaf", int(l)))] for i, l in enumerate(self.host_acc)], dtype=np.int64)
+        self.term_down = self.term_up ^ 1
+        self.up_id = _link_table(eid, (((l, s), (("leaf", l), ("spine", s))) for l in range(nl) for s in range(S)), (nl, S))
+
+    def _network_pieces(self, traffic: Traffic, routing: str):
+        ss, sd, v = self._switch_pairs(traffic, self.host_acc)
+        if not len(ss):
+            return
+        S = self.n_spines
+        for load, flip in ((np.bincount(ss, v, minlength=self.n_leaves), 0),
+                           (np.bincount(sd, v, minlength=self.n_leaves), 1)):
+            l = np.flatnonzero(load)
+            yield self.up_id[l] ^ flip, np.repeat(load[l][:, None] / S, S, axis=1)
+
+
+class TorusRouter(Router):
+    """Dimension-order routing on an n-D torus, computed from the shape alone (no graph needed).
+
+    Link ids: ``((i * D) + d) * 2 + s`` is the link leaving router ``i`` along dimension ``d`` in
+    the ``+`` (``s = 0``) or ``-`` (``s = 1``) direction; ids ``2*H*D + 2*i`` / ``+ 1`` are host
+    ``i``'s terminal links up / down. Dimensions of size 2 and mesh dimensions have no wrap-around
+    link (their unused ids have bandwidth 0 and never carry load).
+    """
+
+    kind = "torus"
+
+    def __init__(self, dims, block=None, periodic=None, bandwidth: float = 6.8e9,
+                 terminal_bandwidth: float | None = None):
+        from topology.torus import block_of, torus_shape
+        dims, block, periodic = torus_shape(dims, block, periodic)
+        self.dims, self.block = dims, block
+        self.wrap = tuple(p and n > 2 for p, n in zip(periodic, dims))
+        D = len(dims)
+        H = int(np.prod(dims))
+        self.n_hosts, self.D = H, D
+        self.n_links = 2 * H * D + 2 * H
+        coords = np.stack(np.unravel_index(np.arange(H), dims), axis=1)
+        self.coords = coords
+        self.host_group = block_of(coords, dims, block).astype(np.int64)
+        bw_t = 2 * D * bandwidth if terminal_bandwidth is None else terminal_bandwidth
+        self.bandwidth = np.zeros(self.n_links)
+        self.link_kind = np.full(self.n_links, KIND_CODES["local"], dtype=np.int8)
+        self.strides = np.array([int(np.prod(dims[d + 1:])) for d in range(D)], dtype=np.int64)
+        for d, n in enumerate(dims):
+            x = coords[:, d]
+            plus_ok = (x < n - 1) | self.wrap[d]
+            minus_ok = (x > 0) | self.wrap[d]
+            if n == 1:
+                plus_ok = minus_ok = np.zeros(H, bool)
+            base = (np.arange(H) * D + d) * 2
+            self.bandwidth[base] = np.where(plus_ok, bandwidth, 0.0)
+            self.bandwidth[base + 1] = np.where(minus_ok, bandwidth, 0.0)
+            nb_plus = np.arange(H) + np.where(x < n - 1, 1, -(n - 1)) * self.strides[d]
+            nb_minus = np.arange(H) + np.where(x > 0, -1, n - 1) * self.strides[d]
+            self.link_kind[base] = np.where(self.host_group == self.host_group[nb_plus], 1, 2)
+            self.link_kind[base + 1] = np.where(self.host_group == self.host_group[nb_minus], 1, 2)
+        tb = 2 * H * D
+        self.bandwidth[tb:] = bw_t
+        self.link_kind[tb:] = KIND_CODES["terminal"]
+        self.term_up = tb + 2 * np.arange(H, dtype=np.int64)
+        self.term_down = self.term_up + 1
+
+    @classmethod
+    def from_graph(cls, G: nx.Graph) -> "TorusRouter":
+        t = G.graph["topology"]
+        return cls(t["dims"], t["block"], t["periodic"], t["bandwidth"], t["terminal_bandwidth"])
+
+    def endpoints(self, link: int):
+        """Labels ``(u, v)`` of a directed link, as in `topology.torus.torus_graph`."""
+        link = int(link)
+        tb = 2 * self.n_hosts * self.D
+        if link >= tb:
+            i, s = divmod(link - tb, 2)
+            return (i, ("rt", i)) if s == 0 else (("rt", i), i)
+        i, r = divmod(link, 2 * self.D)
+        d, s = divmod(r, 2)
+        n, x = self.dims[d], self.coords[i, d]
+        step = (1 if x < n - 1 else -(n - 1)) if s == 0 else (-1 if x > 0 else n - 1)
+        return ("rt", i), ("rt", i + step * int(self.strides[d]))
+
+    def _flows(self, traffic: Traffic, chunk: int = 2_000_000):
+        if len(traffic.src):
+            m = traffic.src != traffic.dst
+            yield traffic.src[m], traffic.dst[m], traffic.nbytes[m]
+        if traffic.pair_bytes and traffic.n > 1:
+            h = traffic.hosts
+            n = len(h)
+            rows = max(1, chunk // n)
+            for r0 in range(0, n, rows):
+                I, J = np.meshgrid(np.arange(r0, min(n, r0 + rows)), np.arange(n), indexing="ij")
+                m = I != J
+                yield h[I[m]], h[J[m]], np.full(int(m.sum()), traffic.pair_bytes)
+
+    def _network_pieces(self, traffic: Traffic, routing: str):
+        H, D = self.n_hosts, self.D
+        for src, dst, w in self._flows(traffic):
+            cur = self.coords[src].copy()
+            tgt = self.coords[dst]
+            for d, n in enumerate(self.dims):
+                if n == 1:
+                    continue
+                x0, x1 = cur[:, d], tgt[:, d]
+                if self.wrap[d]:
+                    f = (x1 - x0) % n
+                    fwd_len = np.where(2 * f <= n, f, 0)
+                    bwd_len = np.where(2 * f >= n, n - f, 0) * (f != 0)
+                    half = (2 * f == n)
+                    wf = np.where(half, 0.5 * w, w)
+                else:
+                    fwd_len = np.maximum(x1 - x0, 0)
+                    bwd_len = np.maximum(x0 - x1, 0)
+                    wf = w
+                # line index of every flow (all coordinates but d), positions 0..n-1 along d
+                line = (cur * self.strides).sum(axis=1) - x0 * self.strides[d]
+                for sgn, length in ((0, fwd_len), (1, bwd_len)):
+                    m = length > 0
+                    if not m.any():
+                        continue
+                    ln, s0, L, ww = line[m], x0[m], length[m], wf[m]
+                    start = s0 if sgn == 0 else s0 - L + 1
+                    start = start % n
+                    diff = np.zeros(H + H // n)     # (H/n lines) x (n + 1) difference array
+                    lnum = self._line_number(ln, d)
+                    end = start + L
+                    wrapm = end > n
+                    diff += np.bincount(lnum * (n + 1) + start, ww, minlength=len(diff))
+                    diff -= np.bincount(lnum * (n + 1) + np.minimum(end, n), ww, minlength=len(diff))
+                    if wrapm.any():
+                        diff += np.bincount(lnum[wrapm] * (n + 1), ww[wrapm], minlength=len(diff))
+                        diff -= np.bincount(lnum[wrapm] * (n + 1) + (end[wrapm] - n), ww[wrapm], minlength=len(diff))
+                    load = np.cumsum(diff.reshape(H // n, n + 1), axis=1)[:, :n]
+                    node_load = load.ravel()[self._line_perm(d)]
+                    nz = np.flatnonzero(node_load > 1e-300)
+                    yield (nz * D + d) * 2 + sgn, node_load[nz]
+                cur[:, d] = x1
+
+    def _line_number(self, line_lin: np.ndarray, d: int) -> np.ndarray:
+        """Map the linear index of a line's position 0 (coordinate d = 0) to a line number 0..H/n-1."""
+        n, s = self.dims[d], int(self.strides[d])
+        # indices with coordinate d = 0: i = hi * (n * s) + lo, lo < s -> line number hi * s + lo
+        return (line_lin // (n * s)) * s + line_lin % s
+
+    def _line_perm(self, d: int) -> np.ndarray:
+        if not hasattr(self, "_perm_cache"):
+            self._perm_cache = {}
+        if d not in self._perm_cache:
+            i = np.arange(self.n_hosts, dtype=np.int64)
+            x = self.coords[:, d]
+            lin0 = i - x * self.strides[d]
+            self._perm_cache[d] = self._line_number(lin0, d) * self.dims[d] + x
+        return self._perm_cache[d]
+
+
+def make_router(G: nx.Graph) -> Router:
+    """The `Router` for a graph built by `topology.dragonfly`, `topology.fattree` or `topology.torus`."""
+    t = G.graph.get("topology")
+    if not isinstance(t, dict) or "kind" not in t:
+        raise TopologyError("graph has no graph['topology'] description; build it with a topology.* builder")
+    kind = t["kind"]
+    if kind == "dragonfly":
+        return DragonflyRouter(G)
+    if kind == "dragonfly_plus":
+        return DragonflyPlusRouter(G)
+    if kind == "fat_tree":
+        return FatTreeRouter(G)
+    if kind == "leaf_spine":
+        return LeafSpineRouter(G)
+    if kind == "torus":
+        return TorusRouter.from_graph(G)
+    raise TopologyError(f"no router for topology kind {kind!r}")

@@ -63,6 +63,7 @@ class QueueScheduler(Scheduler):
         self._resv: dict[int, float] = {}      # waiting job -> reserved start (s)
         self._run_end: dict[int, float] = {}   # running job -> expected end (s)
         self._dirty = False
+        self._shadow_cache = None
 
     # ------------------------------------------------------------------ hooks
     def on_finish(self, now: float, job: int) -> None:
@@ -114,14 +115,23 @@ class QueueScheduler(Scheduler):
         if not (r_procs <= free).any():
             return starts          # nothing behind the head fits now: no reservation needed
         est = self.est
-        ends = cluster.running_expected_end
-        procs_run = cluster.running_procs
-        if starts:
-            st = np.asarray(starts)
-            ends = np.concatenate((ends, now + est[st]))
-            procs_run = np.concatenate((procs_run, self.procs[st]))
         head_p = int(self.procs[head])
-        shadow, extra = shadow_time(now, free, ends, procs_run, head_p)
+        # the head's reservation depends only on the running jobs and the head: reuse it while the
+        # machine state (cluster.version) is unchanged and no expected end has passed
+        key = (head, getattr(cluster, "version", None), free)
+        cached = self._shadow_cache
+        if not starts and key[1] is not None and cached is not None and cached[0] == key and cached[2] >= now:
+            shadow, extra = cached[1]
+        else:
+            ends = cluster.running_expected_end
+            procs_run = cluster.running_procs
+            if starts:
+                st = np.asarray(starts)
+                ends = np.concatenate((ends, now + est[st]))
+                procs_run = np.concatenate((procs_run, self.procs[st]))
+            shadow, extra = shadow_time(now, free, ends, procs_run, head_p)
+            if not starts:
+                self._shadow_cache = (key, (shadow, extra), float(ends.min()) if len(ends) else np.inf)
         if self.first_reservation is not None:
             self.first_reservation.setdefault(head, shadow)
         r_end = now + est[rest]

@@ -31,6 +31,8 @@ class Cluster:
         self._start = np.empty(cap, dtype=np.float64)
         self._end = np.empty(cap, dtype=np.float64)
         self._n = 0
+        #: incremented at every allocation and release (lets policies cache per-state results)
+        self.version = 0
         self._slot: dict[int, int] = {}
         self._nodes: dict[int, np.ndarray] = {}
 
@@ -107,6 +109,7 @@ class Cluster:
         self._slot[job] = n
         self._nodes[job] = nodes
         self._n = n + 1
+        self.version += 1
 
     def release(self, job: int) -> np.ndarray:
         """Free the units of ``job``; returns them."""
@@ -124,4 +127,5 @@ class Cluster:
         self._free_mask[nodes] = True
         self.node_job[nodes] = -1
         self._free += len(nodes)
+        self.version += 1
         return nodes

@@ -33,7 +33,14 @@ def ranges_of_sorted(a: np.ndarray) -> str:
     lo, hi = int(a[0]), int(a[-1])
     if hi - lo + 1 == n:
         return f"{lo}-{hi}" if n > 1 else str(lo)
-    return compact_ranges(a)
+    breaks = np.flatnonzero(np.diff(a) != 1).tolist()
+    al = a.tolist()
+    parts = []
+    s = 0
+    for b in breaks + [n - 1]:
+        parts.append(str(al[s]) if s == b else f"{al[s]}-{al[b]}")
+        s = b + 1
+    return ",".join(parts)
 
 
 def parse_ranges(text: str) -> np.ndarray:

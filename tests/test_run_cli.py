@@ -51,7 +51,7 @@ def test_run_folder_contents(tmp_path, swf):
     assert jobs.nodes.tolist() == ["0-3", "0-7", "4-5"]
     s = json.loads((out / "summary.json").read_text())
     assert s["jobs_skipped"] == {"runtime_le_0": 1}
-    assert s["machine_units"] == 8 and s["machine_size_source"] == "workload"
+    assert s["machine_units"] == 8 and s["machine_size_source"] == "workload header MaxProcs"
     assert s["jobs_simulated"] == 3 and s["jobs_in_log"] == 4
     assert s["mean_wait_s"] == pytest.approx((0 + 90 + 0) / 3)
     assert s["utilisation"] == pytest.approx((4 * 100 + 8 * 50 + 2 * 30) / (8 * 150))

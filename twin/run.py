@@ -237,6 +237,8 @@ def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
         workload = load_workload(cfg.workload, data_dir=cfg.data_dir, seed=cfg.seed, nodes=nodes_hint,
                                  size_field=cfg.size_field)
     total, total_source = _resolve_machine(cfg, workload.machine_size, system, system_explicit)
+    if total_source.startswith("workload") and workload.machine_size_source:
+        total_source = total_source.replace("workload", f"workload {workload.machine_size_source}", 1)
     prep = prepare(workload, total, total_source, estimate=cfg.estimate,
                    kill_at_walltime=cfg.kill_at_walltime, seed=cfg.seed)
     jobs = job_table(prep)

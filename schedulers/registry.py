@@ -38,8 +38,13 @@ class UnknownSchedulerError(ValueError):
     pass
 
 
+def _predictive() -> dict:
+    from .predictive import PREDICTIVE  # noqa: PLC0415
+    return PREDICTIVE
+
+
 def known_schedulers() -> list[str]:
-    names = list(BUILTIN) + list(SPECIAL)
+    names = list(BUILTIN) + list(SPECIAL) + list(_predictive())
     try:
         names += [ep.name for ep in metadata.entry_points(group="hpctwin.schedulers")]
     except Exception:  # pragma: no cover - broken environment metadata
@@ -72,6 +77,8 @@ def make_scheduler(name: str, order: str | None = None, backfill: str | None = N
         o, b = order or o, backfill or b
         label = name if (o, b) == BUILTIN[name] else f"{o}+{b}"
         return QueueScheduler(o, b, name=label)
+    if name in _predictive():
+        return _predictive()[name](**options)
     if name == "slurm":
         from .slurm import make_slurm_scheduler  # noqa: PLC0415 - optional module
         return make_slurm_scheduler(options.pop("slurm_conf", None), options)

@@ -208,13 +208,24 @@ def _build_models(cfg: RunConfig, system: SystemSpec | None) -> list:
     return models
 
 
-def _build_placer(cfg: RunConfig, total: int, system: SystemSpec | None):
-    """The placer (None = the engine's built-in first-fit) and the node -> group map (or None)."""
+def _build_placer(cfg: RunConfig, total: int, system: SystemSpec | None, notes: list[str]):
+    """The placer (None = the engine's built-in first-fit) and the node -> group map (or None).
+
+    The group map needs the system's topology to hold ``total`` nodes; when it does not (a resized
+    machine) and neither a topology-aware placement nor the network model asks for it, the run goes
+    on without groups and says so in the notes.
+    """
     node_group = None
+    needs_groups = cfg.placement != "first-fit" or cfg.network
     if system is not None and system.network:
         from topology.presets import node_groups  # noqa: PLC0415
-        node_group = node_groups(system.network, total, source=f"{system.path} [network]")
-    if cfg.placement == "first-fit" and not cfg.network:
+        try:
+            node_group = node_groups(system.network, total, source=f"{system.path} [network]")
+        except ValueError as e:
+            if needs_groups:
+                raise
+            notes.append(f"no network groups for {total} nodes ({e}); groups_spanned not reported")
+    if not needs_groups:
         return None, node_group
     from topology.placement import make_placer  # noqa: PLC0415
     placer = make_placer(cfg.placement)
@@ -255,7 +266,7 @@ def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
         if not power_models:
             raise RunConfigError(f"scheduler {sched.name} needs the power model: add --power on")
         sched.power_model = power_models[0]
-    placer, node_group = _build_placer(cfg, total, system)
+    placer, node_group = _build_placer(cfg, total, system, prep.notes)
     ctx = ModelContext(n_nodes=total, jobs=jobs, runtime=prep.workload.runtime, system=system,
                        seed=cfg.seed, options=cfg.options)
     progress = _make_progress(len(prep.workload), cfg.quiet, f"{prep.workload.name} {sched.name}")
@@ -278,7 +289,8 @@ def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
         "wait": wait, "run": runt, "procs": wl.procs, "requested_time": wl.requested_time,
         "estimate": prep.estimate, "bsld": bsld,
         "status": np.where(res.killed, "killed", "completed"),
-        "log_status": wl.status, "user": wl.user,
+        "log_status": wl.status, "user": wl.user, "group": wl.group, "queue": wl.queue,
+        "partition": wl.partition,
         "nodes": [x if x is not None else "" for x in res.nodes],
     })
     for m in models:

@@ -1,0 +1,720 @@
+"""Sweeps: many runs from one file, on one core, local processes or an MPI job, resumable.
+
+Usage::
+
+    hpctwin sweep SWEEP.toml [--out DIR] [--workers N] [--executor auto|serial|processes|mpi]
+    mpiexec -n 64 python -m mpi4py.futures -m experiments.sweep SWEEP.toml     # or under srun
+
+The sweep file (TOML)::
+
+    [sweep]                       # all optional
+    name = "kth-policies"
+    out = "sweeps/kth"            # relative to the sweep file; default: <file stem>.out next to it
+    metrics = ["mean_wait_s", "mean_bsld"]    # columns of the tables and plots
+    [base]                        # a run configuration: any `twin.run.RunConfig` field but out/quiet
+    workload = "KTH-SP2"
+    system = "frontier"
+    power = true
+    [base.options.power]          # free-form run options (--set), as nested tables
+    cooling = false
+    [grid]                        # every combination of these lists is one point
+    workload = ["KTH-SP2", "SDSC-SP2"]
+    scheduler = ["easy", "conservative"]
+    power_cap_w = [1e30, 2.0e5]   # alias of options.power.facility_cap_w
+    "options.scheduler.bf_interval" = [30, 60]
+    pricing = ["node-hours", "tou"]   # names of [pricing.NAME] rules: priced after the run, no extra runs
+    seed = [0, 1, 2]
+    [[points]]                    # and/or an explicit list of overrides (crossed with [grid])
+    scheduler = "easy"
+    [pricing.tou]                 # pricing rules, see `power.accounting.make_rules`
+    kind = "energy"
+    price = { kind = "time-of-use", periods = [[0, 7, 0.08], [7, 23, 0.2], [23, 24, 0.08]] }
+
+Semantics:
+
+* Every point is one `twin.run.run(RunConfig(...))` writing one run folder
+  ``<out>/points/<hash>``, where ``<hash>`` is the SHA-256 (first 16 hex digits) of the point's
+  resolved configuration (canonical JSON of every RunConfig field but out/quiet, plus the code
+  version). A point whose folder exists is finished and never rerun: the folder is written under a
+  staging name (by `twin.run.write_run`, itself atomic) and renamed only when complete, so a
+  killed worker, a Ctrl-C or a lost node leaves no folder that looks finished. Rerunning the same
+  command resumes; stale staging folders are removed at start.
+* Before any run starts, every point is checked (unknown keys, empty grid, unknown scheduler,
+  estimate model, system, workload, pricing rules and price series, a history-based predictor on
+  a log without user ids); all errors are listed at once.
+* A failed point is reported with its error (progress line and ``failures.txt``) and does not
+  stop the others; it is retried on the next invocation.
+* Results are assembled from the folders on disk, in point order, after all points ran:
+  ``results.csv`` (one row a point x pricing rule, fixed float format), so the same sweep file gives
+  the same bytes with any executor and worker count (timing fields are left out). Then
+  ``results_summary.csv``, ``results.md`` and ``results.tex`` (mean and 95 % CI over seeds, with the
+  conventions in the caption), and one PNG bar plot per table metric.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import copy
+from concurrent.futures.process import BrokenProcessPool
+import hashlib
+import itertools
+import json
+import os
+import shutil
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+from twin import __version__
+from twin.run import RunConfig
+
+from .tables import bar_plot, write_results_csv, write_tables
+
+RUN_FIELDS = [f.name for f in fields(RunConfig) if f.name not in ("out", "quiet")]
+TOP_KEYS = {"sweep", "base", "grid", "points", "pricing"}
+SWEEP_KEYS = {"name", "out", "metrics"}
+ALIASES = {"power_cap_w": "options.power.facility_cap_w"}
+#: summary keys that depend on the machine the sweep ran on, not on the configuration
+TIMING_KEYS = {"wall_seconds", "simulation_seconds", "jobs_per_second"}
+DEFAULT_METRICS = ["mean_wait_s", "mean_bsld", "utilisation", "energy_facility_kwh", "peak_facility_power_w",
+                   "total_cost"]
+
+
+class SweepError(ValueError):
+    """A sweep file that cannot run; the message names the file and key."""
+
+
+# ====================================================================== the sweep file
+@dataclass
+class Point:
+    index: int
+    overrides: dict            # axis -> value, in axis order (pricing excluded)
+    config: dict               # resolved RunConfig fields (no out/quiet)
+    hash: str
+
+    @property
+    def folder_name(self) -> str:
+        return self.hash
+
+
+@dataclass
+class Sweep:
+    path: Path
+    name: str
+    out: Path
+    points: list[Point]
+    axes: list[str]
+    pricing_names: list[str]
+    pricing_tables: dict
+    metrics: list[str] | None
+    base: dict = field(default_factory=dict)
+
+
+def _set_dotted(d: dict, key: str, value: Any) -> None:
+    parts = key.split(".")
+    for p in parts[:-1]:
+        nxt = d.setdefault(p, {})
+        if not isinstance(nxt, dict):
+            raise SweepError(f"option {key!r}: {p!r} is not a table")
+        d = nxt
+    d[parts[-1]] = value
+
+
+def config_hash(config: dict) -> str:
+    """SHA-256 (16 hex digits) of a resolved configuration and the code version."""
+    blob = json.dumps({"config": config, "code_version": __version__}, sort_keys=True, default=str,
+                      separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _resolve_path(value: Any, base_dir: Path) -> Any:
+    """Relative file paths in a sweep file are relative to the sweep file."""
+    if not isinstance(value, str) or value.startswith(("synthetic", "sacct:")):
+        if isinstance(value, str) and value.startswith("sacct:") and not os.path.isabs(value[6:]):
+            return "sacct:" + str((base_dir / value[6:]).resolve())
+        return value
+    looks_like_file = os.sep in value or value.endswith((".swf", ".gz", ".toml", ".csv"))
+    if looks_like_file and not os.path.isabs(value):
+        return str((base_dir / value).resolve())
+    return value
+
+
+def _apply(cfg: dict, key: str, value: Any, where: str, base_dir: Path) -> None:
+    key = ALIASES.get(key, key)
+    if key.startswith("options."):
+        _set_dotted(cfg.setdefault("options", {}), key[len("options."):], value)
+    elif key in RUN_FIELDS:
+        if key == "options":
+            if not isinstance(value, dict):
+                raise SweepError(f"{where}: options must be a table")
+            cfg["options"] = _deep_merge(cfg.get("options", {}), value)
+        else:
+            cfg[key] = _resolve_path(value, base_dir) if key in ("workload", "system", "data_dir") else value
+    else:
+        raise SweepError(f"{where}: unknown key {key!r}; known: {', '.join(RUN_FIELDS)}, "
+                         f"{', '.join(ALIASES)}, options.<path>, pricing")
+
+
+def _deep_merge(a: dict, b: dict) -> dict:
+    out = copy.deepcopy(a)
+    for k, v in b.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def load_sweep(path: str | Path, out: str | Path | None = None) -> Sweep:
+    """Parse and validate a sweep file (syntax and keys; see `preflight` for the deeper checks)."""
+    path = Path(path)
+    try:
+        doc = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise SweepError(f"sweep file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as e:
+        raise SweepError(f"{path}: not valid TOML: {e}") from None
+    base_dir = path.parent.resolve()
+    bad = sorted(set(doc) - TOP_KEYS)
+    if bad:
+        raise SweepError(f"{path}: unknown top-level key(s) {', '.join(map(repr, bad))}; known: "
+                         f"{', '.join(sorted(TOP_KEYS))}")
+    meta = doc.get("sweep", {})
+    bad = sorted(set(meta) - SWEEP_KEYS)
+    if bad:
+        raise SweepError(f"{path}: [sweep] unknown key(s) {', '.join(map(repr, bad))}; known: {', '.join(sorted(SWEEP_KEYS))}")
+    # ---- base
+    base_cfg: dict = {"options": {}}
+    for k, v in doc.get("base", {}).items():
+        if k in ("out", "quiet"):
+            raise SweepError(f"{path}: [base] key {k!r} is set by the sweep, not the file")
+        _apply(base_cfg, k, v, f"{path}: [base]", base_dir)
+    # ---- grid
+    grid = doc.get("grid")
+    points_list = doc.get("points")
+    if grid is None and points_list is None:
+        raise SweepError(f"{path}: nothing to sweep: give a [grid] table and/or [[points]]")
+    axes: list[str] = []
+    grid_items: list[tuple[str, list]] = []
+    if grid is not None:
+        if not isinstance(grid, dict) or not grid:
+            raise SweepError(f"{path}: [grid] is empty")
+        for k, v in grid.items():
+            if not isinstance(v, list):
+                raise SweepError(f"{path}: [grid] {k} must be a list of values, got {v!r}")
+            if not v:
+                raise SweepError(f"{path}: [grid] {k} is an empty list: the grid has no points")
+            grid_items.append((k, v))
+    explicit: list[dict] = [{}]
+    if points_list is not None:
+        if not isinstance(points_list, list) or not points_list:
+            raise SweepError(f"{path}: [[points]] is empty")
+        explicit = [dict(p) for p in points_list]
+    # axes in order: explicit point keys, then grid keys
+    for p in explicit:
+        for k in p:
+            if k not in axes:
+                axes.append(k)
+    for k, _ in grid_items:
+        if k in axes:
+            raise SweepError(f"{path}: key {k!r} is both in [grid] and in [[points]]")
+        axes.append(k)
+    # ---- pricing
+    pricing_tables = doc.get("pricing", {})
+    pricing_names: list[str] = []
+    if "pricing" in axes:
+        for k, v in grid_items:
+            if k == "pricing":
+                pricing_names = [str(x) for x in v]
+        for p in explicit:
+            if "pricing" in p:
+                raise SweepError(f"{path}: 'pricing' belongs in [grid], not in [[points]]")
+        unknown = [x for x in pricing_names if x not in pricing_tables]
+        if unknown:
+            raise SweepError(f"{path}: [grid] pricing names {unknown} have no [pricing.NAME] table "
+                             f"(have {sorted(pricing_tables)})")
+    run_axes = [a for a in axes if a != "pricing"]
+    # ---- points
+    points: list[Point] = []
+    seen: dict[str, int] = {}
+    run_grid = [(k, v) for k, v in grid_items if k != "pricing"]
+    for i_e, ex in enumerate(explicit):
+        for combo in itertools.product(*[v for _, v in run_grid]) if run_grid else [()]:
+            ov = dict(ex)
+            ov.update({k: c for (k, _), c in zip(run_grid, combo)})
+            cfg = copy.deepcopy(base_cfg)
+            for k, v in ov.items():
+                _apply(cfg, k, v, f"{path}: " + (f"[[points]] #{i_e + 1}" if k in ex else "[grid]"), base_dir)
+            full = asdict(RunConfig(**cfg))
+            for k in ("out", "quiet"):
+                full.pop(k)
+            h = config_hash(full)
+            if h in seen:
+                continue                        # the same run reached twice: computed once
+            seen[h] = len(points)
+            points.append(Point(len(points), {a: ov.get(a) for a in run_axes}, full, h))
+    metrics = meta.get("metrics")
+    if metrics is not None and (not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics)):
+        raise SweepError(f"{path}: [sweep] metrics must be a list of names")
+    out_dir = Path(out) if out else (base_dir / meta["out"] if "out" in meta else base_dir / f"{path.stem}.out")
+    return Sweep(path, str(meta.get("name", path.stem)), out_dir, points, run_axes, pricing_names,
+                 pricing_tables, metrics, base_cfg)
+
+
+# ====================================================================== preflight
+_NEEDS_USERS = ("easy-pred", "easy++", "easy-pred-gbm", "easy++-gbm")
+
+
+def preflight(sw: Sweep) -> None:
+    """Check every point before any run starts; raise `SweepError` listing all problems."""
+    from datasets.estimates import EstimateError, parse_name  # noqa: PLC0415
+    from schedulers.registry import make_scheduler  # noqa: PLC0415
+    from twin.run import load_workload  # noqa: PLC0415
+    from twin.system import load_system  # noqa: PLC0415
+
+    errors: list[str] = []
+    checked: set = set()
+    need_users: dict[str, str] = {}
+    for p in sw.points:
+        c = p.config
+        where = f"point {p.index} ({_label(p)})"
+        key = ("sched", c["scheduler"], c["order"], c["backfill"], json.dumps(c["options"].get("scheduler", {}), sort_keys=True, default=str))
+        if key not in checked:
+            checked.add(key)
+            try:
+                s = make_scheduler(c["scheduler"], c["order"], c["backfill"], dict(c["options"].get("scheduler", {})))
+                if getattr(s, "predictor", None) in ("user-average", "gbm"):
+                    need_users.setdefault(c["workload"], f"scheduler {c['scheduler']}")
+            except Exception as e:  # noqa: BLE001 - every construction error is reported
+                errors.append(f"{where}: scheduler: {e}")
+        if c["estimate"] not in ("requested", "exact") and ("est", c["estimate"]) not in checked:
+            checked.add(("est", c["estimate"]))
+            try:
+                parse_name(c["estimate"])
+            except EstimateError as e:
+                errors.append(f"{where}: {e}")
+        if c["estimate"] == "user-average":
+            need_users.setdefault(c["workload"], "estimate user-average")
+        if c["system"] and ("sys", c["system"]) not in checked:
+            checked.add(("sys", c["system"]))
+            try:
+                load_system(c["system"])
+            except Exception as e:  # noqa: BLE001
+                errors.append(f"{where}: system: {e}")
+        if ("wl", c["workload"]) not in checked:
+            checked.add(("wl", c["workload"]))
+            errors += _check_workload(c, where)
+        if c["sample_dt"] <= 0:
+            errors.append(f"{where}: sample_dt must be > 0 s, got {c['sample_dt']}")
+    for wl_name, why in need_users.items():
+        try:
+            wl = load_workload(wl_name, data_dir=sw.base.get("data_dir"), seed=0)
+            if len(wl) and np.all(wl.user < 0):
+                errors.append(f"workload {wl_name!r}: {why} predicts from user history, but the log has no "
+                              "user ids (every user is -1)")
+        except Exception as e:  # noqa: BLE001
+            errors.append(f"workload {wl_name!r}: {e}")
+    if sw.pricing_tables:
+        from power.accounting import PricingError, make_rules  # noqa: PLC0415
+        try:
+            rules = make_rules(sw.pricing_tables, f"{sw.path}: [pricing]")
+            for name in sw.pricing_names:
+                if rules[name].needs_energy and not all(p.config["power"] for p in sw.points):
+                    errors.append(f"{sw.path}: pricing rule {name!r} needs job energies: set power = true "
+                                  "(and a system with a [power] table) for every point")
+        except PricingError as e:
+            errors.append(str(e))
+    if errors:
+        raise SweepError(f"{sw.path}: {len(errors)} problem(s), nothing was run:\n  " + "\n  ".join(errors))
+
+
+def _check_workload(c: dict, where: str) -> list[str]:
+    spec = c["workload"]
+    if spec == "synthetic" or spec.startswith("synthetic:"):
+        try:
+            from datasets.synthetic import parse_synthetic_spec  # noqa: PLC0415
+            parse_synthetic_spec(spec)
+        except Exception as e:  # noqa: BLE001
+            return [f"{where}: workload: {e}"]
+        return []
+    if spec.startswith("sacct:"):
+        return [] if Path(spec[6:]).exists() else [f"{where}: workload file {spec[6:]} does not exist"]
+    p = Path(spec)
+    if os.sep in spec or p.suffix in (".swf", ".gz"):
+        return [] if p.exists() else [f"{where}: workload file {spec} does not exist"]
+    try:
+        from datasets.registry import resolve  # noqa: PLC0415
+        if not resolve(spec, c.get("data_dir")).exists():
+            return [f"{where}: workload {spec!r}: file not found in the data directory"]
+    except Exception as e:  # noqa: BLE001
+        return [f"{where}: workload: {e}"]
+    return []
+
+
+def _label(p: Point) -> str:
+    return ", ".join(f"{k}={_cell(v)}" for k, v in p.overrides.items())
+
+
+def _cell(v: Any) -> Any:
+    if v is None:
+        return ""
+    if isinstance(v, (list, dict)):
+        return json.dumps(v, sort_keys=True)
+    return v
+
+
+# ====================================================================== running one point
+def run_point(config: dict, folder: str) -> dict:
+    """Run one point and publish its folder atomically. Returns a status dict (never raises)."""
+    t = time.perf_counter()
+    final = Path(folder)
+    staging = final.with_name(f".staging-{final.name}-{os.getpid()}")
+    try:
+        if is_finished(final):
+            return {"ok": True, "folder": str(final), "wall": 0.0, "skipped": True}
+        if final.exists():                  # not published by us (e.g. a copy cut short): redo it
+            shutil.rmtree(final)
+        from twin.run import run  # noqa: PLC0415
+        if staging.exists():
+            shutil.rmtree(staging)
+        cfg = RunConfig(**copy.deepcopy(config), out=str(staging), quiet=True)
+        run(cfg)
+        point = {"hash": final.name, "config": config, "code_version": __version__}
+        (staging / "point.json").write_text(json.dumps(point, indent=1, sort_keys=True, default=str) + "\n")
+        try:
+            os.replace(staging, final)
+        except OSError:
+            if final.exists():              # another worker published the same point first
+                shutil.rmtree(staging, ignore_errors=True)
+            else:
+                raise
+        return {"ok": True, "folder": str(final), "wall": time.perf_counter() - t}
+    except BaseException as e:  # noqa: BLE001 - reported, never fatal to the sweep
+        shutil.rmtree(staging, ignore_errors=True)
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        return {"ok": False, "folder": str(final), "error": f"{type(e).__name__}: {e}",
+                "traceback": traceback.format_exc(), "wall": time.perf_counter() - t}
+
+
+def _run_point_args(args: tuple) -> dict:
+    return run_point(*args)
+
+
+def is_finished(folder: Path) -> bool:
+    """A point folder is finished when it exists under its final name (published atomically)."""
+    return (folder / "summary.json").exists() and (folder / "point.json").exists()
+
+
+def clean_stale(points_dir: Path) -> int:
+    """Remove staging/partial folders left by killed runs. Returns how many."""
+    n = 0
+    if points_dir.exists():
+        for d in points_dir.iterdir():
+            if d.name.startswith((".staging-", ".")) and d.is_dir():
+                shutil.rmtree(d, ignore_errors=True)
+                n += 1
+    return n
+
+
+# ====================================================================== executors
+def _under_mpi() -> bool:
+    if "mpi4py" not in sys.modules:
+        return any(int(os.environ.get(k, "1") or 1) > 1 for k in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE"))
+    from mpi4py import MPI  # noqa: PLC0415
+    return MPI.Is_initialized() and MPI.COMM_WORLD.Get_size() > 1
+
+
+def make_executor(kind: str, workers: int):
+    """(executor or None for serial, label)."""
+    if kind == "auto":
+        kind = "mpi" if _under_mpi() else ("processes" if workers > 1 else "serial")
+    if kind == "serial":
+        return None, "serial"
+    if kind == "processes":
+        import multiprocessing as mp  # noqa: PLC0415
+        import threading  # noqa: PLC0415
+        n = max(1, workers)
+        # fork when it is safe (POSIX, no other thread in this process): the workers inherit the
+        # imported engine and start at once; spawn otherwise (fresh interpreters)
+        method = "fork" if ("fork" in mp.get_all_start_methods() and threading.active_count() == 1) else "spawn"
+        return (cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context(method)),
+                f"{n} local processes ({method})")
+    if kind == "mpi":
+        from mpi4py.futures import MPIPoolExecutor  # noqa: PLC0415
+        ex = MPIPoolExecutor()
+        return ex, f"MPI pool ({ex.num_workers} workers)"
+    raise SweepError(f"unknown executor {kind!r}; known: auto, serial, processes, mpi")
+
+
+class _Progress:
+    """Points done, running and failed, with an ETA (tqdm on stderr, or plain lines)."""
+
+    def __init__(self, total: int, done: int, quiet: bool):
+        self.total, self.done, self.failed, self.running = total, done, 0, 0
+        self.bar = None
+        if not quiet:
+            try:
+                from tqdm import tqdm  # noqa: PLC0415
+                self.bar = tqdm(total=total, initial=done, unit="pt", desc="sweep", file=sys.stderr,
+                                dynamic_ncols=True, mininterval=0.5)
+            except ImportError:  # pragma: no cover
+                pass
+        self.quiet = quiet
+        self._show()
+
+    def _show(self):
+        if self.bar is not None:
+            self.bar.set_postfix(done=self.done, running=self.running, failed=self.failed, refresh=True)
+
+    def started(self, n: int = 1):
+        self.running += n
+        self._show()
+
+    def finished(self, ok: bool, msg: str | None = None):
+        self.running -= 1
+        self.done += 1 if ok else 0
+        self.failed += 0 if ok else 1
+        if self.bar is not None:
+            self.bar.update(1)
+        self._show()
+        if msg and not self.quiet:
+            (self.bar.write if self.bar is not None else lambda s: print(s, file=sys.stderr))(msg)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def execute(sw: Sweep, executor: str = "auto", workers: int = 1, quiet: bool = False) -> dict:
+    """Run every unfinished point. Returns counts and the failures {index: error}."""
+    pdir = sw.out / "points"
+    pdir.mkdir(parents=True, exist_ok=True)
+    clean_stale(pdir)
+    todo = [p for p in sw.points if not is_finished(pdir / p.folder_name)]
+    already = len(sw.points) - len(todo)
+    failures: dict[int, str] = {}
+    if not quiet:
+        print(f"sweep {sw.name}: {len(sw.points)} points, {already} already finished, {len(todo)} to run "
+              f"-> {sw.out}", file=sys.stderr)
+    if not todo:
+        return {"points": len(sw.points), "already": already, "ran": 0, "failures": failures}
+    prog = _Progress(len(sw.points), already, quiet)
+    ex, label = make_executor(executor, workers)
+    if not quiet:
+        print(f"executor: {label}", file=sys.stderr)
+
+    def note(p: Point, res: dict) -> None:
+        ok = res.get("ok", False)
+        if not ok:
+            failures[p.index] = res.get("error", "unknown error")
+            (sw.out / "failures").mkdir(exist_ok=True)
+            (sw.out / "failures" / f"{p.folder_name}.txt").write_text(
+                f"point {p.index}: {_label(p)}\n{res.get('traceback', res.get('error'))}\n")
+        prog.finished(ok, None if ok else f"point {p.index} ({_label(p)}) FAILED: {res.get('error')}")
+
+    try:
+        if ex is None:
+            for p in todo:
+                prog.started()
+                note(p, run_point(p.config, str(pdir / p.folder_name)))
+        else:
+            n_slots = max(1, getattr(ex, "num_workers", None) or getattr(ex, "_max_workers", 1) or 1)
+            queue = list(todo)
+            inflight: dict = {}
+            retries: dict[int, int] = {}
+            while queue or inflight:
+                while queue and len(inflight) < n_slots:
+                    p = queue.pop(0)
+                    inflight[ex.submit(run_point, p.config, str(pdir / p.folder_name))] = p
+                    prog.started()
+                done, _ = cf.wait(list(inflight), return_when=cf.FIRST_COMPLETED)
+                for fut in done:
+                    p = inflight.pop(fut)
+                    try:
+                        res = fut.result()
+                    except BrokenProcessPool as e:
+                        # a worker died (killed, out of memory): every in-flight point is lost with the
+                        # pool. Start a new pool and requeue them once; a point that breaks the pool
+                        # twice is reported as failed.
+                        lost = [p] + list(inflight.values())
+                        inflight.clear()
+                        ex.shutdown(wait=False, cancel_futures=True)
+                        ex, _ = make_executor("processes", workers)
+                        res = None
+                        for p2 in lost:
+                            retries[p2.index] = retries.get(p2.index, 0) + 1
+                            if retries[p2.index] <= 1:
+                                queue.insert(0, p2)
+                                prog.running -= 1
+                            else:
+                                note(p2, {"ok": False, "error": f"worker process died twice: {e}"})
+                        break
+                    except Exception as e:  # noqa: BLE001 - e.g. an MPI worker lost with its node
+                        res = {"ok": False, "error": f"worker lost: {type(e).__name__}: {e}"}
+                    note(p, res)
+    except KeyboardInterrupt:
+        prog.close()
+        if ex is not None:
+            ex.shutdown(wait=False, cancel_futures=True)
+        print(f"\nsweep interrupted: {prog.done} of {len(sw.points)} points finished; run the same command "
+              "again to resume", file=sys.stderr)
+        raise
+    prog.close()
+    if ex is not None:
+        ex.shutdown(wait=True)
+    return {"points": len(sw.points), "already": already, "ran": len(todo), "failures": failures}
+
+
+# ====================================================================== results
+def _scalar_metrics(summary: dict) -> dict:
+    out = {}
+    for k, v in summary.items():
+        if k in TIMING_KEYS or isinstance(v, bool):
+            continue
+        if isinstance(v, (int, float)) and v is not None:
+            out[k] = v
+    return out
+
+
+def collect(sw: Sweep) -> pd.DataFrame:
+    """Rows from the finished folders, in point order (then pricing order)."""
+    from power.accounting import load_run, make_rules, price_run  # noqa: PLC0415
+    rules = make_rules(sw.pricing_tables, f"{sw.path}: [pricing]") if sw.pricing_names else {}
+    rows: list[dict] = []
+    keys: list[str] = []
+    for p in sw.points:
+        folder = sw.out / "points" / p.folder_name
+        base = {"point": p.index}
+        base.update({a: _cell(v) for a, v in p.overrides.items()})
+        base.setdefault("seed", p.config["seed"])
+        if not is_finished(folder):
+            row = dict(base, status="failed", folder=f"points/{p.folder_name}")
+            rows += [dict(row, pricing=n) for n in sw.pricing_names] or [row]
+            continue
+        summary = json.loads((folder / "summary.json").read_text())
+        m = _scalar_metrics(summary)
+        for k in m:
+            if k not in keys:
+                keys.append(k)
+        info = {"status": "ok", "folder": f"points/{p.folder_name}", "workload_name": summary.get("workload"),
+                "scheduler_name": summary.get("scheduler"), "system_name": summary.get("system") or "",
+                "estimate_model": summary.get("estimate_model")}
+        if sw.pricing_names:
+            data = load_run(folder)
+            priced = price_run(data, {n: rules[n] for n in sw.pricing_names})
+            for _, pr in priced.iterrows():
+                extra = {k: pr[k] for k in priced.columns if k not in ("pricing", "pricing_rule")}
+                for k in extra:
+                    if k not in keys:
+                        keys.append(k)
+                rows.append(dict(base, pricing=pr["pricing"], **info, **m, **extra))
+        else:
+            rows.append(dict(base, **info, **m))
+    df = pd.DataFrame(rows)
+    lead = ["point"] + [a for a in sw.axes] + (["seed"] if "seed" not in sw.axes else []) + \
+           (["pricing"] if sw.pricing_names else [])
+    tail = ["status", "workload_name", "scheduler_name", "system_name", "estimate_model", "folder"]
+    cols = lead + [c for c in tail if c in df.columns] + [k for k in keys if k in df.columns and k not in lead]
+    return df.reindex(columns=cols)
+
+
+def caption(sw: Sweep, df: pd.DataFrame) -> str:
+    ok = df[df["status"] == "ok"] if "status" in df.columns else df
+    parts = [f"Sweep {sw.name}: {len(sw.points)} runs."]
+    for col, label in (("workload_name", "logs"), ("scheduler_name", "policies"), ("system_name", "machines"),
+                       ("estimate_model", "estimate models")):
+        if col in ok.columns:
+            vals = [str(v) for v in dict.fromkeys(ok[col].tolist()) if str(v) not in ("", "nan")]
+            if vals:
+                parts.append(f"{label.capitalize()}: {', '.join(vals)}.")
+    if "machine_units" in ok.columns:
+        parts.append("Machine units: " + ", ".join(str(int(v)) for v in dict.fromkeys(ok["machine_units"].dropna())) + ".")
+    for p in sw.points:
+        f = sw.out / "points" / p.folder_name / "summary.json"
+        if f.exists():
+            s = json.loads(f.read_text())
+            parts.append(f"Conventions: {s.get('conventions')}.")
+            if s.get("power_conventions"):
+                parts.append(f"Power: {s['power_conventions']}.")
+            break
+    if sw.pricing_names:
+        from power.accounting import make_rules  # noqa: PLC0415
+        rules = make_rules(sw.pricing_tables)
+        parts.append("Pricing: " + "; ".join(f"{n} = {rules[n].describe()}" for n in sw.pricing_names) + ".")
+    return " ".join(parts)
+
+
+def report(sw: Sweep, df: pd.DataFrame, quiet: bool = False) -> None:
+    write_results_csv(df, sw.out / "results.csv")
+    ok = df[df["status"] == "ok"]
+    if ok.empty:
+        return
+    metrics = sw.metrics or [m for m in DEFAULT_METRICS if m in ok.columns]
+    missing = [m for m in metrics if m not in ok.columns]
+    if missing:
+        raise SweepError(f"{sw.path}: [sweep] metrics {missing} are not in the results; have "
+                         f"{[c for c in ok.columns if c not in ('point', 'status', 'folder')]}")
+    by = [a for a in sw.axes if a != "seed"] + (["pricing"] if sw.pricing_names else [])
+    agg = write_tables(ok, sw.out, by, metrics, caption(sw, df), over="seed", stem="results")
+    # the raw rows (with failures) stay in results.csv
+    write_results_csv(df, sw.out / "results.csv")
+    for m in metrics:
+        bar_plot(agg, by, m, sw.out / f"plot_{m}.png", title=f"{sw.name}: {m} (mean, 95% CI over seeds)")
+
+
+# ====================================================================== entry point
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="hpctwin sweep", description="Run a sweep file (see experiments/sweep.py).")
+    ap.add_argument("sweep_file")
+    ap.add_argument("--out", default=None, help="output folder (default: [sweep] out, or <file stem>.out)")
+    ap.add_argument("--workers", "-j", type=int, default=1, help="local worker processes (default 1 = serial)")
+    ap.add_argument("--executor", default="auto", choices=["auto", "serial", "processes", "mpi"],
+                    help="auto: MPI when started under mpiexec/srun with mpi4py.futures, processes when "
+                         "--workers > 1, else serial")
+    ap.add_argument("--dry-run", action="store_true", help="check the file and list the points; run nothing")
+    ap.add_argument("--quiet", "-q", action="store_true")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = build_parser().parse_args(argv)
+    try:
+        sw = load_sweep(a.sweep_file, a.out)
+        preflight(sw)
+    except (SweepError, ValueError) as e:
+        print(f"hpctwin sweep: error: {e}", file=sys.stderr)
+        return 2
+    if a.dry_run:
+        for p in sw.points:
+            print(f"{p.index:4d} {p.hash}  {_label(p)}")
+        return 0
+    try:
+        st = execute(sw, a.executor, a.workers, a.quiet)
+    except KeyboardInterrupt:
+        return 130
+    df = collect(sw)
+    report(sw, df, a.quiet)
+    if not a.quiet:
+        print(f"results: {sw.out / 'results.csv'} ({len(df)} rows); {st['ran']} run now, {st['already']} "
+              f"reused, {len(st['failures'])} failed", file=sys.stderr)
+    if st["failures"]:
+        print(f"hpctwin sweep: {len(st['failures'])} point(s) failed; see {sw.out / 'failures'}; rerun to retry",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""Result tables for experiment scripts and sweeps: ``results.csv``, Markdown and LaTeX, with 95 % CIs.
+
+Every table carries a caption that states its conventions (machine, log, policy, estimate model,
+metric definitions), because a number without its conventions cannot be defended.
+
+* `write_results_csv(df, path)`: the raw rows, written with a fixed float format (``%.10g``) and a
+  fixed column order so the same rows give the same bytes.
+* `aggregate(df, by, metrics, over="seed")`: one row per group of ``by`` columns with, for every
+  metric, its mean, the number of samples ``n`` and the half-width of the 95 % confidence interval
+  of the mean over the ``over`` replicas: ``t(0.975, n-1) * s / sqrt(n)`` (Student's t, ``s`` the
+  sample standard deviation); NaN when n < 2.
+* `markdown_table` / `latex_table`: ``mean ± ci`` cells (just the mean when n < 2), 4 significant
+  digits, caption above the table.
+* `write_tables(df, out, by, metrics, caption)`: all of the above into ``out``.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+FLOAT_FORMAT = "%.10g"
+
+
+def write_results_csv(df: pd.DataFrame, path: str | Path) -> Path:
+    """Write ``df`` as CSV with a stable float format (same rows, same bytes)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    df.to_csv(tmp, index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+    tmp.replace(path)
+    return path
+
+
+def ci95_halfwidth(values: np.ndarray) -> float:
+    """Half-width of the 95 % CI of the mean (Student's t); NaN for fewer than 2 finite values."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    n = len(v)
+    if n < 2:
+        return float("nan")
+    return float(stats.t.ppf(0.975, n - 1) * v.std(ddof=1) / math.sqrt(n))
+
+
+def aggregate(df: pd.DataFrame, by: Sequence[str], metrics: Sequence[str], over: str = "seed") -> pd.DataFrame:
+    """Mean, n and 95 % CI half-width of each metric per group of ``by`` (replicas: ``over``).
+
+    Groups keep the order of their first appearance in ``df``. Columns: the ``by`` columns, ``n``,
+    then ``<metric>`` (mean) and ``<metric>_ci95`` for each metric.
+    """
+    by = [c for c in by if c != over]
+    missing = [m for m in list(by) + list(metrics) if m not in df.columns]
+    if missing:
+        raise ValueError(f"aggregate: columns {missing} are not in the results (have {list(df.columns)})")
+    rows = []
+    if by:
+        keys = df[by].astype(str).agg("\x1f".join, axis=1)
+        groups = [df[keys == k] for k in dict.fromkeys(keys)]
+    else:
+        groups = [df]
+    for g in groups:
+        row = {c: g[c].iloc[0] for c in by}
+        row["n"] = len(g)
+        for m in metrics:
+            v = pd.to_numeric(g[m], errors="coerce").to_numpy(dtype=float)
+            fin = v[np.isfinite(v)]
+            row[m] = float(fin.mean()) if len(fin) else float("nan")
+            row[f"{m}_ci95"] = ci95_halfwidth(v)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _fmt(v) -> str:
+    if isinstance(v, (float, np.floating)):
+        if not math.isfinite(v):
+            return "n/a" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+        return f"{v:.4g}"
+    return str(v)
+
+
+def _cells(agg: pd.DataFrame, by: Sequence[str], metrics: Sequence[str], pm: str) -> list[list[str]]:
+    out = []
+    for _, r in agg.iterrows():
+        cells = [_fmt(r[c]) for c in by]
+        for m in metrics:
+            ci = r.get(f"{m}_ci95", float("nan"))
+            cell = _fmt(r[m])
+            if isinstance(ci, float) and math.isfinite(ci):
+                cell += f" {pm} {_fmt(ci)}"
+            cells.append(cell)
+        out.append(cells)
+    return out
+
+
+def markdown_table(agg: pd.DataFrame, by: Sequence[str], metrics: Sequence[str], caption: str = "") -> str:
+    """GitHub Markdown: caption paragraph, then a table of ``mean ± ci95`` cells."""
+    head = list(by) + list(metrics)
+    lines = []
+    if caption:
+        lines += [caption, ""]
+    lines.append("| " + " | ".join(head) + " |")
+    lines.append("|" + "---|" * len(head))
+    lines += ["| " + " | ".join(c) + " |" for c in _cells(agg, by, metrics, "±")]
+    return "\n".join(lines) + "\n"
+
+
+_LATEX_ESC = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+              "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+
+
+def latex_escape(s: str) -> str:
+    return "".join(_LATEX_ESC.get(ch, ch) for ch in str(s))
+
+
+def latex_table(agg: pd.DataFrame, by: Sequence[str], metrics: Sequence[str], caption: str = "",
+                label: str = "") -> str:
+    """A LaTeX ``table`` with booktabs rules, caption above, ``mean $\\pm$ ci95`` cells."""
+    head = [latex_escape(c) for c in list(by) + list(metrics)]
+    body = [[latex_escape(x).replace("±", r"$\pm$") for x in row] for row in _cells(agg, by, metrics, "±")]
+    lines = [r"\begin{table}[t]", r"\centering"]
+    if caption:
+        lines.append(r"\caption{" + latex_escape(caption) + "}")
+    if label:
+        lines.append(r"\label{" + label + "}")
+    lines.append(r"\begin{tabular}{" + "l" * len(by) + "r" * len(metrics) + "}")
+    lines += [r"\toprule", " & ".join(head) + r" \\", r"\midrule"]
+    lines += [" & ".join(r) + r" \\" for r in body]
+    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    return "\n".join(lines) + "\n"
+
+
+def write_tables(df: pd.DataFrame, out: str | Path, by: Sequence[str], metrics: Sequence[str],
+                 caption: str, over: str = "seed", stem: str = "results") -> pd.DataFrame:
+    """Write ``<stem>.csv`` (raw rows), ``<stem>_summary.csv`` (aggregated), ``<stem>.md`` and
+    ``<stem>.tex`` into ``out``. Returns the aggregated frame."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_results_csv(df, out / f"{stem}.csv")
+    agg = aggregate(df, by, metrics, over=over)
+    by2 = [c for c in by if c != over]
+    write_results_csv(agg, out / f"{stem}_summary.csv")
+    n_max = int(agg["n"].max()) if len(agg) else 0
+    cap = caption + (f" Cells: mean ± half-width of the 95 % confidence interval of the mean over {over}s "
+                     f"(Student's t, up to n = {n_max})." if n_max > 1 else f" One {over} per cell: no interval.")
+    (out / f"{stem}.md").write_text(markdown_table(agg, by2, metrics, cap))
+    (out / f"{stem}.tex").write_text(latex_table(agg, by2, metrics, cap, label=f"tab:{stem}"))
+    return agg
+
+
+def bar_plot(agg: pd.DataFrame, by: Sequence[str], metric: str, path: str | Path, title: str = "") -> Path:
+    """PNG bar chart of ``metric`` per group with 95 % CI error bars."""
+    import matplotlib  # noqa: PLC0415
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+    labels = [" / ".join(str(r[c]) for c in by) for _, r in agg.iterrows()] if by else ["all"]
+    y = agg[metric].to_numpy(dtype=float)
+    err = agg.get(f"{metric}_ci95")
+    err = None if err is None else np.nan_to_num(err.to_numpy(dtype=float), nan=0.0)
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.45 * len(labels) + 2), 4))
+    ax.bar(np.arange(len(y)), y, yerr=err, capsize=3, color="#4c72b0")
+    ax.set_xticks(np.arange(len(y)))
+    ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel(metric)
+    if title:
+        ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+    return path

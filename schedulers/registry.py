@@ -31,7 +31,7 @@ from .ordering import ORDERS
 BUILTIN = {name: (name, "none") for name in ORDERS}
 BUILTIN.update({"easy": ("fcfs", "easy"), "conservative": ("fcfs", "conservative")})
 #: names handled by packages that build their scheduler from more options
-SPECIAL = ("slurm",)
+SPECIAL = ("slurm", "llm")
 
 
 class UnknownSchedulerError(ValueError):
@@ -79,6 +79,9 @@ def make_scheduler(name: str, order: str | None = None, backfill: str | None = N
         return QueueScheduler(o, b, name=label)
     if name in _predictive():
         return _predictive()[name](**options)
+    if name == "llm":
+        from .llm import LLMScheduler  # noqa: PLC0415
+        return LLMScheduler(inner="easy", order=order, backfill=backfill, **options)
     if name == "slurm":
         from .slurm import make_slurm_scheduler  # noqa: PLC0415 - optional module
         return make_slurm_scheduler(options.pop("slurm_conf", None), options)

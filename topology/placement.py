@@ -175,11 +175,15 @@ _CLASSES = {c.name: c for c in (FirstFit, Contiguous, GroupPacked, Spread, Recor
 
 
 def make_placer(name: str) -> Placer:
-    """A new placer by name (one of `PLACERS`); ValueError for an unknown name."""
+    """A new placer by name (one of `PLACERS`, or ``llm`` for `topology.llm_placement.LLMPlacer`);
+    ValueError for an unknown name."""
+    if name == "llm":
+        from .llm_placement import LLMPlacer  # noqa: PLC0415
+        return LLMPlacer()
     try:
         return _CLASSES[name]()
     except KeyError:
-        raise ValueError(f"unknown placement {name!r}; choose one of {', '.join(PLACERS)}") from None
+        raise ValueError(f"unknown placement {name!r}; choose one of {', '.join(PLACERS)}, llm") from None
 
 
 # compact node-range text is shared with the engine's jobs.csv writer

@@ -75,7 +75,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--size-field", default="auto", choices=["auto", "requested", "allocated"],
                    help="SWF job size: requested processors when known else allocated (auto, default)")
     p.add_argument("--placement", default="first-fit",
-                   help="node placement: first-fit (default), contiguous, group-packed, spread, recorded")
+                   help="node placement: first-fit (default), contiguous, group-packed, spread, recorded, llm")
     p.add_argument("--network", type=_on_off, default=False, metavar="on|off",
                    help="network contention model (needs a --system with a [network] table)")
     p.add_argument("--power", type=_on_off, default=False, metavar="on|off",

@@ -200,6 +200,11 @@ def _build_models(cfg: RunConfig, system: SystemSpec | None) -> list:
             raise RunConfigError("--power on needs a --system with a [power] table")
         from power.model import PowerModel  # noqa: PLC0415
         models.append(PowerModel.from_system(system, cfg.options))
+    if cfg.options.get("llm", {}).get("iteration"):
+        if system is None or not system.network:
+            raise RunConfigError("llm.iteration needs a --system with a [network] table")
+        from topology.llm_iteration import LLMIterationModel  # noqa: PLC0415
+        models.append(LLMIterationModel(gpu=cfg.options["llm"].get("gpu")))
     if cfg.network:
         if system is None or not system.network:
             raise RunConfigError("--network on needs a --system with a [network] table")
@@ -208,7 +213,7 @@ def _build_models(cfg: RunConfig, system: SystemSpec | None) -> list:
     return models
 
 
-def _build_placer(cfg: RunConfig, total: int, system: SystemSpec | None, notes: list[str]):
+def _build_placer(cfg: RunConfig, total: int, system: SystemSpec | None, notes: list[str], jobs: JobTable):
     """The placer (None = the engine's built-in first-fit) and the node -> group map (or None).
 
     The group map needs the system's topology to hold ``total`` nodes; when it does not (a resized
@@ -229,7 +234,7 @@ def _build_placer(cfg: RunConfig, total: int, system: SystemSpec | None, notes: 
         return None, node_group
     from topology.placement import make_placer  # noqa: PLC0415
     placer = make_placer(cfg.placement)
-    placer.bind(total, node_group, seeded_rng(cfg.seed, "placement"))
+    placer.bind(total, node_group, seeded_rng(cfg.seed, "placement"), jobs)
     return placer, node_group
 
 
@@ -253,7 +258,10 @@ def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
     prep = prepare(workload, total, total_source, estimate=cfg.estimate,
                    kill_at_walltime=cfg.kill_at_walltime, seed=cfg.seed)
     jobs = job_table(prep)
-    sched = make_scheduler(cfg.scheduler, cfg.order, cfg.backfill, dict(cfg.options.get("scheduler", {})))
+    sched_options = dict(cfg.options.get("scheduler", {}))
+    if cfg.scheduler == "llm" and cfg.system:
+        sched_options.setdefault("system", cfg.system)
+    sched = make_scheduler(cfg.scheduler, cfg.order, cfg.backfill, sched_options)
     if cfg.power_cap is not None:
         if not cfg.power:
             raise RunConfigError("--power-cap needs --power on (the cap is checked against the power model)")
@@ -266,7 +274,7 @@ def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
         if not power_models:
             raise RunConfigError(f"scheduler {sched.name} needs the power model: add --power on")
         sched.power_model = power_models[0]
-    placer, node_group = _build_placer(cfg, total, system, prep.notes)
+    placer, node_group = _build_placer(cfg, total, system, prep.notes, jobs)
     ctx = ModelContext(n_nodes=total, jobs=jobs, runtime=prep.workload.runtime, system=system,
                        seed=cfg.seed, options=cfg.options)
     progress = _make_progress(len(prep.workload), cfg.quiet, f"{prep.workload.name} {sched.name}")

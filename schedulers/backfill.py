@@ -64,6 +64,7 @@ class QueueScheduler(Scheduler):
         self._run_end: dict[int, float] = {}   # running job -> expected end (s)
         self._dirty = False
         self._shadow_cache = None
+        self._easy_idle = None      # (cluster version, queue length, head) after a pass that started nothing
 
     # ------------------------------------------------------------------ hooks
     def on_finish(self, now: float, job: int) -> None:
@@ -84,6 +85,20 @@ class QueueScheduler(Scheduler):
         free = cluster.free
         if free <= 0:
             return []
+        incremental = self.backfill == "easy" and self.order_name == "fcfs"
+        if incremental:
+            idle = self._easy_idle
+            version = getattr(cluster, "version", None)
+            if (idle is not None and version is not None and idle[0] == version
+                    and len(queue) >= idle[1] and int(queue[0]) == idle[2]):
+                # Nothing started or ended since the last pass, which started nothing: the head and
+                # the reservation are the same, and every job already examined failed on rules that
+                # only get stricter as time passes. Only the jobs that arrived since can start.
+                if len(queue) == idle[1]:
+                    return []
+                starts = self._easy(now, int(queue[0]), queue[idle[1]:], free, [], cluster)
+                self._easy_idle = None if starts else (version, len(queue), int(queue[0]))
+                return starts
         order = queue if self.order_name == "fcfs" else self.order(now, queue, self.jobs)
         # in-order starts: the longest prefix whose cumulative size fits (usually a few jobs, so
         # walk the head in Python and never touch the rest of a long queue)
@@ -105,35 +120,43 @@ class QueueScheduler(Scheduler):
         starts = order[:k].tolist()
         if k == len(order) or self.backfill == "none" or free <= 0:
             return starts
-        return self._easy(now, order, k, free, starts, cluster)
+        starts = self._easy(now, int(order[k]), order[k + 1:], free, starts, cluster)
+        if incremental:
+            self._easy_idle = None if starts else (getattr(cluster, "version", None), len(queue), int(queue[0]))
+        return starts
 
-    def _easy(self, now: float, order: np.ndarray, k: int, free: int, starts: list[int],
+    def _easy(self, now: float, head: int, rest: np.ndarray, free: int, starts: list[int],
               cluster: ClusterView) -> list[int]:
-        head = int(order[k])
-        rest = order[k + 1:]
-        r_procs = self.procs[rest]
-        if not (r_procs <= free).any():
-            return starts          # nothing behind the head fits now: no reservation needed
-        est = self.est
-        head_p = int(self.procs[head])
-        # the head's reservation depends only on the running jobs and the head: reuse it while the
-        # machine state (cluster.version) is unchanged and no expected end has passed
-        key = (head, getattr(cluster, "version", None), free)
-        cached = self._shadow_cache
-        if not starts and key[1] is not None and cached is not None and cached[0] == key and cached[2] >= now:
-            shadow, extra = cached[1]
+        """EASY's backfilling behind ``head`` (which does not fit) among ``rest`` (in priority order),
+        with ``free`` units free after this pass's in-order ``starts``."""
+        small = len(rest) <= 32
+        if small:
+            # short queues (the common case): scalar checks beat numpy's per-call overhead
+            rest_l = rest.tolist()
+            procs_l = self.procs[rest].tolist()
+            if not any(p <= free for p in procs_l):
+                return starts      # nothing behind the head fits now: no reservation needed
         else:
-            ends = cluster.running_expected_end
-            procs_run = cluster.running_procs
-            if starts:
-                st = np.asarray(starts)
-                ends = np.concatenate((ends, now + est[st]))
-                procs_run = np.concatenate((procs_run, self.procs[st]))
-            shadow, extra = shadow_time(now, free, ends, procs_run, head_p)
-            if not starts:
-                self._shadow_cache = (key, (shadow, extra), float(ends.min()) if len(ends) else np.inf)
+            r_procs = self.procs[rest]
+            if not (r_procs <= free).any():
+                return starts
+        shadow, extra = self._shadow(now, head, free, starts, cluster)
         if self.first_reservation is not None:
             self.first_reservation.setdefault(head, shadow)
+        est = self.est
+        if small:
+            for j, p in zip(rest_l, procs_l):
+                if p > free:
+                    continue
+                before = now + float(est[j]) <= shadow
+                if before or p <= extra:
+                    starts.append(j)
+                    free -= p
+                    if not before:
+                        extra -= p
+                    if free <= 0:
+                        break
+            return starts
         r_end = now + est[rest]
         ends_before = r_end <= shadow
         pos = 0
@@ -152,6 +175,27 @@ class QueueScheduler(Scheduler):
             if pos >= len(rest):
                 break
         return starts
+
+    def _shadow(self, now: float, head: int, free: int, starts: list[int], cluster: ClusterView) -> tuple[float, int]:
+        """The head's reservation (shadow time, extra units) given this pass's in-order starts.
+
+        It depends only on the running jobs and the head, so it is reused while the machine state
+        (``cluster.version``) is unchanged and no expected end has passed."""
+        est = self.est
+        key = (head, getattr(cluster, "version", None), free)
+        cached = self._shadow_cache
+        if not starts and key[1] is not None and cached is not None and cached[0] == key and cached[2] >= now:
+            return cached[1]
+        ends = cluster.running_expected_end
+        procs_run = cluster.running_procs
+        if starts:
+            st = np.asarray(starts)
+            ends = np.concatenate((ends, now + est[st]))
+            procs_run = np.concatenate((procs_run, self.procs[st]))
+        res = shadow_time(now, free, ends, procs_run, int(self.procs[head]))
+        if not starts:
+            self._shadow_cache = (key, res, float(ends.min()) if len(ends) else np.inf)
+        return res
 
     # ------------------------------------------------------------------ conservative
     def _rebuild(self, now: float, order: np.ndarray, cluster: ClusterView) -> None:

@@ -66,7 +66,10 @@ class PredictorError(ValueError):
 
 
 class _PredictedView:
-    """The cluster as the predictive policy sees it: running jobs end at start + prediction."""
+    """The cluster as the predictive policy sees it: running jobs end at start + prediction.
+
+    It has no ``version``: predictions change with time (corrections), so the base policy's caches
+    keyed on the machine state stay off."""
 
     __slots__ = ("total", "free", "free_mask", "running_jobs", "running_procs", "running_expected_end")
 
@@ -295,8 +298,7 @@ class PredictiveEasy(QueueScheduler):
             return starts
         rest = queue[k + 1:]
         rest = rest[np.lexsort((rest, self.pred[rest]))]      # shortest prediction first, then arrival
-        order = np.concatenate((queue[:k + 1], rest))
-        return self._easy(now, order, k, free, starts, view)
+        return self._easy(now, int(queue[k]), rest, free, starts, view)
 
     # ------------------------------------------------------------------ results
     def prediction_stats(self) -> dict:

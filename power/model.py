@@ -325,8 +325,9 @@ class PowerModel(RunModel):
         if self.chain.staged:
             r.ch_ids, r.ch_counts = np.unique(self.layout.node_chassis[nodes], return_counts=True)
         else:
-            r.cdu_ids, cnt = np.unique(self.layout.node_cdu[nodes], return_counts=True)
-            r.cdu_counts = cnt.astype(float)
+            cnt = np.bincount(self.layout.node_cdu[nodes], minlength=self.layout.n_cdu)
+            r.cdu_ids = np.flatnonzero(cnt)
+            r.cdu_counts = cnt[r.cdu_ids].astype(float)
         if tr is not None:
             base = float(tr[0][0])
             r.level = base if self.theta >= 1.0 else self.node_idle + self.theta * (base - self.node_idle)
@@ -459,15 +460,20 @@ class PowerModel(RunModel):
             elec = elec[np.concatenate((self._t[1:] != self._t[:-1], [True]))]
         self.peak_electrical_w = float(max(elec.max() if len(elec) else 0.0,
                                            v[0] + v[1] + v[2] + self.chain.switches_w + self.chain.cdu_pumps_w))
-        # cooling plant on the summary grid [t0, end]
+        # cooling plant on the sampling grid t0 + k*dt (the engine's time-series grid, so that
+        # `timeseries` reuses this result instead of integrating the plant a second time); the last
+        # interval is weighted by the part of it inside [t0, end]
         self.E_plant = 0.0
         self._cool_summary = None
+        self._cool_cache = None
         if self.cool_cfg is not None and end > t0:
             n = int(math.ceil((end - t0) / self.sample_dt))
-            edges = np.minimum(t0 + self.sample_dt * np.arange(n + 1), end)
+            grid = t0 + self.sample_dt * np.arange(n)
+            edges = np.concatenate((grid, [grid[-1] + self.sample_dt]))
             rack = self._rack_means(edges)
-            out = run_cooling(self.cool_cfg, rack, edges[:-1], self.sample_dt)
-            w = np.diff(edges)
+            out = run_cooling(self.cool_cfg, rack, grid, self.sample_dt)
+            self._cool_cache = (grid, rack, out)
+            w = np.diff(np.minimum(edges, end))
             self.E_plant = float(np.sum(out["plant_w"] * w))
             fac = rack + self.chain.cdu_pumps_w + out["plant_w"]
             self._cool_summary = {"peak_facility_w": float(fac.max()),
@@ -505,6 +511,9 @@ class PowerModel(RunModel):
             return {}
         edges = np.concatenate((grid, [grid[-1] + dt]))
         v = self.v0
+        cached = self._cool_cache if getattr(self, "_cool_cache", None) is not None else None
+        same_grid = (cached is not None and dt == self.sample_dt and len(cached[0]) == len(grid)
+                     and np.array_equal(cached[0], grid))
         jobs = ss.interval_means(self._t, self._djobs, v[0], self.t0, edges)
         idle = ss.interval_means(self._t, self._didle, v[1], self.t0, edges) + self.chain.switches_w
         loss = ss.interval_means(self._t, self._dloss, v[2], self.t0, edges)
@@ -516,7 +525,7 @@ class PowerModel(RunModel):
         }
         cooling = np.full(len(grid), self.chain.cdu_pumps_w)
         if self.cool_cfg is not None:
-            c = run_cooling(self.cool_cfg, rack, grid, dt)
+            c = cached[2] if same_grid else run_cooling(self.cool_cfg, rack, grid, dt)
             cooling = cooling + c["plant_w"]
             for key, unit in (("secondary_supply_c", "degC"), ("secondary_return_c", "degC"),
                               ("facility_supply_c", "degC"), ("facility_return_c", "degC"),

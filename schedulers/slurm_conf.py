@@ -35,6 +35,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from datasets.sacct import parse_slurm_duration
+
 
 class SlurmConfError(ValueError):
     """A malformed slurm.conf entry or option (the message names file, line and key)."""
@@ -45,32 +47,18 @@ def parse_time(text: str, default_unit: float = 60.0) -> float:
     """A slurm.conf time value -> seconds (inf for UNLIMITED/INFINITE).
 
     A bare number is in ``default_unit`` seconds (minutes for MaxTime/PriorityCalcPeriod); otherwise
-    Slurm's forms ``M:S``, ``H:M:S``, ``D-H``, ``D-H:M``, ``D-H:M:S``.
+    Slurm's forms ``M:S``, ``H:M:S``, ``D-H``, ``D-H:M``, ``D-H:M:S``, parsed by the same function
+    as sacct's time fields.
     """
     s = text.strip()
     if s.upper() in ("UNLIMITED", "INFINITE"):
         return math.inf
     if re.fullmatch(r"\d+", s):
         return int(s) * default_unit
-    days = 0
-    if "-" in s:
-        d, s = s.split("-", 1)
-        if not d.isdigit():
-            raise ValueError(f"bad time {text!r}")
-        days = int(d)
-        parts = s.split(":")
-        if not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
-            raise ValueError(f"bad time {text!r}")
-        h, m, sec = (list(map(int, parts)) + [0, 0])[:3]
-    else:
-        parts = s.split(":")
-        if len(parts) not in (2, 3) or not all(p.isdigit() for p in parts):
-            raise ValueError(f"bad time {text!r}")
-        if len(parts) == 2:
-            h, (m, sec) = 0, map(int, parts)
-        else:
-            h, m, sec = map(int, parts)
-    return days * 86400.0 + h * 3600.0 + m * 60.0 + sec
+    v = parse_slurm_duration(s)
+    if math.isnan(v):
+        raise ValueError(f"bad time {text!r}")
+    return v
 
 
 def _bool(text: str) -> bool:

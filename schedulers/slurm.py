@@ -72,13 +72,11 @@ from __future__ import annotations
 import math
 from bisect import bisect_left as _bisect_left, bisect_right as _bisect_right
 from collections import defaultdict
-from typing import Any, Sequence
 
 import numpy as np
 
 from .base import ClusterView, JobTable, Scheduler, Start
-from .slurm_conf import (SlurmConfError, SlurmConfig, apply_options, load_slurm_conf,
-                         report_ignored)
+from .slurm_conf import (SlurmConfError, SlurmConfig, apply_options, load_slurm_conf)
 from .slurm_priority import AccountsSpec, FairShare, MultifactorPriority, QOSDef, load_accounts
 
 NODE_ORDERS = ("time-fit", "index")

@@ -9,7 +9,6 @@ line naming the file, line and field, and exit with status 2.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 

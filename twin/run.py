@@ -13,7 +13,6 @@ import os
 import shutil
 import sys
 import time
-import tracemalloc
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import heapq
 import math
-import sys
 from dataclasses import dataclass, field
 from typing import Sequence
 

@@ -207,3 +207,19 @@ def test_scheduler_that_overcommits_is_rejected():
     from schedulers.registry import make_scheduler  # noqa: F401
     with pytest.raises(SimulationError, match=r"started job 2 \(3 units\) at t=0.0 with only 1 free"):
         simulate([(1, 0, 5, 3, 5), (2, 0, 5, 3, 5)], 4, sched_obj=Greedy())
+
+
+@pytest.mark.parametrize("cmd, text", [("sweep", "sweep_file"), ("export", "{swf,sacct}"), ("topology", "show")])
+def test_delegated_commands_take_their_own_help(capsys, cmd, text):
+    with pytest.raises(SystemExit) as e:
+        main([cmd, "--help"])
+    assert e.value.code == 0
+    assert text in capsys.readouterr().out
+
+
+def test_export_swf_round_trip_through_cli(tmp_path, swf):
+    out = tmp_path / "out.swf"
+    assert main(["export", "swf", "-w", str(swf), "-o", str(out)]) == 0
+    from datasets.swf import read_swf
+    a, b = read_swf(swf), read_swf(out)
+    assert a.job_id.tolist() == b.job_id.tolist() and a.runtime.tolist() == b.runtime.tolist()

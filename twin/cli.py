@@ -229,10 +229,11 @@ def build_parser() -> argparse.ArgumentParser:
     p_ds.set_defaults(func=cmd_datasets)
     p_sys = sub.add_parser("systems", help="list built-in machines")
     p_sys.set_defaults(func=cmd_systems)
-    for name, module, helptext in (
-            ("topology", "topology.show", "show a machine's interconnect (hpctwin topology show SYSTEM)"),
-            ("export", "datasets.export", "export a workload as SWF or a schedule as sacct"),
-            ("sweep", "experiments.sweep", "run a sweep file")):
+    for name, helptext in (
+            ("topology", "show a machine's interconnect (hpctwin topology show SYSTEM)"),
+            ("export", "export a workload as SWF or a schedule as sacct"),
+            ("sweep", "run a sweep file (hpctwin sweep SWEEP.toml [--workers N])")):
+        module = DELEGATES[name]
         p = sub.add_parser(name, help=helptext, add_help=False)
         p.add_argument("rest", nargs=argparse.REMAINDER)
         p.set_defaults(func=_delegate(module))
@@ -246,9 +247,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: commands whose whole argument list is handed to another module's main(argv)
+DELEGATES = {"topology": "topology.show", "export": "datasets.export", "sweep": "experiments.sweep",
+             "report": "twin.report"}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    a = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and (argv[0] in DELEGATES or argv[0] == "collectives"):
+        # argparse's REMAINDER does not take a leading option such as --help: pass the rest on as is
+        a = argparse.Namespace(rest=argv[1:], command=argv[0])
+        a.func = cmd_collectives if argv[0] == "collectives" else _delegate(DELEGATES[argv[0]])
+    else:
+        a = parser.parse_args(argv)
     if not getattr(a, "func", None):
         parser.print_help()
         return 2

@@ -34,6 +34,7 @@ groups over the job's run, exact for the work done, including jobs killed at the
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from topology import traffic as tr
 from topology.routing import Router, make_router
@@ -59,47 +60,186 @@ def max_min_fair(capacity: np.ndarray, link: np.ndarray, flow: np.ndarray, weigh
     saturates or it reaches its cap. A flow with no link and no cap gets ``inf``.
 
     Units: rates in whatever unit makes ``weight * rate`` comparable with ``capacity`` (with unit
-    weights: the capacity's unit, e.g. bytes/s).
+    weights: the capacity's unit, e.g. bytes/s). The filling itself is the compiled `_mmf_kernel`.
     """
     capacity = np.asarray(capacity, dtype=np.float64)
-    link = np.asarray(link, dtype=np.int64)
-    flow = np.asarray(flow, dtype=np.int64)
-    weight = np.asarray(weight, dtype=np.float64)
+    link = np.asarray(link, dtype=np.int64).ravel()
+    flow = np.asarray(flow, dtype=np.int64).ravel()
+    weight = np.asarray(weight, dtype=np.float64).ravel()
     if np.any(weight < 0) or np.any(capacity < 0):
         raise ValueError("max_min_fair: weights and capacities must be >= 0")
-    cap = np.full(n_flows, np.inf) if cap is None else np.asarray(cap, dtype=np.float64).copy()
+    if not (len(link) == len(flow) == len(weight)):
+        raise ValueError("max_min_fair: link, flow and weight must have the same length")
     L = len(capacity)
-    # dense (links x flows) matrix: the problems met in a run are small (tens of links and jobs),
-    # where a few BLAS-backed dense operations per round beat sparse bookkeeping
-    W = np.zeros((L, n_flows))
-    np.add.at(W, (link, flow), weight)
-    x = np.zeros(n_flows)
-    active = np.ones(n_flows, dtype=bool)
+    if len(link) and (link.min() < 0 or link.max() >= L or flow.min() < 0 or flow.max() >= n_flows):
+        raise ValueError("max_min_fair: link or flow index out of range")
+    cap = np.full(n_flows, np.inf) if cap is None else np.asarray(cap, dtype=np.float64).ravel().copy()
+    # link-major sparse rows (entries of a link in increasing flow order)
+    order = np.lexsort((flow, link))
+    ptr = np.zeros(L + 1, dtype=np.int64)
+    np.cumsum(np.bincount(link, minlength=L), out=ptr[1:])
+    return _mmf_kernel(capacity, ptr, flow[order], weight[order], cap, float(rtol))
+
+
+@njit(cache=True)
+def _mmf_kernel(capacity, ptr, e_flow, e_w, cap, rtol):
+    """Progressive filling on link-major sparse rows: link ``l`` carries ``e_w[k] * x[e_flow[k]]``
+    for ``k`` in ``ptr[l]:ptr[l + 1]``. Each round: all active flows grow by the largest step that
+    saturates no link and passes no cap; then the flows of saturated links and the flows at their
+    cap freeze (if none does, by round-off, the flows of the tightest link)."""
+    L = len(capacity)
+    n = len(cap)
+    x = np.zeros(n)
+    active = np.ones(n, dtype=np.bool_)
+    n_active = n
     rem = capacity.copy()
-    sat_tol = rtol * np.maximum(capacity, 1.0)
-    cap_tol = rtol * np.maximum(np.where(np.isfinite(cap), np.abs(cap), 1.0), 1.0)
-    while active.any():
-        wsum = W @ active
-        used = wsum > 0
-        t_link = np.min(rem[used] / wsum[used]) if used.any() else np.inf
-        t_cap = np.min(cap[active] - x[active])
+    wsum = np.zeros(L)
+    sat = np.zeros(L, dtype=np.bool_)
+    frozen = np.zeros(n, dtype=np.bool_)
+    sat_tol = np.empty(L)
+    for l in range(L):
+        sat_tol[l] = rtol * max(capacity[l], 1.0)
+    cap_tol = np.empty(n)
+    for f in range(n):
+        c = abs(cap[f]) if np.isfinite(cap[f]) else 1.0
+        cap_tol[f] = rtol * max(c, 1.0)
+    while n_active > 0:
+        t_link = np.inf
+        for l in range(L):
+            w = 0.0
+            for k in range(ptr[l], ptr[l + 1]):
+                if active[e_flow[k]]:
+                    w += e_w[k]
+            wsum[l] = w
+            if w > 0.0:
+                r = rem[l] / w
+                if r < t_link:
+                    t_link = r
+        t_cap = np.inf
+        for f in range(n):
+            if active[f]:
+                r = cap[f] - x[f]
+                if r < t_cap:
+                    t_cap = r
         t = min(t_link, t_cap)
         if not np.isfinite(t):
-            x[active] = np.inf
+            for f in range(n):
+                if active[f]:
+                    x[f] = np.inf
             break
         t = max(t, 0.0)
-        x[active] += t
-        rem -= t * wsum
-        sat = used & (rem <= sat_tol)
-        rem[sat] = 0.0
-        frozen = active & (x >= cap - cap_tol)
-        if sat.any():
-            frozen |= active & (W[sat].sum(axis=0) > 0)
-        if not frozen.any():  # numerical safety: freeze the flows of the tightest link
-            l = np.flatnonzero(used)[np.argmin(rem[used] / wsum[used])]
-            frozen = active & (W[l] > 0)
-        active &= ~frozen
+        for f in range(n):
+            if active[f]:
+                x[f] += t
+            frozen[f] = active[f] and x[f] >= cap[f] - cap_tol[f]
+        any_frozen = False
+        for f in range(n):
+            if frozen[f]:
+                any_frozen = True
+        for l in range(L):
+            rem[l] -= t * wsum[l]
+            sat[l] = wsum[l] > 0.0 and rem[l] <= sat_tol[l]
+            if sat[l]:
+                rem[l] = 0.0
+                for k in range(ptr[l], ptr[l + 1]):
+                    f = e_flow[k]
+                    if active[f] and e_w[k] > 0.0:
+                        frozen[f] = True
+                        any_frozen = True
+        if not any_frozen:  # numerical safety: freeze the flows of the tightest link
+            best, lt = np.inf, -1
+            for l in range(L):
+                if wsum[l] > 0.0:
+                    r = rem[l] / wsum[l]
+                    if lt < 0 or r < best:
+                        best, lt = r, l
+            if lt < 0:
+                for f in range(n):
+                    frozen[f] = active[f]
+            else:
+                for k in range(ptr[lt], ptr[lt + 1]):
+                    f = e_flow[k]
+                    if active[f] and e_w[k] > 0.0:
+                        frozen[f] = True
+        for f in range(n):
+            if frozen[f] and active[f]:
+                active[f] = False
+                n_active -= 1
     return x
+
+
+@njit(cache=True)
+def _contended_factors(jobs, off, ln, pool_ids, pool_dem, load_full, bandwidth, x_iso, frac, lidx):
+    """The max-min problem of the running communicating ``jobs`` (in start order) restricted to
+    the overloaded links, solved; returns (positions in ``jobs`` of the jobs in the problem, their
+    progress-rate factors ``1 / ((1 - f) + f * x_iso / x)``).
+
+    Job ``j``'s links and demands are ``pool_ids`` / ``pool_dem`` at ``off[j]:off[j] + ln[j]``.
+    ``lidx``: scratch array of ``-1`` (one per link), left as it was found.
+    """
+    thr = 1.0 + 1e-9
+    nj = len(jobs)
+    total = 0
+    for i in range(nj):
+        total += ln[jobs[i]]
+    links = np.empty(total, dtype=np.int64)
+    L = 0
+    picked = np.empty(nj, dtype=np.int64)
+    n_flows = 0
+    n_ent = 0
+    for i in range(nj):       # pass 1: jobs with an overloaded link, and those links
+        j = jobs[i]
+        c = 0
+        for k in range(off[j], off[j] + ln[j]):
+            l = pool_ids[k]
+            if load_full[l] > bandwidth[l] * thr:
+                c += 1
+                if lidx[l] == -1:
+                    lidx[l] = -2
+                    links[L] = l
+                    L += 1
+        if c > 0:
+            picked[n_flows] = i
+            n_flows += 1
+            n_ent += c
+    picked = picked[:n_flows]
+    links = np.sort(links[:L])
+    cnt = np.zeros(L + 1, dtype=np.int64)
+    for a in range(L):
+        lidx[links[a]] = a
+    for q in range(n_flows):  # pass 2: link-major rows, flows in start order inside a row
+        j = jobs[picked[q]]
+        for k in range(off[j], off[j] + ln[j]):
+            a = lidx[pool_ids[k]]
+            if a >= 0:
+                cnt[a + 1] += 1
+    ptr = np.cumsum(cnt)
+    fill = ptr[:-1].copy()
+    e_flow = np.empty(n_ent, dtype=np.int64)
+    e_w = np.empty(n_ent)
+    for q in range(n_flows):
+        j = jobs[picked[q]]
+        for k in range(off[j], off[j] + ln[j]):
+            a = lidx[pool_ids[k]]
+            if a >= 0:
+                e_flow[fill[a]] = q
+                e_w[fill[a]] = pool_dem[k]
+                fill[a] += 1
+    capacity = np.empty(L)
+    for a in range(L):
+        capacity[a] = bandwidth[links[a]]
+        lidx[links[a]] = -1
+    cap = np.empty(n_flows)
+    f = np.empty(n_flows)
+    for q in range(n_flows):
+        cap[q] = x_iso[jobs[picked[q]]]
+        f[q] = frac[jobs[picked[q]]]
+    x = _mmf_kernel(capacity, ptr, e_flow, e_w, cap, 1e-12)
+    factor = np.empty(n_flows)
+    for q in range(n_flows):
+        slow = cap[q] / max(x[q], 1e-300) if x[q] > 0 else np.inf
+        factor[q] = 1.0 / ((1.0 - f[q]) + f[q] * slow)
+    return picked, factor
 
 
 class _StepSeries:
@@ -158,7 +298,7 @@ class NetworkContentionModel(RunModel):
 
     # ------------------------------------------------------------------ setup
     def bind(self, ctx) -> None:
-        from topology.presets import PRESETS, build_network, network_params
+        from topology.presets import build_network, network_params
         self.ctx = ctx
         n = int(ctx.n_nodes)
         self.network_desc = ""
@@ -225,8 +365,17 @@ class NetworkContentionModel(RunModel):
         self.is_comm = np.zeros(nj, dtype=bool)
         self.x_iso = np.ones(nj)
         self.grate = np.zeros(nj)     # global bytes/s during comm phases in isolation
-        self.links: dict[int, np.ndarray] = {}
+        self.links: dict[int, np.ndarray] = {}   # running communicating jobs, in start order
         self.demand: dict[int, np.ndarray] = {}
+        # the same links and demands packed for the compiled recompute: job j's entries are
+        # _pool_ids / _pool_dem[_off[j]:_off[j] + _len[j]] (append-only, compacted when full)
+        self._off = np.zeros(nj, dtype=np.int64)
+        self._len = np.zeros(nj, dtype=np.int64)
+        self._pool_ids = np.zeros(4096, dtype=np.int64)
+        self._pool_dem = np.zeros(4096)
+        self._pool_n = 0
+        self._lidx = np.full(R.n_links, -1, dtype=np.int64)   # scratch of _contended_factors
+        self._fp_cache: dict = {}
         self.load_full = np.zeros(R.n_links)   # bytes/s on each link if every job ran at x_iso
         self.global_series = _StepSeries()
         self.contended_series = _StepSeries()
@@ -247,29 +396,55 @@ class NetworkContentionModel(RunModel):
         f = float(self.frac[job])
         if len(nodes) < 2 or self.kind[job] == "none" or f <= 0:
             return None
-        traffic = tr.pattern(self.kind[job], nodes, 1.0)
-        sent = traffic.sent_per_host()
-        smax = float(sent.max()) if len(sent) else 0.0
-        if smax <= 0:
+        fp = self._footprint(self.kind[job], nodes)
+        if fp is None:
             return None
-        ll = R.link_loads(traffic, self.routing)
+        smax, ids, nbytes, gbytes, term_bw = fp
         inj = self.inj[job]
         if not np.isfinite(inj) or inj <= 0:
-            inj = float(R.bandwidth[R.term_up[nodes]].min())
+            inj = term_bw
         rounds = inj / smax                          # pattern rounds per second at full demand
-        demand = ll.nbytes * rounds
-        bw = R.bandwidth[ll.ids]
+        demand = nbytes * rounds
+        bw = R.bandwidth[ids]
         x_iso = min(1.0, float(np.min(bw / demand)))
         self.x_iso[job] = x_iso
-        self.grate[job] = R.global_bytes(traffic) * rounds * x_iso
-        self.links[job] = ll.ids
+        self.grate[job] = gbytes * rounds * x_iso
+        self.links[job] = ids
         self.is_comm[job] = True
         self.demand[job] = demand
-        self.load_full[ll.ids] += demand * x_iso
+        self._pool_add(job, ids, demand)
+        self.load_full[ids] += demand * x_iso
         self._set_global(now, job, +1)
-        if not self._overloaded(ll.ids).any():   # only its links gained load: nothing can change
+        if not self._overloaded(ids).any():   # only its links gained load: nothing can change
             return None
         return self._recompute(now)
+
+    #: footprints kept by `_footprint` (most recently used); a replay places many jobs on the same nodes
+    FOOTPRINT_CACHE = 4096
+
+    def _footprint(self, kind: str, nodes: np.ndarray):
+        """What a job of ``kind`` on ``nodes`` does in one round of its pattern (1 byte per rank):
+        ``(max bytes sent by a host, link ids, bytes on them, bytes between groups, the smallest
+        terminal bandwidth of its hosts)``, or None when it sends nothing. Depends on nothing
+        else, so it is cached per (kind, node set)."""
+        key = (kind, nodes.tobytes())
+        cache = self._fp_cache
+        fp = cache.pop(key, False)
+        if fp is False:
+            R = self.router
+            traffic = tr.pattern(kind, nodes, 1.0)
+            sent = traffic.sent_per_host()
+            smax = float(sent.max()) if len(sent) else 0.0
+            if smax <= 0:
+                fp = None
+            else:
+                ll = R.link_loads(traffic, self.routing, cache=True)
+                fp = (smax, ll.ids, ll.nbytes, R.global_bytes(traffic),
+                      float(R.bandwidth[R.term_up[nodes]].min()))
+            if len(cache) >= self.FOOTPRINT_CACHE:
+                del cache[next(iter(cache))]
+        cache[key] = fp
+        return fp
 
     def on_finish(self, now: float, job: int) -> dict[int, float] | None:
         self._close(now, job)
@@ -318,40 +493,48 @@ class NetworkContentionModel(RunModel):
         bw = self.router.bandwidth[ids]
         return self.load_full[ids] > bw * (1.0 + 1e-9)
 
+    def _pool_add(self, job: int, ids: np.ndarray, demand: np.ndarray) -> None:
+        n = len(ids)
+        if self._pool_n + n > len(self._pool_ids):   # compact the live entries, grow if needed
+            live = [j for j in self.links if j != job]
+            size = max(4096, 2 * (int(self._len[live].sum()) + n))
+            pi, pd = np.zeros(size, dtype=np.int64), np.zeros(size)
+            at = 0
+            for j in live:
+                k = int(self._len[j])
+                pi[at:at + k] = self.links[j]
+                pd[at:at + k] = self.demand[j]
+                self._off[j] = at
+                at += k
+            self._pool_ids, self._pool_dem, self._pool_n = pi, pd, at
+        a = self._pool_n
+        self._pool_ids[a:a + n] = ids
+        self._pool_dem[a:a + n] = demand
+        self._off[job], self._len[job] = a, n
+        self._pool_n = a + n
+
     def _recompute(self, now: float) -> dict[int, float]:
         """Max-min rates of the jobs that use an overloaded link; returns the changed factors.
 
         A link whose load stays within its capacity when every job runs at its isolated rate can
         never be a bottleneck (rates never exceed ``x_iso``), so only overloaded links enter the
-        max-min problem; jobs using none of them run at factor 1.
+        max-min problem; jobs using none of them run at factor 1. The problem is assembled and
+        solved by the compiled `_contended_factors`.
         """
         self.recomputations += 1
-        shared_link = self.load_full > self.router.bandwidth * (1.0 + 1e-9)
-        jobs, lk, fl, wt = [], [], [], []
-        for j, ids in self.links.items():
-            m = shared_link[ids]
-            if m.any():
-                fl.append(np.full(int(m.sum()), len(jobs), dtype=np.int64))
-                lk.append(ids[m])
-                wt.append(self.demand[j][m])
-                jobs.append(j)
+        running = np.fromiter(self.links, dtype=np.int64, count=len(self.links))
+        picked, factor = _contended_factors(running, self._off, self._len, self._pool_ids, self._pool_dem,
+                                            self.load_full, self.router.bandwidth, self.x_iso, self.frac,
+                                            self._lidx)
+        jobs = running[picked].tolist()
         changes: dict[int, float] = {}
         new_contended = set(jobs)
         for j in self.contended - new_contended:
             if j in self.links:
                 self._set_factor(now, j, 1.0, changes)
         self.contended = new_contended
-        if jobs:
-            lk_all = np.concatenate(lk)
-            uniq, inv = np.unique(lk_all, return_inverse=True)
-            cap = self.x_iso[jobs]
-            x = max_min_fair(self.router.bandwidth[uniq], inv, np.concatenate(fl), np.concatenate(wt),
-                             len(jobs), cap)
-            slow = np.where(x > 0, cap / np.maximum(x, 1e-300), np.inf)
-            f = self.frac[jobs]
-            stretch = (1.0 - f) + f * slow
-            for j, s in zip(jobs, stretch.tolist()):
-                self._set_factor(now, j, 1.0 / s, changes)
+        for j, fac in zip(jobs, factor.tolist()):
+            self._set_factor(now, j, fac, changes)
         self.contended_series.set(now, float(len(self.contended)))
         return changes
 

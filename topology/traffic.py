@@ -77,10 +77,13 @@ class Traffic:
 
 
 def _hosts(hosts) -> np.ndarray:
-    h = np.unique(np.asarray(hosts, dtype=np.int64))
-    if len(h) != len(np.asarray(hosts).ravel()):
-        raise ValueError("traffic: a job's host list has duplicate node ids")
-    return h
+    h = np.asarray(hosts, dtype=np.int64).ravel()
+    if len(h) > 1 and not (h[1:] > h[:-1]).all():   # placers return sorted ids: skip the sort
+        u = np.unique(h)
+        if len(u) != len(h):
+            raise ValueError("traffic: a job's host list has duplicate node ids")
+        return u
+    return h.copy()
 
 
 def _empty(h: np.ndarray) -> Traffic:
@@ -107,7 +110,7 @@ def ring(hosts, nbytes: float) -> Traffic:
     if n == 2:
         return Traffic(h, h.copy(), h[::-1].copy(), np.full(2, float(nbytes)))
     src = np.concatenate([h, h])
-    dst = np.concatenate([np.roll(h, -1), np.roll(h, 1)])
+    dst = np.concatenate([h[1:], h[:1], h[-1:], h[:-1]])   # rank r + 1, then rank r - 1 (mod n)
     return Traffic(h, src, dst, np.full(2 * n, float(nbytes) / 2))
 
 
@@ -118,7 +121,7 @@ def allreduce(hosts, nbytes: float, algorithm: str = "ring") -> Traffic:
     if n < 2:
         return _empty(h)
     if algorithm == "ring":
-        return Traffic(h, h.copy(), np.roll(h, -1), np.full(n, 2.0 * (n - 1) / n * float(nbytes)))
+        return Traffic(h, h.copy(), np.concatenate([h[1:], h[:1]]), np.full(n, 2.0 * (n - 1) / n * float(nbytes)))
     if algorithm != "rabenseifner":
         raise ValueError(f"unknown allreduce algorithm {algorithm!r}; choose 'ring' or 'rabenseifner'")
     p2 = 1 << (n.bit_length() - 1)

@@ -302,6 +302,31 @@ def _running_steps(now: float, total: int, ends: np.ndarray, procs: np.ndarray) 
     return e[last], (total - busy_total) + released[last]
 
 
+@njit(cache=True)
+def _shadow_kernel(now, free_now, ends, procs, need):
+    order = np.argsort(ends, kind="mergesort")
+    avail = free_now
+    n = len(order)
+    k = 0
+    while k < n:
+        i = order[k]
+        avail += procs[i]
+        if avail >= need:
+            t = ends[i] if ends[i] > now else now
+            # every job ending at the same instant releases its units then too
+            k += 1
+            while k < n:
+                i2 = order[k]
+                e2 = ends[i2] if ends[i2] > now else now
+                if e2 != t:
+                    break
+                avail += procs[i2]
+                k += 1
+            return t, avail - need
+        k += 1
+    return np.inf, 0
+
+
 def shadow_time(now: float, free_now: int, ends: np.ndarray, procs: np.ndarray, need: int) -> tuple[float, int]:
     """EASY's head reservation on the profile of the running jobs alone.
 
@@ -312,14 +337,6 @@ def shadow_time(now: float, free_now: int, ends: np.ndarray, procs: np.ndarray, 
     """
     if free_now >= need:
         return float(now), free_now - need
-    ends = np.maximum(ends, now)
-    order = np.argsort(ends, kind="stable")
-    cum = free_now + np.cumsum(procs[order])
-    k = int(np.searchsorted(cum, need, side="left"))
-    if k >= len(cum):
-        return INF, 0
-    e = ends[order]
-    t = e[k]
-    # all jobs ending at the same instant release together
-    k_last = int(np.searchsorted(e, t, side="right")) - 1
-    return float(t), int(cum[k_last]) - need
+    t, extra = _shadow_kernel(float(now), int(free_now), np.asarray(ends, dtype=np.float64),
+                              np.asarray(procs, dtype=np.int64), int(need))
+    return float(t), int(extra)

@@ -79,19 +79,22 @@ class Cluster:
         """The ``procs`` lowest-numbered free units (first-fit)."""
         return np.flatnonzero(self._free_mask)[:procs]
 
-    def allocate(self, job: int, nodes: np.ndarray, start: float, expected_end: float) -> None:
+    def allocate(self, job: int, nodes: np.ndarray, start: float, expected_end: float,
+                 checked: bool = False) -> None:
         """Give ``nodes`` (unit ids, stored sorted) to ``job``; raises CapacityError if any is in use,
-        repeated or out of range."""
-        nodes = np.asarray(nodes, dtype=np.int64)
-        if len(nodes) > 1 and not (nodes[1:] > nodes[:-1]).all():
-            nodes = np.sort(nodes)
-            if (nodes[1:] == nodes[:-1]).any():
-                raise CapacityError(f"job index {job}: a unit is listed twice in {nodes[:16].tolist()}...")
-        if len(nodes) and (nodes[0] < 0 or nodes[-1] >= self.total):
-            raise CapacityError(f"job index {job}: unit ids must be in [0, {self.total})")
-        if len(nodes) and not self._free_mask[nodes].all():
-            raise CapacityError(f"job index {job}: units {nodes[~self._free_mask[nodes]][:8].tolist()} "
-                                "are already in use")
+        repeated or out of range. ``checked=True``: the ids come from `first_free` (sorted, free,
+        distinct), so the checks are skipped."""
+        if not checked:
+            nodes = np.asarray(nodes, dtype=np.int64)
+            if len(nodes) > 1 and not (nodes[1:] > nodes[:-1]).all():
+                nodes = np.sort(nodes)
+                if (nodes[1:] == nodes[:-1]).any():
+                    raise CapacityError(f"job index {job}: a unit is listed twice in {nodes[:16].tolist()}...")
+            if len(nodes) and (nodes[0] < 0 or nodes[-1] >= self.total):
+                raise CapacityError(f"job index {job}: unit ids must be in [0, {self.total})")
+            if len(nodes) and not self._free_mask[nodes].all():
+                raise CapacityError(f"job index {job}: units {nodes[~self._free_mask[nodes]][:8].tolist()} "
+                                    "are already in use")
         if job in self._slot:
             raise CapacityError(f"job index {job} is already running")
         self._free_mask[nodes] = False

@@ -251,14 +251,17 @@ class Simulation:
                             raise SimulationError(
                                 f"scheduler {sched.name} started job {int(job_id[j])} ({p} units) "
                                 f"at t={now} with only {cluster.free} free")
+                        checked = False
                         if chosen is None:
-                            chosen = (self.placer.place(j, p, cluster.free_mask) if self.placer is not None
-                                      else cluster.first_free(p))
+                            if self.placer is not None:
+                                chosen = self.placer.place(j, p, cluster.free_mask)
+                            else:
+                                chosen, checked = cluster.first_free(p), True
                         if len(chosen) != p:
                             raise SimulationError(f"job {int(job_id[j])}: {len(chosen)} units chosen for "
                                                   f"a request of {p}")
                         try:
-                            cluster.allocate(j, chosen, now, now + float(est[j]))
+                            cluster.allocate(j, chosen, now, now + float(est[j]), checked)
                         except CapacityError as e:
                             raise SimulationError(str(e)) from None
                         started.add(j)
@@ -271,7 +274,11 @@ class Simulation:
                             for k, m in enumerate(self.models):
                                 apply_rates(now, k, m.on_start(now, j, chosen))
                     # the queue is sorted (arrival = index order): delete by position
-                    queue_arr = np.delete(queue_arr, np.searchsorted(queue_arr, sorted(started)))
+                    if len(started) == 1:
+                        i = int(np.searchsorted(queue_arr, next(iter(started))))
+                        queue_arr = np.concatenate((queue_arr[:i], queue_arr[i + 1:]))
+                    else:
+                        queue_arr = np.delete(queue_arr, np.searchsorted(queue_arr, sorted(started)))
             # ---- record the piecewise-constant state
             ch_t.append(now)
             ch_busy.append(cluster.busy)

@@ -7,139 +7,27 @@ map). The profile is a pair of arrays:
 ``times[0] < times[1] < ... < times[S-1]`` (seconds) and ``free[i]`` = units free during
 ``[times[i], times[i+1])``; the last segment extends to +infinity.
 
-The operations are small loops over the S segments compiled with numba (``njit``): conservative
-backfilling re-plans every waiting job's reservation at most job ends, millions of slot searches
-over a year-long log, and a compiled loop does each in well under a microsecond where a sequence
-of numpy calls costs tens of microseconds of call overhead. The arrays keep spare capacity so
-inserting a breakpoint does not reallocate.
+The operations are small loops over the S segments compiled with numba, in
+`schedulers.profile_kernels` (imported on first use, so FCFS and EASY runs never load numba). The
+arrays keep spare capacity so inserting a breakpoint does not reallocate.
 """
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 INF = float("inf")
 
 
-# ---------------------------------------------------------------------------- compiled kernels
-@njit(cache=True)
-def _seg_index(t, n, x):
-    """Index of the segment containing time x (x >= t[0]): last i with t[i] <= x."""
-    lo, hi = 0, n
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if t[mid] <= x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo - 1
+_KERNELS = None
 
 
-@njit(cache=True)
-def _earliest(t, f, n, p, d, after):
-    """Earliest time >= after when p units are free for d seconds (inf if never)."""
-    i = _seg_index(t, n, after) if after > t[0] else 0
-    run_start = -1.0
-    while i < n:
-        if f[i] >= p:
-            if run_start < 0.0:
-                run_start = t[i] if t[i] > after else after
-            seg_end = t[i + 1] if i + 1 < n else INF
-            if seg_end - run_start >= d:
-                return run_start
-        else:
-            run_start = -1.0
-        i += 1
-    return INF
-
-
-@njit(cache=True)
-def _split(t, f, n, x):
-    """Make x a breakpoint (x >= t[0], capacity for one more). Returns (index, new n)."""
-    i = _seg_index(t, n, x)
-    if t[i] == x:
-        return i, n
-    # insert after i
-    for k in range(n, i + 1, -1):
-        t[k] = t[k - 1]
-        f[k] = f[k - 1]
-    t[i + 1] = x
-    f[i + 1] = f[i]
-    return i + 1, n + 1
-
-
-@njit(cache=True)
-def _add(t, f, n, start, end, delta, total):
-    """Add delta units over [start, end) (end may be inf). Returns (new n, ok) where ok is False
-    if the change would make a segment negative or exceed total (nothing is changed then)."""
-    if start < t[0]:
-        start = t[0]
-    if end <= start:
-        return n, True
-    i, n = _split(t, f, n, start)
-    if end == INF:
-        j = n
-    else:
-        j, n = _split(t, f, n, end)
-    for k in range(i, j):
-        v = f[k] + delta
-        if v < 0 or v > total:
-            return n, False
-    for k in range(i, j):
-        f[k] += delta
-    return n, True
-
-
-@njit(cache=True)
-def _min_free(t, f, n, start, end):
-    i = _seg_index(t, n, start) if start > t[0] else 0
-    m = f[i]
-    i += 1
-    while i < n and t[i] < end:
-        if f[i] < m:
-            m = f[i]
-        i += 1
-    return m
-
-
-@njit(cache=True)
-def _compact(t, f, n):
-    """Merge neighbours with equal free counts. Returns new n."""
-    w = 1
-    for k in range(1, n):
-        if f[k] != f[w - 1]:
-            t[w] = t[k]
-            f[w] = f[k]
-            w += 1
-    return w
-
-
-@njit(cache=True)
-def _compress(t, f, n, now, procs, dur, starts, total):
-    """Conservative compression: for each job (in the given priority order) whose reserved start
-    is in the future, remove its reservation and re-make it at the earliest slot (never later).
-    ``starts`` is updated in place. Returns new n. Capacity must allow 2 more breakpoints a job."""
-    for q in range(len(procs)):
-        old = starts[q]
-        if old <= now:
-            continue
-        p = procs[q]
-        d = dur[q]
-        # quick test: some segment before `old` must have p units free, else it cannot move
-        i = 0
-        can = False
-        while i < n and t[i] < old:
-            if f[i] >= p:
-                can = True
-                break
-            i += 1
-        if not can:
-            continue
-        n, ok = _add(t, f, n, old, old + d, p, total)
-        s = _earliest(t, f, n, p, d, now)
-        n, ok = _add(t, f, n, s, s + d, -p, total)
-        starts[q] = s
-    return n
+def _k():
+    """The compiled kernels module (imported on first use)."""
+    global _KERNELS
+    if _KERNELS is None:
+        from . import profile_kernels  # noqa: PLC0415
+        _KERNELS = profile_kernels
+    return _KERNELS
 
 
 # ---------------------------------------------------------------------------- the profile object
@@ -218,11 +106,11 @@ class AvailabilityProfile:
 
     def free_at(self, t: float) -> int:
         """Units free at time ``t`` (>= the profile's origin)."""
-        return int(self._f[max(_seg_index(self._t, self._n, float(t)), 0)])
+        return int(self._f[max(_k()._seg_index(self._t, self._n, float(t)), 0)])
 
     def min_free(self, start: float, end: float) -> int:
         """Minimum free units over ``[start, end)``."""
-        return int(_min_free(self._t, self._f, self._n, float(start), float(end)))
+        return int(_k()._min_free(self._t, self._f, self._n, float(start), float(end)))
 
     def fits(self, start: float, duration: float, procs: int) -> bool:
         """True if ``procs`` units are free during all of ``[start, start + duration)``."""
@@ -234,12 +122,12 @@ class AvailabilityProfile:
         if procs > self.total:
             return INF
         a = float(self._t[0]) if after is None else max(float(after), float(self._t[0]))
-        return float(_earliest(self._t, self._f, self._n, int(procs), float(duration), a))
+        return float(_k()._earliest(self._t, self._f, self._n, int(procs), float(duration), a))
 
     # ------------------------------------------------------------------ updates
     def _change(self, start: float, end: float, delta: int, what: str) -> None:
         self._reserve_capacity(2)
-        n, ok = _add(self._t, self._f, self._n, float(start), float(end), int(delta), self.total)
+        n, ok = _k()._add(self._t, self._f, self._n, float(start), float(end), int(delta), self.total)
         self._n = n
         if not ok:
             raise ValueError(f"{what} of {abs(delta)} units over [{start}, {end}) is impossible: "
@@ -258,7 +146,7 @@ class AvailabilityProfile:
         Returns the new start times (s)."""
         starts = np.array(starts, dtype=np.float64)
         self._reserve_capacity(2 * len(starts) + 4)
-        self._n = _compress(self._t, self._f, self._n, float(now), np.asarray(procs, dtype=np.int64),
+        self._n = _k()._compress(self._t, self._f, self._n, float(now), np.asarray(procs, dtype=np.int64),
                             np.asarray(durations, dtype=np.float64), starts, self.total)
         return starts
 
@@ -267,7 +155,7 @@ class AvailabilityProfile:
         t = self._t
         if now <= t[0]:
             return
-        i = _seg_index(t, self._n, float(now))
+        i = _k()._seg_index(t, self._n, float(now))
         if i > 0:
             m = self._n - i
             t[:m] = t[i: self._n].copy()
@@ -279,7 +167,7 @@ class AvailabilityProfile:
 
     def compact(self) -> None:
         """Merge adjacent segments with equal free counts."""
-        self._n = int(_compact(self._t, self._f, self._n))
+        self._n = int(_k()._compact(self._t, self._f, self._n))
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         segs = ", ".join(f"{t:g}:{f}" for t, f in zip(self.times, self.free))
@@ -302,31 +190,6 @@ def _running_steps(now: float, total: int, ends: np.ndarray, procs: np.ndarray) 
     return e[last], (total - busy_total) + released[last]
 
 
-@njit(cache=True)
-def _shadow_kernel(now, free_now, ends, procs, need):
-    order = np.argsort(ends, kind="mergesort")
-    avail = free_now
-    n = len(order)
-    k = 0
-    while k < n:
-        i = order[k]
-        avail += procs[i]
-        if avail >= need:
-            t = ends[i] if ends[i] > now else now
-            # every job ending at the same instant releases its units then too
-            k += 1
-            while k < n:
-                i2 = order[k]
-                e2 = ends[i2] if ends[i2] > now else now
-                if e2 != t:
-                    break
-                avail += procs[i2]
-                k += 1
-            return t, avail - need
-        k += 1
-    return np.inf, 0
-
-
 def shadow_time(now: float, free_now: int, ends: np.ndarray, procs: np.ndarray, need: int) -> tuple[float, int]:
     """EASY's head reservation on the profile of the running jobs alone.
 
@@ -337,6 +200,14 @@ def shadow_time(now: float, free_now: int, ends: np.ndarray, procs: np.ndarray, 
     """
     if free_now >= need:
         return float(now), free_now - need
-    t, extra = _shadow_kernel(float(now), int(free_now), np.asarray(ends, dtype=np.float64),
-                              np.asarray(procs, dtype=np.int64), int(need))
-    return float(t), int(extra)
+    ends = np.maximum(ends, now)
+    order = np.argsort(ends, kind="stable")
+    cum = free_now + np.cumsum(procs[order])
+    k = int(np.searchsorted(cum, need, side="left"))
+    if k >= len(cum):
+        return INF, 0
+    e = ends[order]
+    t = e[k]
+    # all jobs ending at the same instant release together
+    k_last = int(np.searchsorted(e, t, side="right")) - 1
+    return float(t), int(cum[k_last]) - need

@@ -1,0 +1,136 @@
+"""Compiled kernels of the availability profile (see `schedulers.profile`).
+
+Small loops over the profile's S segments compiled with numba: conservative backfilling re-plans
+every waiting job's reservation at most job ends, millions of slot searches over a year-long log,
+and a compiled loop does each in well under a microsecond where a sequence of numpy calls costs
+tens of microseconds of call overhead. This module is imported only when a profile is built, so
+policies that never build one (FCFS, EASY) do not pay numba's start-up.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+INF = float("inf")
+
+
+@njit(cache=True)
+def _seg_index(t, n, x):
+    """Index of the segment containing time x (x >= t[0]): last i with t[i] <= x."""
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if t[mid] <= x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo - 1
+
+
+@njit(cache=True)
+def _earliest(t, f, n, p, d, after):
+    """Earliest time >= after when p units are free for d seconds (inf if never)."""
+    i = _seg_index(t, n, after) if after > t[0] else 0
+    run_start = -1.0
+    while i < n:
+        if f[i] >= p:
+            if run_start < 0.0:
+                run_start = t[i] if t[i] > after else after
+            seg_end = t[i + 1] if i + 1 < n else INF
+            if seg_end - run_start >= d:
+                return run_start
+        else:
+            run_start = -1.0
+        i += 1
+    return INF
+
+
+@njit(cache=True)
+def _split(t, f, n, x):
+    """Make x a breakpoint (x >= t[0], capacity for one more). Returns (index, new n)."""
+    i = _seg_index(t, n, x)
+    if t[i] == x:
+        return i, n
+    # insert after i
+    for k in range(n, i + 1, -1):
+        t[k] = t[k - 1]
+        f[k] = f[k - 1]
+    t[i + 1] = x
+    f[i + 1] = f[i]
+    return i + 1, n + 1
+
+
+@njit(cache=True)
+def _add(t, f, n, start, end, delta, total):
+    """Add delta units over [start, end) (end may be inf). Returns (new n, ok) where ok is False
+    if the change would make a segment negative or exceed total (nothing is changed then)."""
+    if start < t[0]:
+        start = t[0]
+    if end <= start:
+        return n, True
+    i, n = _split(t, f, n, start)
+    if end == INF:
+        j = n
+    else:
+        j, n = _split(t, f, n, end)
+    for k in range(i, j):
+        v = f[k] + delta
+        if v < 0 or v > total:
+            return n, False
+    for k in range(i, j):
+        f[k] += delta
+    return n, True
+
+
+@njit(cache=True)
+def _min_free(t, f, n, start, end):
+    i = _seg_index(t, n, start) if start > t[0] else 0
+    m = f[i]
+    i += 1
+    while i < n and t[i] < end:
+        if f[i] < m:
+            m = f[i]
+        i += 1
+    return m
+
+
+@njit(cache=True)
+def _compact(t, f, n):
+    """Merge neighbours with equal free counts. Returns new n."""
+    w = 1
+    for k in range(1, n):
+        if f[k] != f[w - 1]:
+            t[w] = t[k]
+            f[w] = f[k]
+            w += 1
+    return w
+
+
+@njit(cache=True)
+def _compress(t, f, n, now, procs, dur, starts, total):
+    """Conservative compression: for each job (in the given priority order) whose reserved start
+    is in the future, remove its reservation and re-make it at the earliest slot (never later).
+    ``starts`` is updated in place. Returns new n. Capacity must allow 2 more breakpoints a job."""
+    for q in range(len(procs)):
+        old = starts[q]
+        if old <= now:
+            continue
+        p = procs[q]
+        d = dur[q]
+        # quick test: some segment before `old` must have p units free, else it cannot move
+        i = 0
+        can = False
+        while i < n and t[i] < old:
+            if f[i] >= p:
+                can = True
+                break
+            i += 1
+        if not can:
+            continue
+        n, ok = _add(t, f, n, old, old + d, p, total)
+        s = _earliest(t, f, n, p, d, now)
+        n, ok = _add(t, f, n, s, s + d, -p, total)
+        starts[q] = s
+    return n
+
+

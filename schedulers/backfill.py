@@ -30,6 +30,34 @@ from .profile import AvailabilityProfile, shadow_time
 BACKFILLS = ("none", "easy", "conservative")
 
 
+def _walk_shadow(now: float, free: int, need: int, by_end: list, extra_ends: list) -> tuple[float, int]:
+    """Shadow time and extra units from running jobs sorted by expected end (``by_end``: (end,
+    job, units)) plus this pass's starts (``extra_ends``: sorted (end, units)); ends before ``now``
+    count as ``now``. Equivalent to `schedulers.profile.shadow_time`."""
+    if free >= need:
+        return float(now), free - need
+    avail = free
+    i = k = 0
+    n1, n2 = len(by_end), len(extra_ends)
+    t = None
+    while i < n1 or k < n2:
+        if k >= n2 or (i < n1 and by_end[i][0] <= extra_ends[k][0]):
+            e, u = by_end[i][0], by_end[i][2]
+            i += 1
+        else:
+            e, u = extra_ends[k]
+            k += 1
+        e = e if e > now else now
+        if t is not None and e != t:
+            break
+        avail += u
+        if t is None and avail >= need:
+            t = e
+    if t is None:
+        return float("inf"), 0
+    return float(t), avail - need
+
+
 class QueueScheduler(Scheduler):
     """A queue order combined with a backfilling rule.
 
@@ -180,19 +208,30 @@ class QueueScheduler(Scheduler):
         """The head's reservation (shadow time, extra units) given this pass's in-order starts.
 
         It depends only on the running jobs and the head, so it is reused while the machine state
-        (``cluster.version``) is unchanged and no expected end has passed."""
+        (``cluster.version``) is unchanged and no expected end has passed. With the engine's
+        cluster, the running jobs sorted by expected end are walked until enough units are free
+        (a few steps), the same computation as `schedulers.profile.shadow_time`."""
         est = self.est
-        key = (head, getattr(cluster, "version", None), free)
+        need = int(self.procs[head])
+        version = getattr(cluster, "version", None)
+        key = (head, version, free)
         cached = self._shadow_cache
-        if not starts and key[1] is not None and cached is not None and cached[0] == key and cached[2] >= now:
+        if not starts and version is not None and cached is not None and cached[0] == key and cached[2] >= now:
             return cached[1]
+        by_end = getattr(cluster, "running_by_end", None)
+        if by_end is not None:
+            res = _walk_shadow(now, free, need, by_end,
+                               sorted((now + float(est[j]), int(self.procs[j])) for j in starts))
+            if not starts:
+                self._shadow_cache = (key, res, by_end[0][0] if by_end else np.inf)
+            return res
         ends = cluster.running_expected_end
         procs_run = cluster.running_procs
         if starts:
             st = np.asarray(starts)
             ends = np.concatenate((ends, now + est[st]))
             procs_run = np.concatenate((procs_run, self.procs[st]))
-        res = shadow_time(now, free, ends, procs_run, int(self.procs[head]))
+        res = shadow_time(now, free, ends, procs_run, need)
         if not starts:
             self._shadow_cache = (key, res, float(ends.min()) if len(ends) else np.inf)
         return res

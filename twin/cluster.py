@@ -7,6 +7,8 @@ in O(1).
 """
 from __future__ import annotations
 
+from bisect import bisect_left, insort
+
 import numpy as np
 
 
@@ -35,6 +37,8 @@ class Cluster:
         self.version = 0
         self._slot: dict[int, int] = {}
         self._nodes: dict[int, np.ndarray] = {}
+        #: running jobs as (expected end, job, units), sorted: EASY walks it for the shadow time
+        self.running_by_end: list[tuple[float, int, int]] = []
 
     # ------------------------------------------------------------------ view (read-only use)
     @property
@@ -111,6 +115,7 @@ class Cluster:
         self._end[n] = expected_end
         self._slot[job] = n
         self._nodes[job] = nodes
+        insort(self.running_by_end, (float(expected_end), int(job), len(nodes)))
         self._n = n + 1
         self.version += 1
 
@@ -118,6 +123,8 @@ class Cluster:
         """Free the units of ``job``; returns them."""
         s = self._slot.pop(job)
         nodes = self._nodes.pop(job)
+        by_end = self.running_by_end
+        del by_end[bisect_left(by_end, (float(self._end[s]), int(job), len(nodes)))]
         last = self._n - 1
         if s != last:
             moved = int(self._job[last])

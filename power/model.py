@@ -470,9 +470,10 @@ class PowerModel(RunModel):
             n = int(math.ceil((end - t0) / self.sample_dt))
             grid = t0 + self.sample_dt * np.arange(n)
             edges = np.concatenate((grid, [grid[-1] + self.sample_dt]))
-            rack = self._rack_means(edges)
+            means = self._component_means(edges)
+            rack = means[0] + means[1] + means[2] + self.chain.switches_w
             out = run_cooling(self.cool_cfg, rack, grid, self.sample_dt)
-            self._cool_cache = (grid, rack, out)
+            self._cool_cache = (grid, means, out)
             w = np.diff(np.minimum(edges, end))
             self.E_plant = float(np.sum(out["plant_w"] * w))
             fac = rack + self.chain.cdu_pumps_w + out["plant_w"]
@@ -480,11 +481,15 @@ class PowerModel(RunModel):
                                   "mean_supply_c": float(np.average(out["secondary_supply_c"], weights=w)),
                                   "mean_return_c": float(np.average(out["secondary_return_c"], weights=w))}
 
-    def _rack_means(self, edges: np.ndarray) -> np.ndarray:
+    def _component_means(self, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Interval means (W) of job, idle-node and conversion-loss power over ``edges``."""
         v = self.v0
-        jobs = ss.interval_means(self._t, self._djobs, v[0], self.t0, edges)
-        idle = ss.interval_means(self._t, self._didle, v[1], self.t0, edges)
-        loss = ss.interval_means(self._t, self._dloss, v[2], self.t0, edges)
+        jobs, idle, loss = ss.interval_means_many(self._t, [self._djobs, self._didle, self._dloss],
+                                                  [v[0], v[1], v[2]], self.t0, edges)
+        return jobs, idle, loss
+
+    def _rack_means(self, edges: np.ndarray) -> np.ndarray:
+        jobs, idle, loss = self._component_means(edges)
         return jobs + idle + loss + self.chain.switches_w
 
     def energy_breakdown_j(self) -> dict[str, float]:
@@ -514,9 +519,8 @@ class PowerModel(RunModel):
         cached = self._cool_cache if getattr(self, "_cool_cache", None) is not None else None
         same_grid = (cached is not None and dt == self.sample_dt and len(cached[0]) == len(grid)
                      and np.array_equal(cached[0], grid))
-        jobs = ss.interval_means(self._t, self._djobs, v[0], self.t0, edges)
-        idle = ss.interval_means(self._t, self._didle, v[1], self.t0, edges) + self.chain.switches_w
-        loss = ss.interval_means(self._t, self._dloss, v[2], self.t0, edges)
+        jobs, idle, loss = cached[1] if same_grid else self._component_means(edges)
+        idle = idle + self.chain.switches_w
         it = jobs + idle
         rack = it + loss
         out: dict[str, tuple[np.ndarray, str]] = {

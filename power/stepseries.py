@@ -32,6 +32,29 @@ def interval_means(t: np.ndarray, d: np.ndarray, v0: float, t0: float, edges: np
         return np.where(w > 0, np.diff(integ) / np.where(w > 0, w, 1.0), np.nan)
 
 
+def interval_means_many(t: np.ndarray, ds: list[np.ndarray], v0s: list[float], t0: float,
+                        edges: np.ndarray) -> list[np.ndarray]:
+    """`interval_means` of several step series that change at the same times ``t``: the grid is
+    located among the change times once for all of them."""
+    e = np.asarray(edges, dtype=float)
+    w = np.diff(e)
+    k = np.searchsorted(t, e, side="right") if len(t) else None
+    ok = w > 0
+    w_safe = np.where(ok, w, 1.0)
+    out = []
+    for d, v0 in zip(ds, v0s):
+        if k is None:
+            ramp = np.zeros(len(e))
+        else:
+            cd = np.concatenate(([0.0], np.cumsum(d)))
+            ctd = np.concatenate(([0.0], np.cumsum(d * t)))
+            ramp = e * cd[k] - ctd[k]
+        integ = v0 * (e - t0) + ramp
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out.append(np.where(ok, np.diff(integ) / w_safe, np.nan))
+    return out
+
+
 def integral(t: np.ndarray, d: np.ndarray, v0: float, t0: float, t1: float) -> float:
     """Exact integral of the step series over ``[t0, t1]``."""
     return float(v0 * (t1 - t0) + ramp_integral(t, d, np.array([t1]))[0])

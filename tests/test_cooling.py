@@ -125,3 +125,16 @@ def test_fmu_without_fmpy_gives_install_hint(tmp_path, monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_fmpy)
     with pytest.raises(ImportError, match=r"pip install 'hpctwin\[fmu\]'"):
         run_fmu(fmu_cfg(tmp_path), np.ones(3), np.arange(3) * 15.0, 15.0, np.ones(3))
+
+
+def test_first_order_lag_equals_the_recurrence():
+    """The block-wise filter equals y[k] = a*y[k-1] + (1-a)*x[k] (scipy's lfilter) to rounding."""
+    from scipy.signal import lfilter
+    rng = np.random.default_rng(3)
+    for n, dt, tau, y0 in ((1, 15.0, 60.0, 2.0), (255, 15.0, 600.0, None), (1000, 15.0, 120.0, 5.0),
+                           (70001, 15.0, 3000.0, None), (513, 15.0, 1e-3, 1.0)):
+        x = rng.normal(1e6, 2e5, n)
+        a = np.exp(-dt / tau)
+        start = x[0] if y0 is None else y0
+        want, _ = lfilter([1 - a], [1, -a], x, zi=[a * start])
+        np.testing.assert_allclose(first_order_lag(x, dt, tau, y0), want, rtol=1e-10)

@@ -55,6 +55,9 @@ class _Running:
                  "ch_counts", "rate", "factor", "trace", "k", "t_ref", "p_ref", "tdt")
 
 
+_CDU0 = np.zeros(1, dtype=np.int64)
+
+
 class PowerModel(RunModel):
     """Power, losses, caps and cooling of a run on a machine with a ``[power]`` table.
 
@@ -238,6 +241,8 @@ class PowerModel(RunModel):
         self._lloss: list[float] = []
         self._chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         self._cdu_log: list[tuple[Any, np.ndarray, np.ndarray]] = []
+        # per-CDU heat is only reported for several CDUs: a single-CDU machine keeps no log
+        self._log_cdu = self.layout.n_cdu > 1
         self._finalized = False
 
     # ================================================================== power of nodes
@@ -265,7 +270,8 @@ class PowerModel(RunModel):
             self._cdu_log.append((now, cdu, d_in))
         else:
             d_rack = n * d_node * self.k_fac
-            self._cdu_log.append((now, r.cdu_ids, r.cdu_counts * (d_node * self.k_fac)))
+            if self._log_cdu:
+                self._cdu_log.append((now, r.cdu_ids, r.cdu_counts * (d_node * self.k_fac)))
         d_loss = d_rack - n * d_node
         self.jobs_it += d_jobs
         self.idle_it += d_idle
@@ -325,9 +331,13 @@ class PowerModel(RunModel):
         if self.chain.staged:
             r.ch_ids, r.ch_counts = np.unique(self.layout.node_chassis[nodes], return_counts=True)
         else:
-            cnt = np.bincount(self.layout.node_cdu[nodes], minlength=self.layout.n_cdu)
-            r.cdu_ids = np.flatnonzero(cnt)
-            r.cdu_counts = cnt[r.cdu_ids].astype(float)
+            if self._log_cdu:
+                cnt = np.bincount(self.layout.node_cdu[nodes], minlength=self.layout.n_cdu)
+                r.cdu_ids = np.flatnonzero(cnt)
+                r.cdu_counts = cnt[r.cdu_ids].astype(float)
+            else:
+                r.cdu_ids = _CDU0
+                r.cdu_counts = np.array([float(n)])
         if tr is not None:
             base = float(tr[0][0])
             r.level = base if self.theta >= 1.0 else self.node_idle + self.theta * (base - self.node_idle)

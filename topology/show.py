@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             small = build_network(dict(SMALL[t["kind"]]), None if t["kind"] != "leaf_spine" else 16)
             draw(small, a.png, f"small instance of the {t['kind']} family (the machine has "
-                               f"{G.number_of_nodes():,} nodes): " + ", ".join(f"{k}={v}" for k, v in SMALL[t['kind']].items() if k != 'kind'))
+                               f"{info['hosts']:,} hosts, {info['switches']:,} switches): " + ", ".join(f"{k}={v}" for k, v in SMALL[t['kind']].items() if k != 'kind'))
         print(f"wrote {a.png}")
     return 0
 

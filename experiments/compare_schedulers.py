@@ -80,7 +80,7 @@ def plot(df: pd.DataFrame, path: Path) -> None:
     import matplotlib.pyplot as plt  # noqa: PLC0415
     pivot = df.pivot(index="policy", columns="log", values="mean_bsld").reindex(df.policy.unique())
     ax = pivot.plot.bar(figsize=(max(6, 1.1 * len(pivot)), 4), logy=True, rot=30)
-    ax.set_ylabel("mean bounded slowdown (tau = 10 s, log scale)")
+    ax.set_ylabel("mean bsld (tau = 10 s), log scale")
     ax.set_xlabel("queue order + backfilling")
     ax.set_title("Mean bounded slowdown per policy and log")
     ax.legend(title="log", fontsize=8)

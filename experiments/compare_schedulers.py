@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from experiments.tables import write_table_files
+
 DEFAULT_POLICIES = "fcfs+none,fcfs+easy,fcfs+conservative,sjf+none,sjf+easy,wfp3+easy,unicep+easy"
-COLUMNS = [("mean_wait_s", "mean wait (s)", "{:,.0f}"), ("median_wait_s", "median wait (s)", "{:,.0f}"),
-           ("mean_bsld", "mean bsld", "{:.2f}"), ("utilisation", "utilisation", "{:.3f}"),
-           ("makespan_s", "makespan (s)", "{:,.0f}")]
+METRICS = ["mean_wait_s", "median_wait_s", "mean_bsld", "utilisation", "makespan_s"]
 
 
 def run_point(args: tuple[str, str, str, int, str | None, str]) -> dict:
@@ -36,7 +36,7 @@ def run_point(args: tuple[str, str, str, int, str | None, str]) -> dict:
     row = {"log": s["workload"], "policy": f"{order}+{backfill}", "order": order, "backfill": backfill,
            "machine_units": s["machine_units"], "jobs": s["jobs_simulated"],
            "jobs_skipped": sum(s["jobs_skipped"].values()), "estimate": estimate, "tau_s": s["tau_s"]}
-    row.update({k: s[k] for k, _, _ in COLUMNS})
+    row.update({k: s[k] for k in METRICS})
     return row
 
 
@@ -49,29 +49,6 @@ def caption(df: pd.DataFrame) -> str:
             f"bounded slowdown with tau = {df.tau_s.iloc[0]:g} s; utilisation over first submit to last end; "
             "no warm-up or cool-down excluded. Jobs with runtime <= 0, no submit time or larger than the "
             "machine skipped (counted in results.csv).")
-
-
-def to_markdown(df: pd.DataFrame) -> str:
-    head = ["log", "policy"] + [label for _, label, _ in COLUMNS]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for _, r in df.iterrows():
-        cells = [str(r["log"]), str(r["policy"])] + [fmt.format(r[k]) for k, _, fmt in COLUMNS]
-        lines.append("| " + " | ".join(cells) + " |")
-    return f"{caption(df)}\n\n" + "\n".join(lines) + "\n"
-
-
-def to_latex(df: pd.DataFrame) -> str:
-    def esc(s: str) -> str:
-        return s.replace("_", r"\_").replace("%", r"\%").replace("&", r"\&").replace("#", r"\#")
-    cols = "ll" + "r" * len(COLUMNS)
-    out = [r"\begin{table}[t]", r"\centering", rf"\caption{{{esc(caption(df))}}}", r"\label{tab:compare-schedulers}",
-           rf"\begin{{tabular}}{{{cols}}}", r"\toprule",
-           " & ".join(["Log", "Policy"] + [esc(label) for _, label, _ in COLUMNS]) + r" \\", r"\midrule"]
-    for _, r in df.iterrows():
-        cells = [esc(str(r["log"])), esc(str(r["policy"]))] + [esc(fmt.format(r[k])) for k, _, fmt in COLUMNS]
-        out.append(" & ".join(cells) + r" \\")
-    out += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
-    return "\n".join(out) + "\n"
 
 
 def plot(df: pd.DataFrame, path: Path) -> None:
@@ -116,10 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     df.to_csv(out / "results.csv", index=False)
-    (out / "results.md").write_text(to_markdown(df))
-    (out / "results.tex").write_text(to_latex(df))
+    write_table_files(df, out, caption(df), by=["log", "policy"], metrics=METRICS,
+                      label="tab:compare-schedulers")
     plot(df, out / "mean_bsld.png")
-    print(to_markdown(df))
+    print((out / "results.md").read_text())
     print(f"wrote {out}/results.csv, results.md, results.tex, mean_bsld.png")
     return 0
 

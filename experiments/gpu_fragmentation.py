@@ -71,6 +71,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from experiments.tables import write_table_files
+
 POLICIES = ("first-fit", "best-fit", "worst-fit", "fgd")
 #: number of typical pod types FGD weighs (the most frequent combinations; assumption of ours,
 #: Weng et al. use the workload's type distribution; 20 types cover most pods of the trace)
@@ -573,8 +575,8 @@ def main(argv: list[str] | None = None) -> int:
     df = pd.concat(frames, ignore_index=True)
     text = " ".join(conv)
     df.to_csv(out / "results.csv", index=False)
-    (out / "results.md").write_text(f"# GPU packing policies\n\n{df.to_string(index=False)}\n\n{text}\n")
-    (out / "results.tex").write_text(df.to_latex(index=False, float_format="%.4g") + f"\n% {text}\n")
+    write_table_files(df, out, "GPU packing policies on the Alibaba GPU 2023 (openb) trace. " + text,
+                      label="tab:gpu-fragmentation")
     plot(fser, rser, info["gpus"], out / "fragmentation.png", "Alibaba GPU 2023 (openb), GPU packing policies")
     print(df.to_string(index=False))
     print(text)

@@ -45,6 +45,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from experiments.tables import write_table_files
+
 POLICIES = ("first-fit", "group-packed", "spread", "llm", "llm-maxgroups")
 REGIMES = ("checkpoint_restart", "fast_recovery")
 #: checkpoint write and restart costs (s) of the checkpoint/restart regime (assumptions, see docstring)
@@ -210,8 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             "lost GPU-hours x GPU max power x class gpu_util (GPU only). MTBF anchor: Llama 3, 419 interruptions "
             "in 54 days on 16,384 GPUs = 263.9 days per 8-GPU node.")
     df.to_csv(out / "results.csv", index=False)
-    (out / "results.md").write_text(f"# LLM placement and recovery what-if\n\n{df.to_string(index=False)}\n\n{conv}\n")
-    (out / "results.tex").write_text(df.to_latex(index=False, float_format="%.4g") + f"\n% {conv}\n")
+    write_table_files(df, out, "LLM placement and recovery what-if. " + conv, label="tab:llm-placement")
     plot_goodput(keep, a.mtbf_days, out / "goodput_vs_size.png")
     show = df[df["node_mtbf_days"] == a.mtbf_days[len(a.mtbf_days) // 2]]
     print(show.to_string(index=False))

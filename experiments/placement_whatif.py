@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from experiments.tables import write_table_files
+
 POLICIES = ("first-fit", "contiguous", "group-packed", "spread")
 
 
@@ -89,21 +91,12 @@ def main(argv: list[str] | None = None) -> int:
             "bsld = max(1, (wait + run) / max(run, 10 s)); stretch = wall time / isolated runtime from "
             "max-min link sharing; communication fractions and kinds drawn from the network model's "
             "default distribution (assumption), seed %d." % a.seed)
-    (out / "results.md").write_text(f"# Placement what-if: {a.log}\n\n{df.to_markdown(index=False) if hasattr(df, 'to_markdown') and _has_tabulate() else df.to_string(index=False)}\n\n{conv}\n")
-    (out / "results.tex").write_text(df.to_latex(index=False, float_format="%.4g") + f"\n% {conv}\n")
+    write_table_files(df, out, f"Placement what-if on {a.log}. " + conv, label="tab:placement-whatif")
     plot_spans(spans, out / "groups_spanned.png")
     print(df.to_string(index=False))
     print(conv)
     print(f"wrote {out}/results.csv, results.md, results.tex, groups_spanned.png")
     return 0
-
-
-def _has_tabulate() -> bool:
-    try:
-        import tabulate  # noqa: F401, PLC0415
-        return True
-    except ImportError:
-        return False
 
 
 if __name__ == "__main__":

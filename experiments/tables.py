@@ -78,6 +78,8 @@ def _fmt(v) -> str:
     if isinstance(v, (float, np.floating)):
         if not math.isfinite(v):
             return "n/a" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+        if 1e4 <= abs(v) < 1e9:        # seconds, jobs, watts: whole numbers read better than 1.394e+04
+            return f"{v:,.0f}"
         return f"{v:.4g}"
     return str(v)
 
@@ -131,6 +133,21 @@ def latex_table(agg: pd.DataFrame, by: Sequence[str], metrics: Sequence[str], ca
     lines += [" & ".join(r) + r" \\" for r in body]
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
     return "\n".join(lines) + "\n"
+
+
+def write_table_files(df: pd.DataFrame, out: str | Path, caption: str, *, by: Sequence[str] | None = None,
+                      metrics: Sequence[str] | None = None, label: str = "tab:results",
+                      stem: str = "results") -> None:
+    """Write ``<stem>.md`` and ``<stem>.tex`` for a table with one row per configuration (no
+    replicas to aggregate). ``by``: the label columns (default: the non-numeric ones); ``metrics``:
+    the value columns (default: all others). The caption states the conventions in both files."""
+    out = Path(out)
+    if by is None:
+        by = [c for c in df.columns if not pd.api.types.is_numeric_dtype(df[c]) or df[c].dtype == bool]
+    if metrics is None:
+        metrics = [c for c in df.columns if c not in by]
+    (out / f"{stem}.md").write_text(markdown_table(df, by, metrics, caption))
+    (out / f"{stem}.tex").write_text(latex_table(df, by, metrics, caption, label=label))
 
 
 def write_tables(df: pd.DataFrame, out: str | Path, by: Sequence[str], metrics: Sequence[str],

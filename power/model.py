@@ -232,6 +232,7 @@ class PowerModel(RunModel):
         self.energy = np.zeros(nj)
         self.t_start = np.full(nj, np.nan)
         self.t_end = np.full(nj, np.nan)
+        self.held = np.zeros(nj)        # s the job held nodes, over all its segments (requeues)
         self.cap_violation_s = 0.0
         self._t_last_event = self.t0
         # change-point logs: scalar series and per-CDU heat
@@ -345,7 +346,8 @@ class PowerModel(RunModel):
             r.level = self._level(job)
         r.factor = self._factor(job)
         self.running[job] = r
-        self.t_start[job] = now
+        if math.isnan(self.t_start[job]):     # first segment (a requeued job starts again)
+            self.t_start[job] = now
         self._apply(now, r, r.level - self.node_idle, n * r.level, -n * self.node_idle)
         rates = {job: r.factor} if r.factor != 1.0 else {}
         if math.isfinite(self.cfg.facility_cap_w):
@@ -359,6 +361,7 @@ class PowerModel(RunModel):
             return None
         self._touch_energy(job, r, now)
         self.t_end[job] = now
+        self.held[job] += now - r.start
         self._apply(now, r, self.node_idle - r.level, -r.n * r.level, r.n * self.node_idle)
         self._t_last_event = now
         if math.isfinite(self.cfg.facility_cap_w):
@@ -514,7 +517,7 @@ class PowerModel(RunModel):
     def job_columns(self) -> dict[str, np.ndarray]:
         self._require_final()
         with np.errstate(invalid="ignore", divide="ignore"):
-            el = self.t_end - self.t_start
+            el = self.held
             avg = np.where(el > 0, self.energy / np.where(el > 0, el, 1.0), np.nan)
         e = np.where(np.isnan(self.t_start), np.nan, self.energy)
         return {"energy_j": e, "avg_power_w": avg}

@@ -8,7 +8,9 @@ A scheduler is consulted by the simulation; it never mutates simulation state.
 * ``schedule(now, queue, cluster)`` is called once per scheduling pass (after all finishes and
   submissions at ``now`` have been applied) and returns the jobs to start *now*, as job
   indices (ints) or `Start` records when the policy also chooses the nodes.
-* Optional hooks: ``on_submit(now, job)``, ``on_start(now, job)``, ``on_finish(now, job)`` and
+* Optional hooks: ``on_submit(now, job)``, ``on_start(now, job)``, ``on_finish(now, job)``,
+  ``on_interrupt(now, job)`` (a node failure took a running job off the machine; defaults to
+  ``on_finish``), ``on_requeue(now, job)`` (the interrupted job waits again) and
   ``next_wakeup(now) -> float | None`` for periodic policies (a timer event makes the engine run a
   pass at that time even when nothing else happens).
 
@@ -65,7 +67,9 @@ class ClusterView(Protocol):
     ``total``: allocation units of the machine; ``free``: units free now; ``free_mask``: bool
     array, one entry a unit/node, True where free; ``running_jobs``, ``running_procs``,
     ``running_start``, ``running_expected_end``: arrays over running jobs (expected end = start +
-    estimate, wall clock, the scheduler's belief; never earlier than ``now``).
+    estimate, wall clock, the scheduler's belief; never earlier than ``now``). Units out of service
+    (a failed node under repair) appear as a running entry with an index >= the number of jobs
+    and the repair's end as expected end.
     """
 
     total: int
@@ -110,6 +114,15 @@ class Scheduler:
         pass
 
     def on_finish(self, now: float, job: int) -> None:  # pragma: no cover - default no-op
+        pass
+
+    def on_interrupt(self, now: float, job: int) -> None:
+        """A running job was interrupted (a node failure) and left its units; by default the same
+        bookkeeping as a finish. It may be requeued next (`on_requeue`)."""
+        self.on_finish(now, job)
+
+    def on_requeue(self, now: float, job: int) -> None:  # pragma: no cover - default no-op
+        """An interrupted job is waiting again (it will be in the next pass's queue)."""
         pass
 
     def next_wakeup(self, now: float) -> float | None:

@@ -136,6 +136,16 @@ class LLMScheduler(Scheduler):
     def on_finish(self, now: float, job: int) -> None:
         self.inner.on_finish(now, job)
 
+    def on_interrupt(self, now: float, job: int) -> None:
+        fn = getattr(self.inner, "on_interrupt", None) or getattr(self.inner, "on_finish", None)
+        if fn is not None:
+            fn(now, job)
+
+    def on_requeue(self, now: float, job: int) -> None:
+        fn = getattr(self.inner, "on_requeue", None)
+        if fn is not None:
+            fn(now, job)
+
     def next_wakeup(self, now: float) -> float | None:
         nxt = self.inner.next_wakeup(now)
         for j, t0 in self.first_deferral.items():

@@ -144,6 +144,16 @@ class PowerAwareScheduler(Scheduler):
     def on_finish(self, now: float, job: int) -> None:
         self.inner.on_finish(now, job)
 
+    def on_interrupt(self, now: float, job: int) -> None:
+        fn = getattr(self.inner, "on_interrupt", None) or getattr(self.inner, "on_finish", None)
+        if fn is not None:
+            fn(now, job)
+
+    def on_requeue(self, now: float, job: int) -> None:
+        fn = getattr(self.inner, "on_requeue", None)
+        if fn is not None:
+            fn(now, job)
+
     def next_wakeup(self, now: float) -> float | None:
         times = [t for t in (self.inner.next_wakeup(now), self.cap.next_change(now)) if t is not None]
         return min(times) if times else None

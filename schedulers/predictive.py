@@ -188,6 +188,11 @@ class PredictiveEasy(QueueScheduler):
     def on_start(self, now: float, job: int) -> None:
         self.start_t[job] = now
 
+    def on_interrupt(self, now: float, job: int) -> None:
+        """A node failure cut the run short: its length says nothing of the job's runtime, so the
+        history is not updated (the base class's conservative bookkeeping still runs)."""
+        QueueScheduler.on_finish(self, now, job)
+
     def on_finish(self, now: float, job: int) -> None:
         r = now - self.start_t[job]
         self.observed[job] = r
@@ -268,6 +273,16 @@ class PredictiveEasy(QueueScheduler):
         run = cluster.running_jobs
         if len(run) == 0:
             return np.empty(0)
+        n = len(self.pred)
+        if run.max() >= n:
+            # units out of service (pseudo-jobs, index >= n): their expected end is the repair's end
+            real = run < n
+            ends = np.asarray(cluster.running_expected_end, dtype=np.float64).copy()
+            ends[real] = self._predicted_ends_of(now, run[real])
+            return np.maximum(ends, now)
+        return self._predicted_ends_of(now, run)
+
+    def _predicted_ends_of(self, now: float, run: np.ndarray) -> np.ndarray:
         st = self.start_t[run]
         ends = st + self.pred[run]
         late = np.flatnonzero(ends <= now)

@@ -18,6 +18,11 @@ name               order       backfill
 
 ``order`` and ``backfill`` arguments override either component (``easy`` with order ``sjf`` is
 SJF-ordered EASY backfilling).
+
+Other names: ``slurm`` (`schedulers.slurm`), ``llm`` (`schedulers.llm`, LLM-aware placement),
+``gpu-pack`` (`schedulers.gpu_packing`, GPU-granular packing; needs ``allocation = "gpu"``),
+``price-aware`` (`schedulers.price_aware`, Yang et al. SC'13 time-of-use dispatch; needs the power
+model), and the predictive EASY variants of `schedulers.predictive`.
 """
 from __future__ import annotations
 
@@ -31,7 +36,7 @@ from .ordering import ORDERS
 BUILTIN = {name: (name, "none") for name in ORDERS}
 BUILTIN.update({"easy": ("fcfs", "easy"), "conservative": ("fcfs", "conservative")})
 #: names handled by packages that build their scheduler from more options
-SPECIAL = ("slurm", "llm")
+SPECIAL = ("slurm", "llm", "gpu-pack", "price-aware")
 
 
 class UnknownSchedulerError(ValueError):
@@ -82,6 +87,18 @@ def make_scheduler(name: str, order: str | None = None, backfill: str | None = N
     if name == "llm":
         from .llm import LLMScheduler  # noqa: PLC0415
         return LLMScheduler(inner="easy", order=order, backfill=backfill, **options)
+    if name == "gpu-pack":
+        from .gpu_packing import GPUPackingScheduler  # noqa: PLC0415
+        try:
+            return GPUPackingScheduler(order=order, backfill=backfill, **options)
+        except TypeError as e:
+            raise UnknownSchedulerError(f"scheduler 'gpu-pack': bad options {options}: {e}") from None
+    if name == "price-aware":
+        from .price_aware import PriceAwareScheduler  # noqa: PLC0415
+        try:
+            return PriceAwareScheduler(backfill=backfill or "easy", **options)
+        except TypeError as e:
+            raise UnknownSchedulerError(f"scheduler 'price-aware': bad options {options}: {e}") from None
     if name == "slurm":
         from .slurm import make_slurm_scheduler  # noqa: PLC0415 - optional module
         return make_slurm_scheduler(options.pop("slurm_conf", None), options)

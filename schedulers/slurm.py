@@ -100,6 +100,10 @@ class SlurmScheduler(Scheduler):
     bf_poll: polling period (s) of the idle backfill thread (Slurm: 1 s).
     """
 
+    #: node outages (twin.failures) are not modelled: the policy keeps its own node map (job_mask,
+    #: node_end) fed by its own decisions, which a node going down outside them would break
+    supports_failures = False
+
     name = "slurm"
 
     def __init__(self, config: SlurmConfig | None = None, accounts: AccountsSpec | None = None,

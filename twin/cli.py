@@ -73,12 +73,20 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         "default), the exact runtime (exact), or a model of datasets.estimates")
     p.add_argument("--size-field", default="auto", choices=["auto", "requested", "allocated"],
                    help="SWF job size: requested processors when known else allocated (auto, default)")
+    p.add_argument("--allocation", choices=["node", "gpu"], default="node",
+                   help="allocation unit: node (or processor for SWF logs; default) or gpu (several jobs "
+                        "share a node; a job's size is its 'gpus' column; packed by the gpu-pack policy)")
+    p.add_argument("--gpus-per-node", type=int, default=None,
+                   help="GPUs per node for --allocation gpu (default: the system's gpus_per_node)")
     p.add_argument("--placement", default="first-fit",
                    help="node placement: first-fit (default), contiguous, group-packed, spread, recorded, llm")
     p.add_argument("--network", type=_on_off, default=False, metavar="on|off",
                    help="network contention model (needs a --system with a [network] table)")
     p.add_argument("--power", type=_on_off, default=False, metavar="on|off",
                    help="power and cooling models (needs a --system with a [power] table)")
+    p.add_argument("--failures", type=_on_off, default=False, metavar="on|off",
+                   help="inject node failures (twin.failures; options with --set failures.KEY=VALUE, e.g. "
+                        "failures.node_mtbf_days=100)")
     p.add_argument("--power-cap", type=float, default=None, metavar="WATTS",
                    help="facility power cap for the power-aware wrapper around the scheduler (needs --power on)")
     p.add_argument("--sample-dt", type=float, default=15.0, help="time-series sampling step in seconds (default 15)")
@@ -98,6 +106,8 @@ def config_from_args(a: argparse.Namespace):
         d[parts[-1]] = _parse_value(v)
     if a.slurm_conf:
         options.setdefault("scheduler", {})["slurm_conf"] = a.slurm_conf
+    if getattr(a, "failures", False):
+        options.setdefault("failures", {}).setdefault("enabled", True)
     out = a.out
     if out is None:
         wname = Path(a.workload).name.split(".")[0] if ("/" in a.workload or a.workload.endswith("gz")) else a.workload
@@ -107,7 +117,8 @@ def config_from_args(a: argparse.Namespace):
                      system=a.system, nodes=a.nodes, seed=a.seed, placement=a.placement,
                      network=a.network, power=a.power, sample_dt=a.sample_dt, out=out, quiet=a.quiet,
                      kill_at_walltime=a.kill_at_walltime, data_dir=a.data_dir, estimate=a.estimate,
-                     size_field=a.size_field, power_cap=a.power_cap, options=options)
+                     size_field=a.size_field, power_cap=a.power_cap, options=options,
+                     allocation=a.allocation, gpus_per_node=a.gpus_per_node)
 
 
 def format_summary(s: dict) -> str:

@@ -39,6 +39,9 @@ class Cluster:
         self._nodes: dict[int, np.ndarray] = {}
         #: running jobs as (expected end, job, units), sorted: EASY walks it for the shadow time
         self.running_by_end: list[tuple[float, int, int]] = []
+        #: units out of service; a down group of units is held by the pseudo-job ``pseudo_base + first unit``
+        self.down = 0
+        self.pseudo_base = 1 << 40
 
     # ------------------------------------------------------------------ view (read-only use)
     @property
@@ -118,6 +121,22 @@ class Cluster:
         insort(self.running_by_end, (float(expected_end), int(job), len(nodes)))
         self._n = n + 1
         self.version += 1
+
+    def take_down(self, units: np.ndarray, now: float, until: float) -> None:
+        """Take free ``units`` out of service until ``until`` (s). They are held by a pseudo-job
+        (index ``pseudo_base + units[0]``, at or above the number of jobs) whose expected end is
+        ``until``, so policies that plan on running jobs' ends see when they come back."""
+        units = np.sort(np.asarray(units, dtype=np.int64))
+        self.allocate(self.pseudo_base + int(units[0]), units, now, until)
+        self.down += len(units)
+
+    def bring_up(self, units: np.ndarray) -> None:
+        """Return ``units`` (taken down together by `take_down`) to service."""
+        units = np.asarray(units, dtype=np.int64)
+        pid = self.pseudo_base + int(units.min())
+        if pid not in self._slot:
+            raise CapacityError(f"units {units[:8].tolist()} are not down")
+        self.down -= len(self.release(pid))
 
     def release(self, job: int) -> np.ndarray:
         """Free the units of ``job``; returns them."""

@@ -60,6 +60,21 @@ class RunModel:
     def on_rate_change(self, now: float, job: int, rate: float) -> None:
         pass
 
+    def engine_work(self, runtime: np.ndarray) -> np.ndarray | None:
+        """Engine work per job (nominal s) when it differs from the runtime (e.g. checkpoint
+        writes added), or None. Asked once, after `bind`."""
+        return None
+
+    def next_event(self, now: float) -> float | None:
+        """Time (s) of this model's next own event (a failure, a repair...), or None. The engine
+        calls `on_event` at that time, after the finishes and before the submissions."""
+        return None
+
+    def on_event(self, now: float, control) -> dict[int, float] | None:
+        """Handle every own event due at ``now``, acting through ``control``
+        (`twin.simulation.EngineControl`); may return rate factors like `on_start`."""
+        return None
+
     def finalize(self, end: float) -> None:
         pass
 

@@ -63,6 +63,8 @@ class RunConfig:
     size_field: str = "auto"
     tau: float = TAU
     power_cap: float | None = None
+    allocation: str = "node"
+    gpus_per_node: int | None = None
     options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -209,7 +211,66 @@ def _build_models(cfg: RunConfig, system: SystemSpec | None) -> list:
             raise RunConfigError("--network on needs a --system with a [network] table")
         from topology.contention import NetworkContentionModel  # noqa: PLC0415
         models.append(NetworkContentionModel.from_system(system, cfg.options))
+    fopts = cfg.options.get("failures")
+    if fopts and fopts.get("enabled", True):
+        from .failures import FailureConfig, FailureConfigError, FailureModel  # noqa: PLC0415
+        try:
+            models.append(FailureModel(FailureConfig.from_options(dict(fopts), "option failures")))
+        except (FailureConfigError, TypeError) as e:
+            raise RunConfigError(str(e)) from None
     return models
+
+
+def _supports_failures(sched) -> bool:
+    """False when the policy (or one it wraps) keeps its own node map that node outages would break."""
+    while sched is not None:
+        if getattr(sched, "supports_failures", True) is False:
+            return False
+        sched = getattr(sched, "inner", None)
+    return True
+
+
+def failure_columns(df: pd.DataFrame, res, runtime: np.ndarray, procs: np.ndarray) -> dict:
+    """Per-job recovery metrics of a run with failures (adds columns to ``df``; returns summary figures).
+
+    ``queued_s``: time spent waiting over all (re)queueings; ``held_s``: wall time holding units over
+    all runs; ``work_done_s``: engine work over all runs (nominal s: runtime plus checkpoint writes,
+    restarts and lost work); ``useful_work_s``: the runtime for completed jobs, the work done minus
+    restarts and lost work for jobs killed at their requested time, 0 for failed jobs; ``ettr`` =
+    useful / engine work (effective training time ratio); ``lost_unit_hours`` = held x units x (1 -
+    ettr) / 3600 (exact when the job's rate was constant); ``lost_energy_j`` = the job's energy x (1 -
+    ettr) when the power model ran. Goodput = sum(units x held x ettr) / sum(units x held).
+    """
+    work_done = res.work_done
+    useful = np.where(np.isnan(res.start), 0.0, runtime)
+    if "lost_work_s" in df.columns:
+        partial = np.maximum(work_done - df["restart_work_s"].to_numpy() - df["lost_work_s"].to_numpy(), 0.0)
+        useful = np.where(res.killed, np.minimum(partial, runtime), useful)
+    useful = np.where(res.failed, 0.0, useful)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ettr = np.where(work_done > 0, np.minimum(useful / work_done, 1.0), np.nan)
+    df["queued_s"] = res.queued
+    df["held_s"] = res.held
+    df["work_done_s"] = work_done
+    df["useful_work_s"] = useful
+    df["ettr"] = ettr
+    lost_frac = np.where(np.isnan(ettr), 0.0, 1.0 - ettr)
+    df["lost_unit_hours"] = res.held * procs * lost_frac / 3600.0
+    out = {}
+    if "energy_j" in df.columns:
+        e = df["energy_j"].to_numpy()
+        df["lost_energy_j"] = np.where(np.isnan(e), 0.0, e) * lost_frac
+        out["lost_energy_kwh"] = float(df["lost_energy_j"].sum() / 3.6e6)
+    area = res.held * procs
+    out.update({
+        "goodput": float(np.sum(area * np.where(np.isnan(ettr), 0.0, ettr)) / area.sum()) if area.sum() > 0 else None,
+        "lost_unit_hours": float(df["lost_unit_hours"].sum()),
+        "jobs_interrupted": int((res.interruptions > 0).sum()),
+        "interruptions": int(res.interruptions.sum()),
+        "jobs_failed": int(res.failed.sum()),
+        "mean_queued_s": float(np.nanmean(res.queued[~np.isnan(res.start)])) if (~np.isnan(res.start)).any() else None,
+    })
+    return out
 
 
 def _build_placer(cfg: RunConfig, total: int, system: SystemSpec | None, notes: list[str], jobs: JobTable):
@@ -237,6 +298,58 @@ def _build_placer(cfg: RunConfig, total: int, system: SystemSpec | None, notes: 
     return placer, node_group
 
 
+ALLOCATIONS = ("node", "gpu")
+
+
+def _gpu_mode(cfg: RunConfig, workload: Workload, system: SystemSpec | None,
+              system_explicit: bool) -> tuple[Workload, int, int, str, np.ndarray | None]:
+    """``allocation = "gpu"``: the machine's units are GPUs (``unit = node * G + local GPU``) and a
+    job's ``procs`` is its GPU count (``columns["gpus"]``, fractional requests rounded up).
+    Returns (workload, G, total GPUs, size source, node -> group map or None)."""
+    import dataclasses  # noqa: PLC0415
+
+    from topology.gpu_placement import whole_gpu_requests  # noqa: PLC0415
+    gpn = cfg.gpus_per_node or (system.gpus_per_node if system is not None else 0)
+    if not gpn or gpn < 1:
+        raise RunConfigError("--allocation gpu needs the GPUs per node: --gpus-per-node G, or a --system "
+                             "whose gpus_per_node > 0")
+    unsupported = [name for name, on in (("--power on", cfg.power), ("--network on", cfg.network),
+                                         ("--power-cap", cfg.power_cap is not None),
+                                         ("option failures", bool(cfg.options.get("failures"))),
+                                         ("option llm.iteration", bool(cfg.options.get("llm", {}).get("iteration"))),
+                                         (f"--placement {cfg.placement}", cfg.placement != "first-fit")) if on]
+    if unsupported:
+        raise RunConfigError(f"--allocation gpu does not support {', '.join(unsupported)} yet (those models "
+                             "and placers work on whole nodes; GPU jobs are placed by the gpu-pack policy)")
+    if "gpus" not in workload.columns:
+        raise RunConfigError(f"--allocation gpu needs a per-job GPU count (workload column 'gpus'); "
+                             f"workload {workload.name!r} has none")
+    counts, rounded, no_gpu = whole_gpu_requests(workload.columns["gpus"], f"workload {workload.name} column 'gpus'")
+    notes = list(workload.notes)
+    notes.append(f"allocation gpu: units are GPUs (unit = node x {gpn} + local GPU); procs = the job's GPUs")
+    if rounded:
+        notes.append(f"{rounded} fractional GPU requests rounded up to whole GPUs (the engine does not share a GPU)")
+    if no_gpu:
+        notes.append(f"{no_gpu} jobs ask for no GPU: skipped (size_le_0)")
+    wl = dataclasses.replace(workload, procs=counts, notes=notes, machine_size=None)
+    if cfg.nodes is not None:
+        if cfg.nodes < 1:
+            raise RunConfigError(f"--nodes must be >= 1, got {cfg.nodes}")
+        nodes, src = int(cfg.nodes), "--nodes option"
+    elif system is not None and system_explicit:
+        nodes, src = system.nodes, f"system {system.name} ({system.path})"
+    else:
+        raise RunConfigError("--allocation gpu: machine size unknown: give --nodes (nodes) or --system")
+    node_group = None
+    if system is not None and system.network:
+        from topology.presets import node_groups  # noqa: PLC0415
+        try:
+            node_group = node_groups(system.network, nodes, source=f"{system.path} [network]")
+        except ValueError as e:
+            notes.append(f"no network groups for {nodes} nodes ({e}): multi-node GPU jobs take the lowest free nodes")
+    return wl, int(gpn), nodes * int(gpn), f"{src}: {nodes} nodes x {gpn} GPUs", node_group
+
+
 def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
     """Execute one run; write its folder if ``cfg.out`` is set."""
     wall0 = time.perf_counter()
@@ -251,7 +364,15 @@ def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
         nodes_hint = cfg.nodes or (system.nodes if system else None)
         workload = load_workload(cfg.workload, data_dir=cfg.data_dir, seed=cfg.seed, nodes=nodes_hint,
                                  size_field=cfg.size_field)
-    total, total_source = _resolve_machine(cfg, workload.machine_size, system, system_explicit)
+    if cfg.allocation not in ALLOCATIONS:
+        raise RunConfigError(f"unknown allocation {cfg.allocation!r}; choose one of {', '.join(ALLOCATIONS)}")
+    gpu_mode = cfg.allocation == "gpu"
+    if gpu_mode:
+        workload, gpn, total, total_source, gpu_groups = _gpu_mode(cfg, workload, system, system_explicit)
+    else:
+        if cfg.scheduler == "gpu-pack":
+            raise RunConfigError("--scheduler gpu-pack needs --allocation gpu (units must be GPUs)")
+        total, total_source = _resolve_machine(cfg, workload.machine_size, system, system_explicit)
     if total_source.startswith("workload") and workload.machine_size_source:
         total_source = total_source.replace("workload", f"workload {workload.machine_size_source}", 1)
     prep = prepare(workload, total, total_source, estimate=cfg.estimate,
@@ -260,7 +381,19 @@ def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
     sched_options = dict(cfg.options.get("scheduler", {}))
     if cfg.scheduler == "llm" and cfg.system:
         sched_options.setdefault("system", cfg.system)
+    if gpu_mode and cfg.scheduler == "gpu-pack":
+        sched_options.setdefault("gpus_per_node", gpn)
+        sched_options.setdefault("node_group", gpu_groups)
     sched = make_scheduler(cfg.scheduler, cfg.order, cfg.backfill, sched_options)
+    if gpu_mode:
+        from schedulers.gpu_packing import GPUPackingScheduler  # noqa: PLC0415
+        if not isinstance(sched, GPUPackingScheduler):     # any policy, packed with the defaults
+            gopts = dict(cfg.options.get("gpu", {}))
+            sched = GPUPackingScheduler(inner=sched, policy=gopts.get("policy", "best-fit"), gpus_per_node=gpn,
+                                        node_group=gpu_groups, on_unpackable=gopts.get("on_unpackable", "skip"))
+        elif sched.gpus_per_node != gpn:
+            raise RunConfigError(f"scheduler option gpus_per_node = {sched.gpus_per_node} differs from the "
+                                 f"machine's {gpn} GPUs per node")
     if cfg.power_cap is not None:
         if not cfg.power:
             raise RunConfigError("--power-cap needs --power on (the cap is checked against the power model)")
@@ -273,7 +406,13 @@ def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
         if not power_models:
             raise RunConfigError(f"scheduler {sched.name} needs the power model: add --power on")
         sched.power_model = power_models[0]
-    placer, node_group = _build_placer(cfg, total, system, prep.notes, jobs)
+    if any(type(m).__name__ == "FailureModel" for m in models) and not _supports_failures(sched):
+        raise RunConfigError(f"scheduler {sched.name} does not support node failures (it keeps its own node "
+                             "map); use an order x backfill policy or the llm wrapper, or turn failures off")
+    if gpu_mode:
+        placer, node_group = None, None          # the gpu-pack wrapper returns the units of every start
+    else:
+        placer, node_group = _build_placer(cfg, total, system, prep.notes, jobs)
     ctx = ModelContext(n_nodes=total, jobs=jobs, runtime=prep.workload.runtime, system=system,
                        seed=cfg.seed, options=cfg.options)
     progress = _make_progress(len(prep.workload), cfg.quiet, f"{prep.workload.name} {sched.name}")
@@ -295,7 +434,7 @@ def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
         "job_id": wl.job_id, "submit": wl.submit, "start": res.start, "end": res.end,
         "wait": wait, "run": runt, "procs": wl.procs, "requested_time": wl.requested_time,
         "estimate": prep.estimate, "bsld": bsld,
-        "status": np.where(res.killed, "killed", "completed"),
+        "status": np.where(res.failed, "failed", np.where(res.killed, "killed", "completed")),
         "log_status": wl.status, "user": wl.user, "group": wl.group, "queue": wl.queue,
         "partition": wl.partition,
         "nodes": [x if x is not None else "" for x in res.nodes],
@@ -306,6 +445,16 @@ def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
     if node_group is not None and "groups_spanned" not in df.columns:
         from topology.placement import groups_spanned  # noqa: PLC0415
         df["groups_spanned"] = [groups_spanned(parse_ranges(x), node_group) if x else 0 for x in df["nodes"]]
+    if gpu_mode:
+        from twin.fragmentation import fragmentation_series  # noqa: PLC0415
+        held = [parse_ranges(x) for x in df["nodes"]]
+        lens = np.fromiter((len(u) for u in held), dtype=np.int64, count=len(held))
+        if lens.sum():                           # distinct nodes per job, without a per-job np.unique
+            key = np.unique(np.repeat(np.arange(len(held)), lens) * (total // gpn) + np.concatenate(held) // gpn)
+            df["gpu_nodes"] = np.bincount(key // (total // gpn), minlength=len(held))
+        else:
+            df["gpu_nodes"] = 0
+        frag = fragmentation_series(wl.submit, res.start, res.end, held, wl.procs, gpn, total)
     if placer is not None and hasattr(placer, "describe"):
         summary_extra = {"placement": placer.describe()}
     else:
@@ -327,6 +476,9 @@ def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
         "code_version": __version__,
     })
     summary.update(summary_extra)
+    if gpu_mode:
+        summary["allocation"] = {"units": "gpu", "gpus_per_node": gpn, "nodes": total // gpn}
+        summary["gpu_fragmentation"] = frag.summary()
     if "groups_spanned" in df.columns:
         gs = df["groups_spanned"].to_numpy()[~np.isnan(res.start)]
         summary["mean_groups_spanned"] = float(gs.mean()) if len(gs) else None
@@ -344,8 +496,15 @@ def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
                               "jobs waiting at time t")
         for m in models:
             ts.update(m.timeseries(grid, dt))
+        if gpu_mode:
+            on_grid = fragmentation_series(wl.submit, res.start, res.end, held, wl.procs, gpn, total, times=grid)
+            ts["fragmented_gpus"] = (on_grid.fragmented.astype(np.int32),
+                                     "GPUs free but unusable by every waiting job, at time t")
+            ts["free_gpus"] = (on_grid.free.astype(np.int32), "GPUs free at time t")
     for m in models:
         summary.update(m.summary())
+    if any(type(m).__name__ == "FailureModel" for m in models):
+        summary["failures"].update(failure_columns(df, res, wl.runtime, wl.procs))
     result = RunResult(cfg, df, summary, ts, wl)
     if cfg.out:
         result.out = write_run(result, Path(cfg.out), system)

@@ -1,0 +1,189 @@
+"""Node failures injected into the engine: interruptions, recovery regimes, outages, requeue order.
+
+Every expected time below is derived by hand in the comments.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from schedulers.backfill import QueueScheduler
+from twin.failures import FailureConfig, FailureConfigError, FailureModel
+from twin.resilience import replay_failures
+from twin.run import RunConfig, RunConfigError, run
+
+from .helpers import simulate, starts_by_id, workload
+
+
+def fm(**kw) -> FailureModel:
+    return FailureModel(FailureConfig(**kw))
+
+
+def by_id(res, prep, arr):
+    return {int(j): float(v) for j, v in zip(prep.workload.job_id, arr)}
+
+
+def test_checkpoint_restart_loses_exactly_the_work_since_the_last_checkpoint():
+    # one job, 4 of 8 nodes, 1000 s of work, checkpoint every 300 s of work (50 s each), restart 100 s.
+    # engine work = 1000 + (ceil(1000/300) - 1) x 50 = 1150. Node 2 fails at t = 500: one checkpoint
+    # done (at 350), 300 s committed, 500 - 350 = 150 s lost. Next run: 100 + 700 + 2 x 50 = 900 s,
+    # restarted at once on spare nodes (front of the queue): ends at 1400.
+    model = fm(regimes={"default": "checkpoint_restart"}, interval=300.0, checkpoint_s=50.0, restart_s=100.0,
+               repair_s=200.0, events=[[500.0, 2]])
+    res, prep, _ = simulate([(1, 0, 1000, 4, None)], 8, scheduler="fcfs", kill=False, models=[model])
+    assert res.start[0] == 0.0 and res.end[0] == 1400.0
+    assert res.end[0] == replay_failures(1000.0, np.array([500.0]), 300.0, 50.0, 100.0)[0]
+    assert res.interruptions[0] == 1 and not res.failed[0]
+    assert res.segments == [(0, 0.0, 500.0, "0-3")]
+    assert res.nodes[0] == "0-1,3-4"                  # node 2 is down until 700
+    assert res.held[0] == 1400.0 and res.work_done[0] == 1400.0
+    assert model.lost_total[0] == 150.0 and model.restart_total[0] == 100.0 and model.committed[0] == 300.0
+    assert res.change_down is not None and res.change_down.max() == 1
+
+
+def test_failure_interrupts_exactly_the_jobs_on_that_node():
+    # three 2-node jobs on 6 nodes (first-fit: A 0-1, B 2-3, C 4-5); node 3 fails at t = 50
+    model = fm(regimes={"default": "requeue"}, repair_s=1000.0, events=[[50.0, 3]])
+    rows = [(1, 0, 100, 2, None), (2, 0, 100, 2, None), (3, 0, 100, 2, None)]
+    res, prep, _ = simulate(rows, 6, scheduler="fcfs", kill=False, models=[model])
+    assert res.interruptions.tolist() == [0, 1, 0]
+    assert res.end[0] == 100.0 and res.end[2] == 100.0
+    # B reruns from scratch: node 3 is down until 1050, nodes 0,1,2,4,5 minus... at t = 50 only
+    # nodes 2 is free besides the down node 3 -> B waits until A and C end at 100, restarts, ends 200
+    assert res.start[1] == 0.0 and res.end[1] == 200.0
+    assert res.queued[1] == 50.0                     # waited 50..100 after the interruption
+    assert res.held[1] == 150.0                      # 0..50 and 100..200
+    assert model.lost_total[1] == 50.0
+
+
+def test_failure_of_an_idle_node_takes_it_out_of_service_until_repaired():
+    # node 3 of 4 fails at t = 5 (idle), down until 105; a 4-node job submitted at 10 starts at 105
+    model = fm(repair_s=100.0, events=[[5.0, 3]])
+    res, prep, _ = simulate([(1, 10, 50, 4, None)], 4, scheduler="fcfs", kill=False, models=[model])
+    assert res.start[0] == 105.0 and res.end[0] == 155.0
+    assert res.interruptions[0] == 0
+    assert model.node_failures == 1
+
+
+def test_easy_plans_around_a_down_node():
+    # node 3 down 5..105. H (4 nodes) waits with shadow time 105 and no extra node. T (1 node, 50 s,
+    # ends 80 <= 105) backfills at 30; S (1 node, 200 s, ends 220 > 105) may not and starts after H.
+    model = fm(repair_s=100.0, events=[[5.0, 3]])
+    rows = [(1, 10, 50, 4, 50), (2, 20, 200, 1, 200), (3, 30, 50, 1, 50)]
+    res, prep, _ = simulate(rows, 4, scheduler="easy", models=[model])
+    assert starts_by_id(res, prep) == {1: 105.0, 2: 155.0, 3: 30.0}
+
+
+def test_conservative_plans_around_a_down_node():
+    model = fm(repair_s=100.0, events=[[5.0, 3]])
+    rows = [(1, 10, 50, 4, 50), (2, 20, 200, 1, 200), (3, 30, 50, 1, 50)]
+    res, prep, _ = simulate(rows, 4, scheduler="conservative", models=[model])
+    assert starts_by_id(res, prep) == {1: 105.0, 2: 155.0, 3: 30.0}
+
+
+@pytest.mark.parametrize("where,expect", [("front", {1: 0.0, 2: 180.0}), ("back", {1: 0.0, 2: 80.0})])
+def test_requeue_front_or_back(where, expect):
+    # 2 nodes. A (2 nodes, 100 s) starts at 0; B (2 nodes, 100 s) arrives at 10. Node 0 fails at 50,
+    # down until 80. front: A is ahead of B -> A reruns 80..180, B 180..280. back: B 80..180, A 180..280.
+    model = fm(regimes={"default": "requeue"}, requeue=where, repair_s=30.0, events=[[50.0, 0]])
+    res, prep, _ = simulate([(1, 0, 100, 2, None), (2, 10, 100, 2, None)], 2, scheduler="fcfs",
+                            kill=False, models=[model])
+    assert starts_by_id(res, prep) == expect     # first starts
+    ends = by_id(res, prep, res.end)
+    if where == "front":
+        assert ends == {1: 180.0, 2: 280.0}
+    else:
+        assert ends == {1: 280.0, 2: 180.0}
+
+
+def test_fast_recovery_loses_one_step_and_pays_the_recovery_time():
+    # 1000 s of work in steps of 10 s; failure at 333: progress kept at 330, next run = 150 + 670 = 820 s,
+    # restarted at once on a spare node: ends at 333 + 820 = 1153.
+    model = fm(regimes={"default": "fast_recovery"}, step_s=10.0, fast_recovery_s=150.0, repair_s=500.0,
+               events=[[333.0, 0]])
+    res, prep, _ = simulate([(1, 0, 1000, 2, None)], 3, scheduler="fcfs", kill=False, models=[model])
+    assert res.end[0] == pytest.approx(1153.0)
+    assert model.lost_total[0] == pytest.approx(3.0)
+    assert res.nodes[0] == "1-2"
+
+
+def test_fail_regime_ends_the_job_as_failed():
+    model = fm(regimes={"default": "fail"}, events=[[40.0, 1]])
+    res, prep, _ = simulate([(1, 0, 100, 2, None), (2, 0, 100, 1, None)], 4, scheduler="fcfs",
+                            kill=False, models=[model])
+    assert res.failed.tolist() == [True, False]
+    assert res.end[0] == 40.0 and res.end[1] == 100.0
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_engine_matches_the_renewal_replay(seed):
+    # a job alone on node 0 (repair 0: the node never leaves service, so every failure hits the job);
+    # the engine's end must equal twin.resilience.replay_failures for the same failure times,
+    # including failures during a restart
+    rng = np.random.default_rng(seed)
+    fails = np.sort(rng.uniform(0, 6000, size=rng.integers(1, 8)))
+    fails = np.unique(np.round(fails))
+    model = fm(regimes={"default": "checkpoint_restart"}, interval=400.0, checkpoint_s=30.0, restart_s=120.0,
+               repair_s=0.0, events=[[float(t), 0] for t in fails])
+    res, prep, _ = simulate([(1, 0, 3000, 1, None)], 1, scheduler="fcfs", kill=False, models=[model])
+    wall, hit = replay_failures(3000.0, fails, 400.0, 30.0, 120.0)
+    assert res.end[0] == pytest.approx(wall, abs=1e-6)
+    assert res.interruptions[0] == hit
+
+
+def test_generated_failures_are_seeded_and_follow_the_mtbf():
+    # 200 one-node jobs of 10 days each on 200 nodes; MTBF 50 days, repair 0: expected failures
+    # 200 x 10 / 50 = 40 (Poisson), so the count is within 40 +- 5 sqrt(40)
+    rows = [(i + 1, 0, 10 * 86400, 1, None) for i in range(200)]
+    cfg = dict(node_mtbf_s=50 * 86400.0, repair_s=0.0, regimes={"default": "fast_recovery"},
+               fast_recovery_s=0.0, step_s=1.0)
+    r1, _, _ = simulate(rows, 200, scheduler="fcfs", kill=False, models=[fm(**cfg)])
+    r2, _, _ = simulate(rows, 200, scheduler="fcfs", kill=False, models=[fm(**cfg)])
+    hits = int(r1.interruptions.sum())
+    assert abs(hits - 40) <= 5 * math.sqrt(40)
+    assert np.array_equal(r1.end, r2.end) and np.array_equal(r1.interruptions, r2.interruptions)
+
+
+def test_down_units_are_not_counted_busy():
+    model = fm(repair_s=100.0, events=[[5.0, 3]])
+    res, prep, _ = simulate([(1, 10, 50, 2, None)], 4, scheduler="fcfs", kill=False, models=[model])
+    i = int(np.searchsorted(res.change_t, 10.0))
+    assert res.change_busy[i] == 2 and res.change_down[i] == 1
+
+
+def test_config_errors_are_clear():
+    with pytest.raises(FailureConfigError, match="unknown key"):
+        FailureConfig.from_options({"mtbf": 3})
+    with pytest.raises(FailureConfigError, match="regimes.llm_pretrain"):
+        FailureConfig.from_options({"regimes": {"llm_pretrain": "pray"}})
+    with pytest.raises(FailureConfigError, match="node_mtbf_s must be > 0"):
+        FailureConfig.from_options({"node_mtbf_s": 0})
+    with pytest.raises(FailureConfigError, match="node 9 does not exist"):
+        simulate([(1, 0, 10, 1, None)], 4, scheduler="fcfs", models=[fm(events=[[1.0, 9]])])
+
+
+def test_run_with_failures_writes_recovery_columns(tmp_path):
+    cfg = RunConfig(workload="synthetic:jobs=300,nodes=64,seed=3", nodes=64, scheduler="easy", seed=1,
+                    options={"failures": {"node_mtbf_days": 2.0, "repair_s": 3600.0}}, out=str(tmp_path / "r"))
+    r = run(cfg)
+    df = r.jobs
+    f = r.summary["failures"]
+    assert f["node_failures"] > 0 and f["job_interruptions"] == int(df["failures"].sum())
+    assert (df["held_s"] >= df["run"].where(df["failures"] == 0, 0) - 1e-6).all()
+    done = df[df["status"] == "completed"]
+    assert np.allclose(done["ettr"], done["useful_work_s"] / done["work_done_s"])
+    assert 0 < f["goodput"] <= 1
+    # no unit used twice at any time, counting every segment
+    assert (tmp_path / "r" / "summary.json").exists()
+    cfg2 = RunConfig(workload="synthetic:jobs=300,nodes=64,seed=3", nodes=64, scheduler="easy", seed=1,
+                     options={"failures": {"node_mtbf_days": 2.0, "repair_s": 3600.0}})
+    assert run(cfg2).jobs["end"].equals(df["end"])
+
+
+def test_slurm_refuses_failures():
+    cfg = RunConfig(workload="synthetic:jobs=50,nodes=16", nodes=16, scheduler="slurm",
+                    options={"failures": {"enabled": True}})
+    with pytest.raises(RunConfigError, match="does not support node failures"):
+        run(cfg)

@@ -1,23 +1,42 @@
-"""What-if: how charging rules and users' response to them change energy, peak power, cost and waits.
+"""What-if: how charging rules, users' response and a price-aware scheduler change energy, cost and waits.
 
 A real log (default KTH-SP2, 28,476 jobs, 100 nodes) is replayed with EASY on a machine of Frontier
-nodes (``--system frontier``, HPE EX235a constants from ORNL RAPS) with the power model on. Three
-charging rules (`power.accounting`): node-hours (1 per node-hour), energy at a flat price, and energy
-at a time-of-use price. Pricing itself is post-processing: the schedule without user response is the
-same for all three rules, and is priced three times. *With* response, users react as modelled by
-`power.accounting.UserResponse` (each user draws once): under time-of-use prices half of the users
-shift a job to the cheapest period within 6 h with probability = relative saving; under energy-based
-charging 30 % of users accept a GPU cap of 400 W per MI250X (560 W TDP) and 20 % ask for half the
-nodes (runtime x 2^0.8). These elasticities are illustrative inputs, *not* fitted; the published
-anchors to calibrate them against are about 40 % less energy when charging by energy instead of
-node-hours (Kamatar et al. 2025) and up to 23 % lower electricity bills with price-aware scheduling
-(Yang et al., SC'13). Node-hour charging gives no incentive, so its response run is the baseline.
+nodes (``--system frontier``, HPE EX235a constants from ORNL RAPS) with the power model on. Every job
+gets one utilisation profile (`power.accounting.materialize_profiles`, seeded) shared by all runs,
+so runs differ only by what users or the scheduler do.
 
-Table (``results.md``/``.tex``/``.csv``): energy (MWh, facility), peak facility power (kW, over 15 s
-averages), total cost, Gini coefficient of the per-user cost, mean wait (s), mean bounded slowdown
-(tau = 10 s). Figure ``facility_power_week.png``: facility power over one week under each scenario.
+Part 1, charging rules and users (`power.accounting`): node-hours (1 per node-hour), energy at a flat
+price and energy at a time-of-use price. Pricing alone does not change the schedule, so the run
+without response is priced three times. With response, users react as `UserResponse` models them:
 
-Usage: ``python -m experiments.incentives_whatif [--log KTH-SP2] [--nodes 100] [--out DIR]``
+* ``kamatar2025`` (energy charging): each job's user, with the calibrated probability, runs it in
+  the cheapest configuration of a menu: older GPUs with the energy and runtime ratios Kamatar et al.
+  measured (V100, P100 against A100) or GPU power caps, within 2x the runtime. The older GPUs are a
+  separate machine in reality; the twin emulates them on its own nodes at the job's energy ratio and
+  unchanged runtime, so this row's waits are those of the Frontier partition, not of the other one.
+  Anchor: about 40 % less energy than under node-hour charging (Kamatar et al., SC'25 user study).
+  The reduction is measured on the jobs' energy (what users are charged for); the facility's energy
+  (with idle nodes and cooling) is shown beside it.
+* ``kamatar2025-homogeneous``: the same incentive when the only choice is the machine's own cap
+  levels, every job responding: what a homogeneous Frontier-class machine alone allows.
+* ``illustrative`` (time-of-use energy charging): the earlier, unfitted inputs (shift, cap, fewer nodes).
+
+Part 2, a price-aware scheduler (`schedulers.price_aware.PriceAwareScheduler`, Yang et al., SC'13):
+in Yang et al.'s setting as far as it is known (`schedulers.price_aware.YANG2013`: job power spread
+2x, on-peak 08:00-20:00 at 3x the off-peak price, window of 10 jobs) EASY, the greedy policy, the
+knapsack policy at its default budget (0.8) and the knapsack with its on-peak budget fitted by
+bisection to the 23 % anchor over [0.2, 1] (labelled "closest fit, anchor out of reach" when no
+budget there gets within 1 point; ``--budget B`` sets it instead). Measured: the jobs' electricity
+bill (job power x time-of-use price, Yang et al.'s quantity as we read it) and the facility's bill
+(facility power incl. idle nodes and cooling), against EASY on the same workload; ``yang_ratios.md``
+repeats this at price ratios 2, 3 and 5.
+
+Tables (``results.md``/``.tex``/``.csv``): energy (MWh, facility), jobs' energy (MWh), peak facility
+power (kW, over 15 s averages), total cost, Gini coefficient of the per-user cost, mean wait (s), mean
+bounded slowdown (tau = 10 s), and for anchored rows the measured reduction beside the anchor.
+Figure ``facility_power_week.png``: facility power over one week under each scenario.
+
+Usage: ``python -m experiments.incentives_whatif [--log KTH-SP2] [--nodes 100] [--out DIR] [--calibrate]``
 """
 from __future__ import annotations
 
@@ -27,8 +46,21 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from power.accounting import (EnergyCharge, FlatPrice, NodeHours, TimeOfUse, UserResponse, from_result,
-                              ledger, spread)
+from power.accounting import (
+    EnergyCharge,
+    FlatPrice,
+    NodeHours,
+    TimeOfUse,
+    UserResponse,
+    calibrate,
+    facility_cost,
+    from_result,
+    ledger,
+    materialize_profiles,
+    predicted_job_energy_j,
+    spread,
+)
+from schedulers.price_aware import YANG2013, tou_periods
 from twin.run import RunConfig, load_workload, run
 
 from .tables import write_tables
@@ -36,6 +68,11 @@ from .tables import write_tables
 #: illustrative prices (currency units per kWh); time-of-use: cheap night 23:00-07:00 (log clock + t0_hour)
 FLAT = 0.12
 TOU = [[0, 7, 0.08], [7, 23, 0.20], [23, 24, 0.08]]
+#: published anchors (fractions): Kamatar et al. SC'25 user study; Yang et al. SC'13 ("as much as 23%")
+KAMATAR_ANCHOR = 0.40
+YANG_ANCHOR = 0.23
+#: the price-aware scheduler's class, for ``--scheduler`` (module:Class)
+PRICE_AWARE = "schedulers.price_aware:PriceAwareScheduler"
 
 
 def power_only_system(name: str, out_dir: str | Path) -> str:
@@ -65,13 +102,30 @@ def rules() -> dict:
             "energy-tou": EnergyCharge(TimeOfUse(TOU))}
 
 
-RESPONSE = UserResponse(shift_users=0.5, shift_elasticity=1.0, tolerance_h=6.0, cap_elasticity=0.3,
-                        cap_gpu_w=400.0, shrink_users=0.2, shrink_fraction=0.5, scaling_exponent=0.8)
+def yang_profiles(wl, spread_ratio: float, seed: int, system: str):
+    """A copy of ``wl`` whose jobs draw per-node power uniformly in [P_top / spread_ratio, P_top]
+    (P_top = 96 % of the node's maximum, i.e. 2,600 W on Frontier), with equal CPU and GPU utilisation:
+    Yang et al.'s observation that job power differs by up to ``spread_ratio`` (2x)."""
+    from power.accounting import load_power_config  # noqa: PLC0415
+    from twin.model_api import seeded_rng  # noqa: PLC0415
+    cfg = load_power_config(system)
+    idle, top = cfg.node_idle_w, 0.96 * float(cfg.node_power_w(1.0, 1.0))
+    lo = top / spread_ratio
+    if lo < idle:
+        raise ValueError(f"power spread {spread_ratio:g}x does not fit between idle {idle:g} W and {top:g} W")
+    p = seeded_rng(seed, "yang2013.power").uniform(lo, top, len(wl))
+    u = (p - idle) / (float(cfg.node_power_w(1.0, 1.0)) - idle)
+    out = wl.take(np.arange(len(wl)))
+    out.columns.update({"cpu_util": u, "gpu_util": u.copy()})
+    return out
 
 
-def simulate(wl, args):
+def simulate(wl, args, scheduler: str = "easy", sched_options: dict | None = None):
+    opts = {"power": {"cooling": not args.no_cooling}}
+    if sched_options:
+        opts["scheduler"] = dict(sched_options)
     cfg = RunConfig(workload=args.log, system=args.system, nodes=args.nodes, power=True, seed=args.seed,
-                    data_dir=args.data_dir, options={"power": {"cooling": not args.no_cooling}})
+                    data_dir=args.data_dir, scheduler=scheduler, options=opts, quiet=True)
     r = run(cfg, wl)
     if "capped" in wl.columns:            # for cap rebates: which jobs ran capped, by job id
         capped = dict(zip(wl.job_id.tolist(), np.asarray(wl.columns["capped"], dtype=bool).tolist()))
@@ -79,14 +133,48 @@ def simulate(wl, args):
     return r
 
 
-def row(name: str, response: str, r, rule) -> dict:
+def job_energy_mwh(r) -> float:
+    return float(np.nansum(r.jobs["energy_j"].to_numpy(float))) / 3.6e9
+
+
+def row(name: str, response: str, r, rule, scheduler: str = "easy") -> dict:
     d = from_result(r)
     led = ledger(d, rule)
     s = r.summary
-    return {"rule": name, "response": response, "seed": 0, "energy_mwh": s["energy_facility_kwh"] / 1e3,
+    return {"rule": name, "response": response, "scheduler": scheduler, "seed": 0,
+            "energy_mwh": s["energy_facility_kwh"] / 1e3, "job_energy_mwh": job_energy_mwh(r),
             "peak_facility_kw": float(np.nanmax(r.timeseries["power_facility_w"][0])) / 1e3,
             "total_cost": float(led["cost"].sum()), "cost_gini_user": spread(led["cost"].to_numpy())["gini"],
-            "mean_wait_s": s["mean_wait_s"], "mean_bsld": s["mean_bsld"]}
+            "mean_wait_s": s["mean_wait_s"], "mean_bsld": s["mean_bsld"],
+            "measured_pct": np.nan, "facility_pct": np.nan, "anchor_pct": np.nan, "anchor": ""}
+
+
+def bills(r, ratio: float) -> tuple[float, float]:
+    """(jobs' bill, facility bill) of a run under the two-level tariff at ``ratio`` (off-peak price 1)."""
+    tou = TimeOfUse(tou_periods(ratio))
+    d = from_result(r)
+    return float(EnergyCharge(tou, pue_share=False).charge(d).sum()), facility_cost(d, tou)
+
+
+def fit_budget(wl, args, target: float, ratio: float, base_bill: float, lo: float = 0.2, hi: float = 1.0,
+               iters: int = 9) -> tuple[float, float, object]:
+    """Bisection on the knapsack's on-peak budget fraction so the jobs' bill falls by ``target`` at
+    ``ratio`` against ``base_bill``; the saving shrinks as the budget grows. Returns (budget, saving,
+    run) of the evaluated budget closest to the target (``lo`` when even ``lo`` falls short)."""
+    best = None
+    for _ in range(iters):
+        mid = 0.5 * (lo + hi)
+        r = simulate(wl, args, PRICE_AWARE, {"policy": "knapsack", "window": YANG2013["window"],
+                                             "periods": tou_periods(ratio), "budget_fraction": mid})
+        sav = 1.0 - bills(r, ratio)[0] / base_bill
+        print(f"  knapsack budget {mid:.4f}: jobs' bill -{sav:.2%}", flush=True)
+        if best is None or abs(sav - target) < abs(best[1] - target):
+            best = (mid, sav, r)
+        if sav > target:
+            lo = mid
+        else:
+            hi = mid
+    return best
 
 
 def main(argv=None) -> pd.DataFrame:
@@ -97,51 +185,146 @@ def main(argv=None) -> pd.DataFrame:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--no-cooling", action="store_true", help="skip the cooling plant model (faster)")
+    ap.add_argument("--calibrate", action="store_true",
+                    help="refit the kamatar2025 elasticity on this log instead of using the preset's value")
+    ap.add_argument("--no-yang", action="store_true", help="skip part 2 (the price-aware scheduler)")
+    ap.add_argument("--budget", type=float, default=None,
+                    help="knapsack on-peak budget of the last Yang row instead of fitting it to the anchor")
     ap.add_argument("--week-start-day", type=float, default=None, help="first day of the plotted week")
     ap.add_argument("--out", default="results/incentives_whatif")
     a = ap.parse_args(argv)
-    wl = load_workload(a.log, data_dir=a.data_dir, seed=a.seed)
+    system_name = a.system
+    wl = materialize_profiles(load_workload(a.log, data_dir=a.data_dir, seed=a.seed), a.seed)
     a.system = power_only_system(a.system, a.out)
     R = rules()
-    base = simulate(wl, a)
     rows, series = [], {}
+
+    # ---------------------------------------------------------------- part 1: charging rules and users
+    base = simulate(wl, a)
     for name, rule in R.items():
         rows.append(row(name, "none", base, rule))
-    series["baseline (no response)"] = base
-    for name in ("energy-flat", "energy-tou"):
-        wl2, info = RESPONSE.apply(wl, R[name], a.seed)
+    series["baseline (EASY, no response)"] = base
+    e_base, f_base = job_energy_mwh(base), base.summary["energy_facility_kwh"] / 1e3
+    kam = UserResponse.preset("kamatar2025")
+    if a.calibrate:
+        kam, got = calibrate(wl, system_name, KAMATAR_ANCHOR, seed=a.seed, nodes=a.nodes)
+        print(f"kamatar2025 refit on {a.log}: efficient_users = {kam.efficient_users:.5f} "
+              f"(predicted jobs' energy -{got:.2%})", flush=True)
+    e_pred0 = float(predicted_job_energy_j(wl, system_name, a.nodes).sum())
+    for label, resp, rule_name in (("kamatar2025", kam, "energy-flat"),
+                                   ("kamatar2025-homogeneous", UserResponse.preset("kamatar2025-homogeneous"),
+                                    "energy-flat"),
+                                   ("illustrative", UserResponse.preset("illustrative"), "energy-tou")):
+        wl2, info = resp.apply(wl, R[rule_name], a.seed, system=system_name)
         r = simulate(wl2, a)
-        rows.append(row(name, "modelled", r, R[name]))
-        series[f"{name} + response"] = r
-        print(f"{name}: response {info}", flush=True)
-    rows.insert(1, dict(rows[0], response="modelled"))        # node-hours: no incentive, same schedule
+        rw = row(rule_name, label, r, R[rule_name])
+        if label.startswith("kamatar"):
+            pred = 1.0 - float(predicted_job_energy_j(wl2, system_name, a.nodes).sum()) / e_pred0
+            rw.update(measured_pct=100 * (1 - job_energy_mwh(r) / e_base),
+                      facility_pct=100 * (1 - rw["energy_mwh"] / f_base), anchor_pct=100 * KAMATAR_ANCHOR,
+                      anchor="Kamatar 2025: energy -40 % (user study)")
+            print(f"{label}: jobs' energy -{rw['measured_pct']:.2f} % (predicted -{100 * pred:.2f} %), "
+                  f"facility energy -{rw['facility_pct']:.2f} %; choices {info.get('efficient_choice')}", flush=True)
+        else:
+            print(f"{label} under {rule_name}: {info}", flush=True)
+        rows.append(rw)
+        series[f"{rule_name} + {label}"] = r
+    rows.insert(1, dict(rows[0], response="(no incentive)"))   # node-hours: no incentive, same schedule
+
+    # ---------------------------------------------------------------- part 2: price-aware scheduler
+    ratio_rows = []
+    yang_series = {}
+    budget = a.budget
+    if not a.no_yang:
+        ratio = YANG2013["price_ratios"][1]
+        per = tou_periods(ratio)
+        wly = yang_profiles(wl, YANG2013["power_spread"], a.seed, system_name)
+        tou_rule = EnergyCharge(TimeOfUse(per), pue_share=False)
+        rname = f"tou 1:{ratio:g} (Yang setting)"
+        yb = simulate(wly, a)
+        b_jobs, b_fac = bills(yb, ratio)
+        runs = {"easy": yb}
+        for pol in ("greedy", "knapsack"):
+            runs[f"price-aware {pol}"] = simulate(wly, a, PRICE_AWARE, {"policy": pol, "window": YANG2013["window"],
+                                                                      "periods": per})
+        if budget is None:
+            print(f"fitting the knapsack budget to the {YANG_ANCHOR:.0%} anchor:", flush=True)
+            budget, sav, rfit = fit_budget(wly, a, YANG_ANCHOR, ratio, b_jobs)
+            how = "fitted" if abs(sav - YANG_ANCHOR) <= 0.01 else "closest fit, anchor out of reach"
+        else:
+            rfit = simulate(wly, a, PRICE_AWARE, {"policy": "knapsack", "window": YANG2013["window"],
+                                                  "periods": per, "budget_fraction": budget})
+            how = "given"
+        runs[f"price-aware knapsack, budget {budget:.3f} ({how})"] = rfit
+        for sname, r in runs.items():
+            rw = row(rname, "none", r, tou_rule, scheduler=sname)
+            jb, fb = bills(r, ratio)
+            if sname != "easy":
+                rw.update(measured_pct=100 * (1 - jb / b_jobs), facility_pct=100 * (1 - fb / b_fac),
+                          anchor_pct=100 * YANG_ANCHOR, anchor="Yang 2013: bill up to -23 %")
+            rows.append(rw)
+            yang_series[sname] = r
+            for k in YANG2013["price_ratios"]:
+                j0, f0 = bills(yb, k)
+                jk, fk = bills(r, k)
+                ratio_rows.append({"scheduler": sname, "price_ratio": k, "seed": a.seed,
+                                   "jobs_bill_red_pct": 100 * (1 - jk / j0),
+                                   "facility_bill_red_pct": 100 * (1 - fk / f0),
+                                   "mean_wait_s": r.summary["mean_wait_s"]})
     df = pd.DataFrame(rows)
-    cap = (f"Log {a.log} on {a.nodes} {Path(a.system).stem.removesuffix('-no-network')} nodes, EASY, power model on (facility energy and power: IT + "
-           "conversion losses + cooling; peak over 15 s averages). Rules: node-hours at 1/node-h; energy with "
-           f"PUE share at a flat {FLAT}/kWh; energy at time-of-use {TOU} per kWh (hours of the log clock). "
-           "Response: power.accounting.UserResponse (shift 50 % of users, tolerance 6 h; GPU cap 400 W accepted "
-           "by 30 %; half the nodes for 20 %; illustrative, not fitted). Cost Gini over users. wait = start - "
-           "submit; bsld = max(1, (wait + run) / max(run, 10 s)).")
-    write_tables(df, a.out, ["rule", "response"], ["energy_mwh", "peak_facility_kw", "total_cost",
-                                                   "cost_gini_user", "mean_wait_s", "mean_bsld"], cap)
+    sysname = Path(a.system).stem.removesuffix('-no-network')
+    cap = (f"Log {a.log} on {a.nodes} {sysname} nodes, power model on (facility energy and power: IT + conversion "
+           "losses + cooling; peak over 15 s averages; jobs' energy: node components of the jobs' nodes). "
+           f"Rules: node-hours at 1/node-h; energy with PUE share at a flat {FLAT}/kWh; energy at time-of-use "
+           f"{TOU} per kWh (hours of the log clock). Responses: power.accounting.UserResponse presets "
+           f"(kamatar2025: efficient_users {kam.efficient_users:.4f}, calibrated; kamatar2025-homogeneous: caps "
+           "only, all jobs; illustrative: not fitted); kamatar2025 emulates the older GPUs on the same nodes "
+           "at unchanged runtime (their own queue is not modelled). measured_pct: reduction of the jobs' energy "
+           "against node-hours with no response (Kamatar rows), of the jobs' electricity bill against EASY on the same "
+           "workload (Yang rows); facility_pct: the same for facility energy / facility bill. Yang rows: job "
+           f"power spread {YANG2013['power_spread']:g}x, tariff {tou_periods(YANG2013['price_ratios'][1])} "
+           f"(price units), window {YANG2013['window']}, EASY backfilling. Cost Gini over users. "
+           "wait = start - submit; bsld = max(1, (wait + run) / max(run, 10 s)).")
+    write_tables(df, a.out, ["rule", "response", "scheduler"],
+                 ["energy_mwh", "job_energy_mwh", "peak_facility_kw", "total_cost", "cost_gini_user", "mean_wait_s",
+                  "mean_bsld", "measured_pct", "facility_pct", "anchor_pct"], cap)
+    if ratio_rows:
+        write_tables(pd.DataFrame(ratio_rows), a.out, ["scheduler", "price_ratio"],
+                     ["jobs_bill_red_pct", "facility_bill_red_pct", "mean_wait_s"],
+                     f"Price-aware scheduling (Yang et al. SC'13 setting, {a.log} on {a.nodes} {sysname} nodes): "
+                     "reduction of the jobs' and the facility's electricity bill against EASY on the same workload, "
+                     "for on-peak (08:00-20:00) to off-peak price ratios 2, 3, 5. Anchor: up to 23 %.",
+                     stem="yang_ratios")
+    _plot(a, series, yang_series)
+    with pd.option_context("display.width", 250, "display.max_columns", 20):
+        print(df.drop(columns=["seed", "anchor"]).to_string())
+        if ratio_rows:
+            print(pd.DataFrame(ratio_rows).to_string())
+    return df
+
+
+def _plot(a, series: dict, yang_series: dict) -> None:
     import matplotlib  # noqa: PLC0415
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
-    t = base.timeseries["time"][0]
+    first = next(iter(series.values()))
+    t = first.timeseries["time"][0]
     d0 = (a.week_start_day * 86400.0) if a.week_start_day is not None else float(np.median(t))
-    fig, ax = plt.subplots(figsize=(11, 4))
-    for label, r in series.items():
-        tt, p = r.timeseries["time"][0], r.timeseries["power_facility_w"][0]
-        m = (tt >= d0) & (tt < d0 + 7 * 86400)
-        ax.plot((tt[m] - d0) / 86400.0, p[m] / 1e3, lw=0.6, label=label)
-    ax.set_xlabel(f"days after day {d0 / 86400:.1f} of the log")
-    ax.set_ylabel("facility power (kW)")
-    ax.legend(fontsize=8)
+    panels = [("charging rules and users", series)] + ([("price-aware scheduling (Yang setting)", yang_series)]
+                                                        if yang_series else [])
+    fig, axes = plt.subplots(len(panels), 1, figsize=(11, 4 * len(panels)), sharex=True, squeeze=False)
+    for ax, (title, ser) in zip(axes[:, 0], panels):
+        for label, r in ser.items():
+            tt, p = r.timeseries["time"][0], r.timeseries["power_facility_w"][0]
+            m = (tt >= d0) & (tt < d0 + 7 * 86400)
+            ax.plot((tt[m] - d0) / 86400.0, p[m] / 1e3, lw=0.6, label=label)
+        ax.set_ylabel("facility power (kW)")
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=7)
+    axes[-1, 0].set_xlabel(f"days after day {d0 / 86400:.1f} of the log")
     fig.tight_layout()
     fig.savefig(f"{a.out}/facility_power_week.png", dpi=120)
     plt.close(fig)
-    print(df.to_string())
-    return df
 
 
 if __name__ == "__main__":

@@ -1,0 +1,336 @@
+"""User response calibrated to the published anchors (power/accounting.py) and the price-aware
+scheduler of Yang et al. (schedulers/price_aware.py): presets, calibration, exact behaviour, errors."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from power.accounting import (
+    KAMATAR2025_EFFICIENT_USERS,
+    EnergyCharge,
+    FlatPrice,
+    NodeHours,
+    PricingError,
+    RunData,
+    TimeOfUse,
+    UserResponse,
+    calibrate,
+    facility_cost,
+    materialize_profiles,
+    predicted_job_energy_j,
+)
+from schedulers.price_aware import (
+    YANG2013,
+    PriceAwareError,
+    PriceAwareScheduler,
+    knapsack_max_nodes,
+    tou_periods,
+)
+from twin.model_api import seeded_rng
+from twin.workload import Workload
+
+H = 3600.0
+FLAT = EnergyCharge(FlatPrice(0.1))
+# Frontier node (twin/systems/frontier.toml): idle = 90 + 4 x 88 + 74.26 + 4 x 20 + 30 = 626.26 W
+IDLE = 626.26
+STATIC = 74.26 + 80.0 + 30.0
+
+
+def node_w(uc: float, ug: float, gcap: float = math.inf) -> float:
+    """Frontier node power by hand: CPU 90..280 W, 4 GPUs 88..560 W (capped), memory, NICs, NVMe."""
+    return 90 + uc * 190 + 4 * min(88 + ug * 472, max(gcap, 88)) + STATIC
+
+
+def one_job(util=0.5, beta=0.5, n=1, runtime=1000.0, req=2000.0, procs=2):
+    return Workload.from_arrays("one", submit=np.arange(n) * 10.0, runtime=np.full(n, runtime),
+                                procs=np.full(n, procs), requested_time=np.full(n, req), user=np.arange(n) % 3,
+                                columns={"cpu_util": np.full(n, util), "gpu_util": np.full(n, util),
+                                         "compute_bound": np.full(n, beta)})
+
+
+def synthetic(n=400, seed=3):
+    rng = np.random.default_rng(seed)
+    return Workload.from_arrays("syn", submit=np.sort(rng.uniform(0, 5 * 86400, n)).round(),
+                                runtime=rng.integers(60, 20000, n).astype(float), procs=rng.integers(1, 9, n),
+                                requested_time=np.full(n, 40000.0), user=rng.integers(0, 25, n))
+
+
+# ---------------------------------------------------------------- presets
+def test_kamatar_preset_parameters_come_from_the_artifact():
+    k = UserResponse.preset("kamatar2025")
+    assert k.efficient_users == KAMATAR2025_EFFICIENT_USERS == 0.7112
+    # artifact gpu_experiments/results.csv: A100 1405.0 s x 1494.667 W, V100 1494.0 s x 881.396 W,
+    # P100 2321.485 s x 382.606 W -> V100: 1.3168 MJ / 2.1000 MJ = 0.6270, 1494 / 1405 = 1.0633;
+    # P100: 0.8882 MJ / 2.1000 MJ = 0.4230, 2321.485 / 1405 = 1.6523
+    (e1, t1), (e2, t2) = k.alternatives
+    assert (e1, t1) == pytest.approx((0.62705, 1.06335), abs=5e-5)
+    assert (e2, t2) == pytest.approx((0.42296, 1.65230), abs=5e-5)
+    assert k.choice_cap_fractions == (0.85, 0.7, 0.55, 0.4) and k.max_slowdown == 2.0
+    h = UserResponse.preset("kamatar2025-homogeneous")
+    assert h.efficient_users == 1.0 and h.alternatives == () and h.choice_cap_fractions == k.choice_cap_fractions
+    ill = UserResponse.preset("illustrative")
+    assert (ill.shift_users, ill.cap_elasticity, ill.cap_gpu_w, ill.shrink_users) == (0.5, 0.3, 400.0, 0.2)
+    with pytest.raises(PricingError, match="scheduler.*price_aware"):
+        UserResponse.preset("yang2013")
+    with pytest.raises(PricingError, match="unknown user response preset 'nope'"):
+        UserResponse.preset("nope")
+    assert YANG2013["power_spread"] == 2.0 and YANG2013["periods"] == tou_periods(3.0)
+
+
+# ---------------------------------------------------------------- calibration
+def test_calibration_hits_the_target_and_matches_the_twin(tmp_path):
+    from experiments.incentives_whatif import power_only_system
+    from twin.run import RunConfig, run
+    wl = synthetic()
+    resp, got = calibrate(wl, "frontier", 0.30, seed=1, nodes=16)
+    assert got == pytest.approx(0.30, abs=0.005)
+    assert 0 < resp.efficient_users < 1
+    base = materialize_profiles(wl, 1)
+    new, _ = resp.apply(base, FLAT, 1, system="frontier")
+    e0 = predicted_job_energy_j(base, "frontier", 16).sum()
+    assert 1 - predicted_job_energy_j(new, "frontier", 16).sum() / e0 == pytest.approx(got, abs=1e-12)
+    # more responding jobs, more saving (the bisection's premise)
+    lo = UserResponse(**{**resp.__dict__, "efficient_users": 0.2}).apply(base, FLAT, 1, system="frontier")[0]
+    assert predicted_job_energy_j(lo, "frontier", 16).sum() > predicted_job_energy_j(new, "frontier", 16).sum()
+    # the prediction is what the power model integrates in a real run
+    sysf = power_only_system("frontier", tmp_path)
+    meas = []
+    for w in (base, new):
+        r = run(RunConfig(workload="syn", system=sysf, nodes=16, power=True, seed=1,
+                          options={"power": {"cooling": False}}), w)
+        meas.append(float(r.jobs["energy_j"].sum()))
+    assert 1 - meas[1] / meas[0] == pytest.approx(got, abs=1e-9)
+    assert meas[0] == pytest.approx(e0, rel=1e-9)
+
+
+def test_calibration_out_of_reach_and_bad_targets():
+    wl = synthetic(120)
+    with pytest.raises(PricingError, match="out of reach.*every user"):
+        calibrate(wl, "frontier", 0.6, base=UserResponse.preset("kamatar2025-homogeneous"), nodes=16)
+    with pytest.raises(PricingError, match=r"target must be a fraction in \(0, 1\)"):
+        calibrate(wl, "frontier", 1.2)
+    with pytest.raises(PricingError, match="gives no energy incentive"):
+        calibrate(wl, "frontier", 0.3, rule=NodeHours())
+
+
+# ---------------------------------------------------------------- exact behaviour
+def test_shift_goes_to_the_exact_start_of_the_cheapest_period():
+    tou = EnergyCharge(TimeOfUse([[0, 6, 0.3], [6, 10, 0.1], [10, 24, 0.3]]))
+    wl = Workload.from_arrays("s", submit=np.array([2 * H, 7 * H, 12 * H]), runtime=np.full(3, 60.0),
+                              procs=np.ones(3, dtype=int), requested_time=np.full(3, 120.0), user=np.array([0, 1, 2]))
+    six_h = UserResponse(shift_users=1.0, shift_elasticity=10.0, tolerance_h=6.0)
+    new, info = six_h.apply(wl, tou, seed=0)
+    # 02:00 -> 06:00; 07:00 is already cheapest; 12:00 sees no cheaper price before 18:00
+    assert sorted(new.submit.tolist()) == [6 * H, 7 * H, 12 * H]
+    assert info["shifted"] == 1 and info["mean_shift_h"] == pytest.approx(4.0)
+    day, _ = UserResponse(shift_users=1.0, shift_elasticity=10.0, tolerance_h=24.0).apply(wl, tou, seed=0)
+    assert sorted(day.submit.tolist()) == [6 * H, 7 * H, 30 * H]      # 12:00 -> next day's 06:00
+
+
+def test_caps_go_to_exactly_the_drawn_users():
+    n, users = 30, np.arange(30) % 6
+    wl = Workload.from_arrays("c", submit=np.arange(n) * 100.0, runtime=np.full(n, 600.0), procs=np.full(n, 2),
+                              requested_time=np.full(n, 900.0), user=users)
+    new, info = UserResponse(cap_elasticity=0.5, cap_gpu_w=300.0).apply(wl, FLAT, seed=7)
+    rng = seeded_rng(7, "user-response")          # documented draw order: shift, cap, shrink (per user)...
+    rng.random(6)
+    u_cap = rng.random(6)
+    chosen_users = set(np.flatnonzero(u_cap < 0.5).tolist())
+    assert 0 < len(chosen_users) < 6
+    capped_users = set(new.user[np.asarray(new.columns["capped"], bool)].tolist())
+    assert capped_users == chosen_users
+    g = np.asarray(new.columns["gpu_cap_w"], float)
+    assert np.all(g[np.isin(new.user, list(chosen_users))] == 300.0)
+    assert np.all(np.isnan(g[~np.isin(new.user, list(chosen_users))]))
+    assert info["capped"] == int(np.isin(users, list(chosen_users)).sum())
+
+
+def test_efficient_choice_alternative_hand_checked():
+    wl = one_job(util=0.5)
+    p0 = node_w(0.5, 0.5)
+    assert p0 == pytest.approx(1665.26)
+    r = UserResponse(efficient_users=1.0, alternatives=((0.5, 1.2),))
+    new, info = r.apply(wl, FLAT, 0, system="frontier")
+    k = (0.5 * p0 - IDLE) / (p0 - IDLE)                 # utilisation factor giving half the energy
+    assert new.columns["cpu_util"][0] == pytest.approx(0.5 * k) and new.columns["gpu_util"][0] == pytest.approx(0.5 * k)
+    assert new.runtime[0] == 1000.0 and new.requested_time[0] == 2000.0   # runtime kept: other machine
+    assert predicted_job_energy_j(new, "frontier")[0] == pytest.approx(0.5 * 2 * p0 * 1000.0)
+    assert info["efficient_choice"] == {"alt(E x0.5, T x1.2)": 1}
+    # an alternative below idle power: the node's idle power is the floor
+    low, _ = UserResponse(efficient_users=1.0, alternatives=((0.2, 1.2),)).apply(wl, FLAT, 0, system="frontier")
+    assert low.columns["gpu_util"][0] == 0.0
+    assert predicted_job_energy_j(low, "frontier")[0] == pytest.approx(2 * IDLE * 1000.0)
+    # too slow for the user: not taken
+    slow, info2 = UserResponse(efficient_users=1.0, alternatives=((0.5, 2.5),), max_slowdown=2.0).apply(
+        wl, FLAT, 0, system="frontier")
+    assert info2["efficient_choice"] == {"alt(E x0.5, T x2.5)": 0} and slow.columns["efficient_choice"][0] == -1
+    # node-hour charging gives no incentive
+    same, info3 = r.apply(wl, NodeHours(), 0, system="frontier")
+    assert "efficient_choice" not in info3 and same.columns["gpu_util"][0] == 0.5
+
+
+def test_efficient_choice_cap_hand_checked():
+    wl = one_job(util=0.5, beta=0.5)
+    new, _ = UserResponse(efficient_users=1.0, choice_cap_fractions=(0.5,)).apply(wl, FLAT, 0, system="frontier")
+    # GPU cap 0.5 x 560 = 280 W: dynamic 236 -> 192 W, clock (192/236)^(1/2), stretch 0.5 (1/f - 1) + 1
+    f = (192 / 236) ** 0.5
+    st = 0.5 * (1 / f - 1) + 1
+    assert new.columns["gpu_cap_w"][0] == 280.0 and np.isnan(new.columns["cpu_cap_w"][0])
+    assert new.runtime[0] == 1000.0 and new.requested_time[0] == math.ceil(2000.0 * st)
+    assert predicted_job_energy_j(new, "frontier")[0] == pytest.approx(2 * node_w(0.5, 0.5, 280.0) * 1000.0 * st)
+    assert node_w(0.5, 0.5, 280.0) * st / node_w(0.5, 0.5) == pytest.approx(0.94290, abs=1e-5)
+    # a compute-bound job (beta = 1) at 168 W: stretch 1 / (80/236)^(1/2) = 1.718, power 1041.26 W:
+    # 1.074 x the energy, so no change
+    cb, info2 = UserResponse(efficient_users=1.0, choice_cap_fractions=(0.3,)).apply(one_job(beta=1.0), FLAT, 0,
+                                                                                   system="frontier")
+    assert node_w(0.5, 0.5, 168.0) / (80 / 236) ** 0.5 / node_w(0.5, 0.5) == pytest.approx(1.0740, abs=1e-4)
+    assert info2["efficient_choice"] == {"cap 0.3 x max": 0} and "gpu_cap_w" not in cb.columns
+    # at 112 W it would take 3.1 x the time: beyond max_slowdown, not an option even if cheaper
+    _, info3 = UserResponse(efficient_users=1.0, choice_cap_fractions=(0.2,)).apply(one_job(beta=1.0), FLAT, 0,
+                                                                                  system="frontier")
+    assert info3["efficient_choice"] == {"cap 0.2 x max": 0}
+
+
+def test_efficient_choice_goes_to_exactly_the_drawn_jobs():
+    n = 40
+    wl = one_job(n=n)
+    new, info = UserResponse(efficient_users=0.5, alternatives=((0.5, 1.0),)).apply(wl, FLAT, 11, system="frontier")
+    rng = seeded_rng(11, "user-response")        # per user: shift, cap, shrink; per job: shift, then choice
+    for size in (3, 3, 3, n):
+        rng.random(size)
+    drawn = rng.random(n) < 0.5
+    order = np.argsort(new.job_id)
+    assert np.array_equal(np.asarray(new.columns["efficient_choice"])[order] == 0, drawn)
+    assert info["efficient_choice"]["alt(E x0.5, T x1)"] == int(drawn.sum())
+
+
+def test_materialize_profiles_is_seeded_and_keeps_known_values():
+    wl = synthetic(50)
+    wl.columns["gpu_util"] = np.full(50, 0.25)
+    a, b = materialize_profiles(wl, 4), materialize_profiles(wl, 4)
+    assert "cpu_util" not in wl.columns                    # input untouched
+    assert np.array_equal(a.columns["cpu_util"], b.columns["cpu_util"])
+    assert np.all(a.columns["gpu_util"] == 0.25)
+    assert not np.array_equal(a.columns["cpu_util"], materialize_profiles(wl, 5).columns["cpu_util"])
+
+
+def test_facility_cost_hand_checked():
+    d = RunData(jobs=None, timeseries={"time": np.array([0.0, H]), "power_facility_w": np.array([1000.0, 2000.0])})
+    # 1 kWh at 1 (00:00-01:00) + 2 kWh at 2 (01:00-02:00)
+    assert facility_cost(d, TimeOfUse([[0, 1, 1.0], [1, 24, 2.0]])) == pytest.approx(5.0)
+
+
+def test_user_response_bad_input():
+    with pytest.raises(PricingError, match="needs a menu"):
+        UserResponse(efficient_users=0.5)
+    with pytest.raises(PricingError, match="max_slowdown must be a finite number >= 1"):
+        UserResponse(max_slowdown=0.5)
+    with pytest.raises(PricingError, match=r"alternatives\[0\] = \(-0.5, 1.0\)"):
+        UserResponse(alternatives=((-0.5, 1.0),))
+    with pytest.raises(PricingError, match="energy_ratio, runtime_ratio"):
+        UserResponse(alternatives=(0.5,))
+    with pytest.raises(PricingError, match=r"choice_cap_fractions must lie in \(0, 1\]"):
+        UserResponse(choice_cap_fractions=(1.5,))
+    with pytest.raises(PricingError, match="efficient_users must be >= 0"):
+        UserResponse(efficient_users=-1.0)
+    with pytest.raises(PricingError, match="needs the machine"):
+        UserResponse.preset("kamatar2025").apply(one_job(), FLAT, 0)
+    bare = Workload.from_arrays("bare", submit=np.zeros(1), runtime=np.ones(1), procs=np.ones(1, dtype=int),
+                                requested_time=np.ones(1))
+    with pytest.raises(PricingError, match="no cpu_util, gpu_util, compute_bound column.*materialize_profiles"):
+        predicted_job_energy_j(bare, "frontier")
+
+
+# ---------------------------------------------------------------- price-aware scheduler (Yang et al.)
+def test_knapsack_hand_checked():
+    procs, pw = np.array([4, 3, 2, 5]), np.array([400.0, 250.0, 100.0, 600.0])
+    # 7 nodes: {4, 3} at 650 W and {5, 2} at 700 W; the lower power wins
+    assert knapsack_max_nodes(procs, pw, 7, 700.0).tolist() == [0, 1]
+    # 600 W: no 7-node subset fits; 6 nodes {4, 2} at 500 W
+    assert knapsack_max_nodes(procs, pw, 7, 600.0).tolist() == [0, 2]
+    assert knapsack_max_nodes(procs, pw, 7, 50.0).tolist() == []
+    assert knapsack_max_nodes(procs, pw, 0, 1e9).tolist() == []
+
+
+class _Model:
+    def __init__(self, w):
+        self.w = w
+
+    def job_node_power_w(self, j):
+        return self.w[j]
+
+
+def test_price_aware_periods_and_greedy_order():
+    s = PriceAwareScheduler(policy="greedy", window=2, periods=tou_periods(3.0),
+                            power_model=_Model([300.0, 100.0, 200.0]))
+    assert s.on_peak(9 * H) and not s.on_peak(21 * H) and not s.on_peak(7.99 * H)
+    assert s.on_peak(86400 + 9 * H)
+    assert s.next_wakeup(9 * H) == 20 * H and s.next_wakeup(21 * H) == 32 * H
+    shifted = PriceAwareScheduler(periods=tou_periods(3.0), t0_hour=12.0)     # log time 0 is noon
+    assert not shifted.on_peak(9 * H) and shifted.on_peak(0.0)
+
+    class J:
+        procs = np.ones(3, dtype=int)
+        estimate = np.ones(3)
+
+        def __len__(self):
+            return 3
+    s.jobs, s.total, s.procs, s.est, s._pw = J(), 3, J.procs, J.estimate, None
+    q = np.array([0, 1, 2])
+    assert s._order(9 * H, q, s.jobs).tolist() == [1, 0, 2]      # on-peak: low power first, window 2
+    assert s._order(21 * H, q, s.jobs).tolist() == [0, 1, 2]     # off-peak: high power first
+    s.window = 3
+    assert s._order(9 * H, q, s.jobs).tolist() == [1, 2, 0]
+    assert s._order(21 * H, q, s.jobs).tolist() == [0, 2, 1]
+
+
+def test_price_aware_holds_high_power_jobs_until_off_peak(tmp_path):
+    from experiments.incentives_whatif import power_only_system
+    from twin.run import RunConfig, run
+    sysf = power_only_system("frontier", tmp_path)
+    # two 1-node jobs submitted at 09:00: L at idle utilisation (626.26 W), H at full (2704.26 W)
+    wl = Workload.from_arrays("yang", submit=np.full(2, 9 * H), runtime=np.array([20 * H, H]),
+                              procs=np.ones(2, dtype=int),
+                              requested_time=np.array([21 * H, 2 * H]), job_id=np.array([1, 2]),
+                              columns={"cpu_util": np.array([0.0, 1.0]), "gpu_util": np.array([0.0, 1.0])})
+
+    def go(sched, opts):
+        return run(RunConfig(workload="yang", system=sysf, nodes=2, power=True, scheduler=sched,
+                             options={"power": {"cooling": False}, "scheduler": opts}), wl)
+    easy = go("easy", {})
+    assert easy.jobs["start"].tolist() == [9 * H, 9 * H]
+    # budget 0.5 x 2 nodes x mean(626.26, 2704.26) W = 1665.26 W: L fits, L + H and H alone do not
+    ks = go("schedulers.price_aware:PriceAwareScheduler", {"policy": "knapsack", "budget_fraction": 0.5,
+                                                          "periods": tou_periods(3.0)})
+    assert ks.jobs["start"].tolist() == [9 * H, 20 * H]           # H waits for the off-peak period
+    tou = TimeOfUse(tou_periods(3.0))
+    from power.accounting import from_result
+    bill = [EnergyCharge(tou, pue_share=False).charge(from_result(r)).sum() for r in (easy, ks)]
+    assert bill[1] < bill[0]
+    assert bill[0] - bill[1] == pytest.approx(2704.26 * (3.0 - 1.0) / 1000.0, rel=1e-6)   # 1 h of H moved
+
+
+def test_price_aware_bad_input():
+    with pytest.raises(PriceAwareError, match="unknown policy 'x'"):
+        PriceAwareScheduler(policy="x")
+    with pytest.raises(PriceAwareError, match="window must be an integer >= 1"):
+        PriceAwareScheduler(window=0)
+    with pytest.raises(PriceAwareError, match="gap or overlap at hour 8"):
+        PriceAwareScheduler(periods=[[0, 8, 1.0], [9, 24, 2.0]])
+    with pytest.raises(PriceAwareError, match="not 24"):
+        PriceAwareScheduler(periods=[[0, 20, 1.0]])
+    with pytest.raises(PriceAwareError, match="budget_fraction must be a finite number > 0"):
+        PriceAwareScheduler(budget_fraction=0.0)
+    with pytest.raises(PriceAwareError, match="backfill must be 'easy' or 'none'"):
+        PriceAwareScheduler(backfill="conservative")
+    with pytest.raises(PriceAwareError, match="0 < h0 < h1 < 24"):
+        tou_periods(3.0, (20.0, 8.0))
+    with pytest.raises(PriceAwareError, match="price ratio"):
+        tou_periods(-1.0)
+    s = PriceAwareScheduler()
+    s.jobs = type("J", (), {"__len__": lambda self: 1})()
+    s._pw = None
+    with pytest.raises(RuntimeError, match="--power on"):
+        s._power()

@@ -175,7 +175,6 @@ def test_run_with_failures_writes_recovery_columns(tmp_path):
     done = df[df["status"] == "completed"]
     assert np.allclose(done["ettr"], done["useful_work_s"] / done["work_done_s"])
     assert 0 < f["goodput"] <= 1
-    # no unit used twice at any time, counting every segment
     assert (tmp_path / "r" / "summary.json").exists()
     cfg2 = RunConfig(workload="synthetic:jobs=300,nodes=64,seed=3", nodes=64, scheduler="easy", seed=1,
                      options={"failures": {"node_mtbf_days": 2.0, "repair_s": 3600.0}})
@@ -187,3 +186,73 @@ def test_slurm_refuses_failures():
                     options={"failures": {"enabled": True}})
     with pytest.raises(RunConfigError, match="does not support node failures"):
         run(cfg)
+
+
+def test_gpu_allocation_failure_takes_the_whole_node_down():
+    # 2 nodes x 4 GPUs; jobs of 2, 2 and 4 GPUs at t = 0 (best-fit: A, B share node 0; C takes node 1).
+    # Node 0 fails at t = 10 (repair 100 s): A and B are interrupted and rerun from scratch after the
+    # repair (node 1 is busy until 50, then C is done: A and B restart at 50 on node 1), 100 s each.
+    from twin.workload import Workload
+    wl = Workload.from_arrays("g", submit=[0, 0, 0], runtime=[100, 100, 50], procs=[1, 1, 1],
+                              requested_time=[1000, 1000, 1000], columns={"gpus": np.array([2.0, 2.0, 4.0])})
+    cfg = RunConfig(workload="g", nodes=2, gpus_per_node=4, allocation="gpu", scheduler="fcfs",
+                    options={"failures": {"events": [[10.0, 0]], "repair_s": 100.0,
+                                          "regimes": {"default": "requeue"}}})
+    r = run(cfg, workload=wl)
+    df = r.jobs.set_index("job_id")
+    assert df["failures"].tolist() == [1, 1, 0]
+    assert df.loc[1, "end"] == 150.0 and df.loc[2, "end"] == 150.0 and df.loc[3, "end"] == 50.0
+    assert set(df.loc[[1, 2], "nodes"]) == {"4-5", "6-7"}
+    assert r.summary["failures"]["node_failures"] == 1
+    # free GPUs: 0 until 110 (node 0 down 10..110, node 1 busy), then 4 until 150 -> 4 x 40 / 150
+    assert r.summary["gpu_fragmentation"]["mean_free_gpus"] == pytest.approx(160 / 150)
+    assert df.loc[1, "queued_s"] == 40.0 and df.loc[1, "held_s"] == 110.0       # waited 10..50
+    assert df.loc[1, "ettr"] == pytest.approx(100 / 110)                        # 10 s of lost work
+
+
+def _intervals(res, prep, model):
+    """(unit, start, end, owner) for every run segment and every outage."""
+    from twin.ranges import parse_ranges
+    rows = []
+    for j, s0, e0, txt in res.segments:
+        rows += [(int(u), s0, e0, j) for u in parse_ranges(txt)]
+    for j in range(len(res.start)):
+        if res.failed[j] or np.isnan(res.start[j]):
+            continue
+        rows += [(int(u), float(res.last_start[j]), float(res.end[j]), j) for u in parse_ranges(res.nodes[j])]
+    for node, t0, t1 in model.outages:
+        rows.append((node, t0, t1, -1 - node))
+    return rows
+
+
+@pytest.mark.parametrize("sched", ["fcfs", "easy", "conservative", "sjf"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_invariants_under_random_failures(sched, seed):
+    rng = np.random.default_rng(seed)
+    n, total = 120, 16
+    rows = [(i + 1, float(t), float(r), int(p), float(r * q)) for i, (t, r, p, q) in enumerate(zip(
+        np.sort(rng.uniform(0, 20000, n)).round(), rng.integers(10, 3000, n), rng.integers(1, 9, n),
+        rng.uniform(1.0, 3.0, n)))]
+    regimes = {"default": ["requeue", "checkpoint_restart", "fast_recovery", "fail"][seed % 4]}
+    model = fm(node_mtbf_s=40000.0, repair_s=500.0, regimes=regimes, checkpoint_s=20.0, restart_s=30.0,
+               interval=300.0)
+    res, prep, _ = simulate(rows, total, scheduler=sched, kill=True, models=[model])
+    submit = prep.workload.submit
+    assert np.isfinite(res.end).all()
+    assert (res.start >= submit).all()
+    # no unit held by two owners at once (jobs' runs and outages)
+    by_unit: dict[int, list] = {}
+    for u, a, b, who in _intervals(res, prep, model):
+        by_unit.setdefault(u, []).append((a, b, who))
+    for u, iv in by_unit.items():
+        iv.sort()
+        for (a1, b1, w1), (a2, b2, w2) in zip(iv, iv[1:]):
+            assert a2 >= b1 - 1e-9, f"unit {u}: {w1} [{a1}, {b1}) overlaps {w2} [{a2}, {b2})"
+    # wall time held = sum of run lengths; queue time + held = end - submit for completed jobs
+    seg_len = np.zeros(n)
+    for j, a, b, _ in res.segments:
+        seg_len[j] += b - a
+    last = np.where(res.failed, 0.0, res.end - res.last_start)
+    assert np.allclose(res.held, seg_len + last)
+    assert np.allclose(res.queued + res.held, res.end - submit)
+    assert model.node_failures > 0

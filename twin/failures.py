@@ -226,6 +226,9 @@ class FailureModel(RunModel):
         self.ignored = 0
         self.down_node_seconds = 0.0
         self.down_start = np.zeros(self.n_nodes)
+        #: outages as (node, down s, up s); up = inf while still down at the end
+        self.outages: list[tuple[int, float, float]] = []
+        self._open_outage: dict[int, int] = {}
         if cfg.events is not None:
             for t, node in cfg.events:
                 if int(node) >= self.n_nodes:
@@ -325,6 +328,8 @@ class FailureModel(RunModel):
             if kind == 0:                            # repair
                 control.bring_up(units)
                 self.down_node_seconds += now - self.down_start[node]
+                k = self._open_outage.pop(node)
+                self.outages[k] = (node, self.outages[k][1], now)
                 if not self.explicit:
                     heapq.heappush(heap, (now + float(self._uptimes(1)[0]), 1, node))
                 continue
@@ -346,6 +351,8 @@ class FailureModel(RunModel):
             self.down_until[node] = now + rep
             self.down_start[node] = now
             if rep > 0:
+                self._open_outage[node] = len(self.outages)
+                self.outages.append((node, now, math.inf))
                 control.take_down(units, now + rep)
                 heapq.heappush(heap, (now + rep, 0, node))
             elif not self.explicit:

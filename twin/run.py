@@ -301,6 +301,41 @@ def _build_placer(cfg: RunConfig, total: int, system: SystemSpec | None, notes: 
 ALLOCATIONS = ("node", "gpu")
 
 
+def _occupancy_rows(wl: Workload, res, held: list, models: list, gpn: int):
+    """Per-(job run) rows for the fragmentation metric: (submit, start, end, units, GPUs).
+
+    Without failures, one row a job. With failures, a requeued job gives one row per run, the
+    run's "submit" being the time it (re)entered the queue (so it counts as waiting in between),
+    and every node outage gives a row that holds the node's GPUs from its failure to its repair and
+    never waits."""
+    if not res.segments:
+        fm = [m for m in models if type(m).__name__ == "FailureModel"]
+        if not fm or not fm[0].outages:
+            return wl.submit, res.start, res.end, held, wl.procs
+    sub, st, en, un, g = [], [], [], [], []
+    prev_end: dict[int, float] = {}
+    for j, s0, e0, txt in res.segments:
+        sub.append(prev_end.get(j, float(wl.submit[j])))
+        st.append(s0); en.append(e0); un.append(parse_ranges(txt)); g.append(int(wl.procs[j]))
+        prev_end[j] = e0
+    last = res.last_start if res.last_start is not None else res.start
+    for j in range(len(wl.submit)):
+        if res.failed is not None and res.failed[j]:
+            continue                              # its last run is among the interrupted segments
+        sub.append(prev_end.get(j, float(wl.submit[j])))
+        st.append(float(last[j])); en.append(float(res.end[j])); un.append(held[j]); g.append(int(wl.procs[j]))
+    t_end = float(np.nanmax(res.end)) if np.isfinite(res.end).any() else 0.0
+    for m in models:
+        if type(m).__name__ == "FailureModel":
+            for node, t0, t1 in m.outages:
+                if t0 > t_end:
+                    continue
+                sub.append(t0); st.append(t0); en.append(min(t1, t_end))
+                un.append(np.arange(node * gpn, (node + 1) * gpn)); g.append(gpn)
+    return (np.asarray(sub, dtype=float), np.asarray(st, dtype=float), np.asarray(en, dtype=float), un,
+            np.asarray(g, dtype=np.int64))
+
+
 def _gpu_mode(cfg: RunConfig, workload: Workload, system: SystemSpec | None,
               system_explicit: bool) -> tuple[Workload, int, int, str, np.ndarray | None]:
     """``allocation = "gpu"``: the machine's units are GPUs (``unit = node * G + local GPU``) and a
@@ -315,7 +350,6 @@ def _gpu_mode(cfg: RunConfig, workload: Workload, system: SystemSpec | None,
                              "whose gpus_per_node > 0")
     unsupported = [name for name, on in (("--power on", cfg.power), ("--network on", cfg.network),
                                          ("--power-cap", cfg.power_cap is not None),
-                                         ("option failures", bool(cfg.options.get("failures"))),
                                          ("option llm.iteration", bool(cfg.options.get("llm", {}).get("iteration"))),
                                          (f"--placement {cfg.placement}", cfg.placement != "first-fit")) if on]
     if unsupported:
@@ -401,6 +435,10 @@ def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
         sched = PowerAwareScheduler(inner=sched, cap=cfg.power_cap,
                                     cooling_overhead=float(cfg.options.get("power", {}).get("cooling_overhead", 0.0)))
     models = _build_models(cfg, system)
+    if gpu_mode:
+        for m in models:
+            if type(m).__name__ == "FailureModel":
+                m.cfg.units_per_node = gpn         # a node failure takes all its GPUs down
     if getattr(sched, "power_model", False) is None:
         power_models = [m for m in models if type(m).__name__ == "PowerModel"]
         if not power_models:
@@ -448,13 +486,14 @@ def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
     if gpu_mode:
         from twin.fragmentation import fragmentation_series  # noqa: PLC0415
         held = [parse_ranges(x) for x in df["nodes"]]
+        f_sub, f_start, f_end, f_units, f_gpus = _occupancy_rows(wl, res, held, models, gpn)
         lens = np.fromiter((len(u) for u in held), dtype=np.int64, count=len(held))
         if lens.sum():                           # distinct nodes per job, without a per-job np.unique
             key = np.unique(np.repeat(np.arange(len(held)), lens) * (total // gpn) + np.concatenate(held) // gpn)
             df["gpu_nodes"] = np.bincount(key // (total // gpn), minlength=len(held))
         else:
             df["gpu_nodes"] = 0
-        frag = fragmentation_series(wl.submit, res.start, res.end, held, wl.procs, gpn, total)
+        frag = fragmentation_series(f_sub, f_start, f_end, f_units, f_gpus, gpn, total)
     if placer is not None and hasattr(placer, "describe"):
         summary_extra = {"placement": placer.describe()}
     else:
@@ -497,7 +536,7 @@ def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
         for m in models:
             ts.update(m.timeseries(grid, dt))
         if gpu_mode:
-            on_grid = fragmentation_series(wl.submit, res.start, res.end, held, wl.procs, gpn, total, times=grid)
+            on_grid = fragmentation_series(f_sub, f_start, f_end, f_units, f_gpus, gpn, total, times=grid)
             ts["fragmented_gpus"] = (on_grid.fragmented.astype(np.int32),
                                      "GPUs free but unusable by every waiting job, at time t")
             ts["free_gpus"] = (on_grid.free.astype(np.int32), "GPUs free at time t")

@@ -70,6 +70,8 @@ class SimResult:
     queued: np.ndarray | None = None
     #: interrupted segments: (job index, start s, end s, units as range text), in time order
     segments: list = field(default_factory=list)
+    #: start of each job's last segment (s; = ``start`` for jobs never interrupted)
+    last_start: np.ndarray | None = None
     #: units out of service (down) from each change time (like ``change_busy``; None if never any)
     change_down: np.ndarray | None = None
 
@@ -451,7 +453,9 @@ class Simulation:
             out.held = np.array(state.held, dtype=np.float64)
             out.queued = np.array(state.queued, dtype=np.float64) + np.where(np.isnan(start_a), 0.0, 0.0)
             out.segments = state.segments
+            out.last_start = np.array(start_seg, dtype=np.float64)
         else:
+            out.last_start = start_a
             ran = ~np.isnan(start_a)
             out.failed = np.zeros(n, dtype=bool)
             out.interruptions = np.zeros(n, dtype=np.int64)

@@ -144,6 +144,12 @@ def format_summary(s: dict) -> str:
                              ("peak_facility_power_w", "peak facility power", " W"), ("mean_pue", "mean PUE", "")):
         if key in s:
             rows.append((label, f(s[key], unit)))
+    fl = s.get("failures")
+    if fl:
+        rows.append(("node failures", f"{fl.get('node_failures')} ({fl.get('interruptions')} job interruptions, "
+                                      f"{fl.get('jobs_failed')} jobs failed)"))
+        rows.append(("goodput", f(fl.get("goodput"))))
+        rows.append(("lost unit-hours", f(fl.get("lost_unit_hours"))))
     rows.append(("wall time", f"{s.get('wall_seconds')} s ({s.get('jobs_per_second')} jobs/s)"))
     w = max(len(r[0]) for r in rows)
     lines = [f"{k:<{w}}  {v}" for k, v in rows]

@@ -132,3 +132,20 @@ class Scheduler:
     def describe(self) -> dict:
         """Parameters of this policy, for the run's config and result tables."""
         return {"name": self.name}
+
+
+class ForwardsFailureHooks:
+    """Mixin for wrappers (``self.inner`` is the wrapped policy): node-failure hooks go to the inner
+    policy, ``on_interrupt`` falling back to its ``on_finish`` as the engine does."""
+
+    inner: object
+
+    def on_interrupt(self, now: float, job: int) -> None:
+        fn = getattr(self.inner, "on_interrupt", None) or getattr(self.inner, "on_finish", None)
+        if fn is not None:
+            fn(now, job)
+
+    def on_requeue(self, now: float, job: int) -> None:
+        fn = getattr(self.inner, "on_requeue", None)
+        if fn is not None:
+            fn(now, job)

@@ -36,12 +36,12 @@ import numpy as np
 from topology.llm_placement import LLMPlacer
 from topology.placement import groups_spanned
 
-from .base import ClusterView, JobTable, Scheduler, Start
+from .base import ClusterView, ForwardsFailureHooks, JobTable, Scheduler, Start
 
 TRAINING = ("llm_pretrain", "llm_finetune")
 
 
-class LLMScheduler(Scheduler):
+class LLMScheduler(ForwardsFailureHooks, Scheduler):
     """Wrap ``inner`` (a `Scheduler` or a registry name) with LLM-aware placement (see module doc).
 
     Parameters
@@ -135,16 +135,6 @@ class LLMScheduler(Scheduler):
 
     def on_finish(self, now: float, job: int) -> None:
         self.inner.on_finish(now, job)
-
-    def on_interrupt(self, now: float, job: int) -> None:
-        fn = getattr(self.inner, "on_interrupt", None) or getattr(self.inner, "on_finish", None)
-        if fn is not None:
-            fn(now, job)
-
-    def on_requeue(self, now: float, job: int) -> None:
-        fn = getattr(self.inner, "on_requeue", None)
-        if fn is not None:
-            fn(now, job)
 
     def next_wakeup(self, now: float) -> float | None:
         nxt = self.inner.next_wakeup(now)

@@ -38,7 +38,7 @@ from typing import Sequence
 
 import numpy as np
 
-from schedulers.base import ClusterView, JobTable, Scheduler, Start
+from schedulers.base import ClusterView, ForwardsFailureHooks, JobTable, Scheduler, Start
 
 
 class PowerCap:
@@ -73,7 +73,7 @@ class PowerCap:
         return float(self.times[k]) if k < len(self.times) else None
 
 
-class PowerAwareScheduler(Scheduler):
+class PowerAwareScheduler(ForwardsFailureHooks, Scheduler):
     """Wrap ``inner``; start its jobs only while projected facility power stays under ``cap``.
 
     Parameters
@@ -143,16 +143,6 @@ class PowerAwareScheduler(Scheduler):
 
     def on_finish(self, now: float, job: int) -> None:
         self.inner.on_finish(now, job)
-
-    def on_interrupt(self, now: float, job: int) -> None:
-        fn = getattr(self.inner, "on_interrupt", None) or getattr(self.inner, "on_finish", None)
-        if fn is not None:
-            fn(now, job)
-
-    def on_requeue(self, now: float, job: int) -> None:
-        fn = getattr(self.inner, "on_requeue", None)
-        if fn is not None:
-            fn(now, job)
 
     def next_wakeup(self, now: float) -> float | None:
         times = [t for t in (self.inner.next_wakeup(now), self.cap.next_change(now)) if t is not None]

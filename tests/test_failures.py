@@ -256,3 +256,17 @@ def test_invariants_under_random_failures(sched, seed):
     assert np.allclose(res.held, seg_len + last)
     assert np.allclose(res.queued + res.held, res.end - submit)
     assert model.node_failures > 0
+
+
+@pytest.mark.parametrize("dist,shape", [("poisson", 1.0), ("weibull", 0.7), ("weibull", 2.0)])
+def test_uptime_distributions_have_the_configured_mean(dist, shape):
+    from twin.model_api import ModelContext
+    from twin.run import job_table, prepare
+    prep = prepare(workload([(1, 0, 10, 1, None)]), 4, "test")
+    m = fm(node_mtbf_s=1000.0, dist=dist, shape=shape)
+    m.bind(ModelContext(n_nodes=4, jobs=job_table(prep), runtime=prep.workload.runtime, seed=5))
+    x = m._uptimes(200_000)
+    assert x.mean() == pytest.approx(1000.0, rel=0.02)
+    if dist == "weibull":      # coefficient of variation of a Weibull: sqrt(G(1+2/k) / G(1+1/k)^2 - 1)
+        cv = math.sqrt(math.gamma(1 + 2 / shape) / math.gamma(1 + 1 / shape) ** 2 - 1)
+        assert x.std() / x.mean() == pytest.approx(cv, rel=0.03)

@@ -12,8 +12,12 @@ without response is priced three times. With response, users react as `UserRespo
 * ``kamatar2025`` (energy charging): each job's user, with the calibrated probability, runs it in
   the cheapest configuration of a menu: older GPUs with the energy and runtime ratios Kamatar et al.
   measured (V100, P100 against A100) or GPU power caps, within 2x the runtime. The older GPUs are a
-  separate machine in reality; the twin emulates them on its own nodes at the job's energy ratio and
-  unchanged runtime, so this row's waits are those of the Frontier partition, not of the other one.
+  separate machine in reality; the twin emulates them on its own nodes at their speed and power
+  (`power.response`, "Emulated hardware"): the job runs runtime_ratio x longer (its requested time
+  grows with it) at the node power that gives energy_ratio x its energy, floored at the node's idle
+  power (those jobs are counted). So this row's waits and slowdowns include the slower hardware, with
+  the older GPUs sharing the Frontier nodes and queue (their own machine is not modelled): jobs that
+  run 1.65x longer on the same nodes raise the load, and on a busy log the queue grows accordingly.
   Anchor: about 40 % less energy than under node-hour charging (Kamatar et al., SC'25 user study).
   The reduction is measured on the jobs' energy (what users are charged for); the facility's energy
   (with idle nodes and cooling) is shown beside it.
@@ -33,7 +37,8 @@ repeats this at price ratios 2, 3 and 5.
 
 Tables (``results.md``/``.tex``/``.csv``): energy (MWh, facility), jobs' energy (MWh), peak facility
 power (kW, over 15 s averages), total cost, Gini coefficient of the per-user cost, mean wait (s), mean
-bounded slowdown (tau = 10 s), and for anchored rows the measured reduction beside the anchor.
+bounded slowdown (tau = 10 s), jobs killed at their requested time, jobs whose emulated hardware ran
+at the node's idle-power floor, and for anchored rows the measured reduction beside the anchor.
 Figure ``facility_power_week.png``: facility power over one week under each scenario.
 
 Usage: ``python -m experiments.incentives_whatif [--log KTH-SP2] [--nodes 100] [--out DIR] [--calibrate]``
@@ -51,14 +56,16 @@ from power.accounting import (
     FlatPrice,
     NodeHours,
     TimeOfUse,
-    UserResponse,
-    calibrate,
     facility_cost,
     from_result,
     ledger,
+    spread,
+)
+from power.response import (
+    UserResponse,
+    calibrate,
     materialize_profiles,
     predicted_job_energy_j,
-    spread,
 )
 from schedulers.price_aware import YANG2013, tou_periods
 from twin.run import RunConfig, load_workload, run
@@ -106,7 +113,7 @@ def yang_profiles(wl, spread_ratio: float, seed: int, system: str):
     """A copy of ``wl`` whose jobs draw per-node power uniformly in [P_top / spread_ratio, P_top]
     (P_top = 96 % of the node's maximum, i.e. 2,600 W on Frontier), with equal CPU and GPU utilisation:
     Yang et al.'s observation that job power differs by up to ``spread_ratio`` (2x)."""
-    from power.accounting import load_power_config  # noqa: PLC0415
+    from power.response import load_power_config  # noqa: PLC0415
     from twin.model_api import seeded_rng  # noqa: PLC0415
     cfg = load_power_config(system)
     idle, top = cfg.node_idle_w, 0.96 * float(cfg.node_power_w(1.0, 1.0))
@@ -145,8 +152,14 @@ def row(name: str, response: str, r, rule, scheduler: str = "easy") -> dict:
             "energy_mwh": s["energy_facility_kwh"] / 1e3, "job_energy_mwh": job_energy_mwh(r),
             "peak_facility_kw": float(np.nanmax(r.timeseries["power_facility_w"][0])) / 1e3,
             "total_cost": float(led["cost"].sum()), "cost_gini_user": spread(led["cost"].to_numpy())["gini"],
-            "mean_wait_s": s["mean_wait_s"], "mean_bsld": s["mean_bsld"],
-            "measured_pct": np.nan, "facility_pct": np.nan, "anchor_pct": np.nan, "anchor": ""}
+            "mean_wait_s": s["mean_wait_s"], "mean_bsld": s["mean_bsld"], "killed_jobs": _killed(r),
+            "below_idle_jobs": np.nan, "measured_pct": np.nan, "facility_pct": np.nan, "anchor_pct": np.nan,
+            "anchor": ""}
+
+
+def _killed(r) -> int:
+    """Jobs the run ended at their requested time (walltime kills)."""
+    return int((r.jobs["status"] == "killed").sum()) if "status" in r.jobs.columns else 0
 
 
 def bills(r, ratio: float) -> tuple[float, float]:
@@ -220,11 +233,14 @@ def main(argv=None) -> pd.DataFrame:
         rw = row(rule_name, label, r, R[rule_name])
         if label.startswith("kamatar"):
             pred = 1.0 - float(predicted_job_energy_j(wl2, system_name, a.nodes).sum()) / e_pred0
-            rw.update(measured_pct=100 * (1 - job_energy_mwh(r) / e_base),
+            rw.update(below_idle_jobs=info["emulation"]["below_idle"] if "emulation" in info else np.nan,
+                      measured_pct=100 * (1 - job_energy_mwh(r) / e_base),
                       facility_pct=100 * (1 - rw["energy_mwh"] / f_base), anchor_pct=100 * KAMATAR_ANCHOR,
                       anchor="Kamatar 2025: energy -40 % (user study)")
             print(f"{label}: jobs' energy -{rw['measured_pct']:.2f} % (predicted -{100 * pred:.2f} %), "
-                  f"facility energy -{rw['facility_pct']:.2f} %; choices {info.get('efficient_choice')}", flush=True)
+                  f"facility energy -{rw['facility_pct']:.2f} %; mean wait {rw['mean_wait_s']:.0f} s, bsld "
+                  f"{rw['mean_bsld']:.2f}; choices {info.get('efficient_choice')}; emulated hardware clipped "
+                  f"{info.get('emulation')}", flush=True)
         else:
             print(f"{label} under {rule_name}: {info}", flush=True)
         rows.append(rw)
@@ -276,18 +292,21 @@ def main(argv=None) -> pd.DataFrame:
     cap = (f"Log {a.log} on {a.nodes} {sysname} nodes, power model on (facility energy and power: IT + conversion "
            "losses + cooling; peak over 15 s averages; jobs' energy: node components of the jobs' nodes). "
            f"Rules: node-hours at 1/node-h; energy with PUE share at a flat {FLAT}/kWh; energy at time-of-use "
-           f"{TOU} per kWh (hours of the log clock). Responses: power.accounting.UserResponse presets "
+           f"{TOU} per kWh (hours of the log clock). Responses: power.response.UserResponse presets "
            f"(kamatar2025: efficient_users {kam.efficient_users:.4f}, calibrated; kamatar2025-homogeneous: caps "
            "only, all jobs; illustrative: not fitted); kamatar2025 emulates the older GPUs on the same nodes "
-           "at unchanged runtime (their own queue is not modelled). measured_pct: reduction of the jobs' energy "
-           "against node-hours with no response (Kamatar rows), of the jobs' electricity bill against EASY on the same "
-           "workload (Yang rows); facility_pct: the same for facility energy / facility bill. Yang rows: job "
+           "at their speed (runtime and requested time x the runtime ratio) and power (energy x the energy ratio, "
+           "floored at node idle power; below_idle_jobs: jobs run at that floor); their own machine and queue "
+           "are not modelled. killed_jobs: jobs ended at their requested time. measured_pct: reduction of the "
+           "jobs' energy against node-hours with no response (Kamatar rows), of the jobs' electricity bill "
+           "against EASY on the same workload (Yang rows); facility_pct: the same for facility energy / facility "
+           "bill. Yang rows: job "
            f"power spread {YANG2013['power_spread']:g}x, tariff {tou_periods(YANG2013['price_ratios'][1])} "
            f"(price units), window {YANG2013['window']}, EASY backfilling. Cost Gini over users. "
            "wait = start - submit; bsld = max(1, (wait + run) / max(run, 10 s)).")
     write_tables(df, a.out, ["rule", "response", "scheduler"],
                  ["energy_mwh", "job_energy_mwh", "peak_facility_kw", "total_cost", "cost_gini_user", "mean_wait_s",
-                  "mean_bsld", "measured_pct", "facility_pct", "anchor_pct"], cap)
+                  "mean_bsld", "killed_jobs", "below_idle_jobs", "measured_pct", "facility_pct", "anchor_pct"], cap)
     if ratio_rows:
         write_tables(pd.DataFrame(ratio_rows), a.out, ["scheduler", "price_ratio"],
                      ["jobs_bill_red_pct", "facility_bill_red_pct", "mean_wait_s"],

@@ -1,13 +1,31 @@
-"""Ledgers, pricing rules, price series, user response and energy fair-share (power/accounting.py)."""
+"""Ledgers, pricing rules, price series, user response (power/response.py, re-exported by
+power/accounting.py) and energy fair-share (power/accounting.py)."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from power.accounting import (CapRebate, DemandCharge, EnergyCharge, EnergyFairShare, FlatPrice,
-                              FugakuPoints, NodeHours, OsakaPoints, PriceSeries, PricingError, RunData,
-                              TimeOfUse, UserResponse, ledger, make_rules, make_tariff, price_run, spread)
+from power.accounting import (
+    CapRebate,
+    DemandCharge,
+    EnergyCharge,
+    EnergyFairShare,
+    FlatPrice,
+    FugakuPoints,
+    NodeHours,
+    OsakaPoints,
+    PriceSeries,
+    PricingError,
+    RunData,
+    TimeOfUse,
+    UserResponse,
+    ledger,
+    make_rules,
+    make_tariff,
+    price_run,
+    spread,
+)
 from twin.workload import Workload
 
 H = 3600.0
@@ -134,8 +152,9 @@ def test_user_response_shift_cap_shrink():
     assert info3["shrunk"] == 40 and np.all(s.procs == 2)
     assert np.all(s.runtime == np.ceil(600 * 2 ** 0.8))
     cap = UserResponse(cap_elasticity=1.0, cap_gpu_w=300.0)
-    c, info4 = cap.apply(wl, EnergyCharge(FlatPrice(0.1)), seed=0)
+    c, info4 = cap.apply(wl, EnergyCharge(FlatPrice(0.1)), seed=0, system="frontier")
     assert info4["capped"] == 40 and np.all(c.columns["gpu_cap_w"] == 300.0)
+    assert np.all(c.requested_time >= 1200.0) and info4["cap_requests_extended"] == int(np.sum(c.requested_time > 1200))
     with pytest.raises(PricingError, match="cap_cpu_w"):
         UserResponse(cap_elasticity=0.5)
 

@@ -1,5 +1,6 @@
-"""User response calibrated to the published anchors (power/accounting.py) and the price-aware
-scheduler of Yang et al. (schedulers/price_aware.py): presets, calibration, exact behaviour, errors."""
+"""User response calibrated to the published anchors (power/response.py) and the price-aware
+scheduler of Yang et al. (schedulers/price_aware.py): presets, calibration, emulated hardware at its
+own speed and power, cap requests, exact behaviour, errors."""
 from __future__ import annotations
 
 import math
@@ -8,16 +9,21 @@ import numpy as np
 import pytest
 
 from power.accounting import (
-    KAMATAR2025_EFFICIENT_USERS,
     EnergyCharge,
     FlatPrice,
     NodeHours,
     PricingError,
     RunData,
     TimeOfUse,
+    facility_cost,
+)
+from power.response import (
+    KAMATAR2025_EFFICIENT_USERS,
+    KAMATAR_GPU_ALTERNATIVES,
     UserResponse,
     calibrate,
-    facility_cost,
+    emulation_scale,
+    load_power_config,
     materialize_profiles,
     predicted_job_energy_j,
 )
@@ -60,7 +66,7 @@ def synthetic(n=400, seed=3):
 # ---------------------------------------------------------------- presets
 def test_kamatar_preset_parameters_come_from_the_artifact():
     k = UserResponse.preset("kamatar2025")
-    assert k.efficient_users == KAMATAR2025_EFFICIENT_USERS == 0.7112
+    assert k.efficient_users == KAMATAR2025_EFFICIENT_USERS == 0.8636
     # artifact gpu_experiments/results.csv: A100 1405.0 s x 1494.667 W, V100 1494.0 s x 881.396 W,
     # P100 2321.485 s x 382.606 W -> V100: 1.3168 MJ / 2.1000 MJ = 0.6270, 1494 / 1405 = 1.0633;
     # P100: 0.8882 MJ / 2.1000 MJ = 0.4230, 2321.485 / 1405 = 1.6523
@@ -133,7 +139,7 @@ def test_caps_go_to_exactly_the_drawn_users():
     n, users = 30, np.arange(30) % 6
     wl = Workload.from_arrays("c", submit=np.arange(n) * 100.0, runtime=np.full(n, 600.0), procs=np.full(n, 2),
                               requested_time=np.full(n, 900.0), user=users)
-    new, info = UserResponse(cap_elasticity=0.5, cap_gpu_w=300.0).apply(wl, FLAT, seed=7)
+    new, info = UserResponse(cap_elasticity=0.5, cap_gpu_w=300.0).apply(wl, FLAT, seed=7, system="frontier")
     rng = seeded_rng(7, "user-response")          # documented draw order: shift, cap, shrink (per user)...
     rng.random(6)
     u_cap = rng.random(6)
@@ -145,6 +151,65 @@ def test_caps_go_to_exactly_the_drawn_users():
     assert np.all(g[np.isin(new.user, list(chosen_users))] == 300.0)
     assert np.all(np.isnan(g[~np.isin(new.user, list(chosen_users))]))
     assert info["capped"] == int(np.isin(users, list(chosen_users)).sum())
+    # capped jobs' requests grow by their stretch (profiles drawn by materialize_profiles, seed 7)
+    prof = materialize_profiles(wl, 7)
+    gpu, beta = prof.columns["gpu_util"][np.argsort(new.job_id)], prof.columns["compute_bound"]
+    dyn = gpu * 472.0
+    f = np.sqrt(np.minimum(dyn, 300.0 - 88.0) / dyn)
+    st = np.where(np.isin(users, list(chosen_users)), beta * (1 / f - 1) + 1, 1.0)
+    order = np.argsort(new.job_id)
+    assert new.requested_time[order].tolist() == np.ceil(900.0 * st).tolist()
+    assert info["cap_requests_extended"] == int(np.sum(st > 1))
+
+
+def test_accepted_cap_extends_the_request_so_the_job_is_not_killed(tmp_path):
+    """GPU cap 280 W on a job at utilisation 0.5, beta 0.5: dynamic GPU power 236 -> 192 W, clock
+    (192/236)^(1/2) = 0.90198, stretch 0.5 (1/0.90198 - 1) + 1 = 1.05433; a job whose request equals its
+    runtime (1000 s) gets ceil(1054.33) = 1055 s and completes at 1054.33 s."""
+    from experiments.incentives_whatif import power_only_system
+    from twin.run import RunConfig, run
+    wl = one_job(util=0.5, beta=0.5, runtime=1000.0, req=1000.0)
+    cap = UserResponse(cap_elasticity=1.0, cap_gpu_w=280.0)
+    new, info = cap.apply(wl, FLAT, 0, system="frontier")
+    st = 0.5 * (1 / math.sqrt(192 / 236) - 1) + 1
+    assert st == pytest.approx(1.05433, abs=1e-5)
+    assert new.requested_time[0] == 1055.0 and new.runtime[0] == 1000.0
+    assert info["capped"] == 1 and info["cap_requests_extended"] == 1
+    sysf = power_only_system("frontier", tmp_path)
+    done = run(RunConfig(workload="cap", system=sysf, nodes=2, power=True, options={"power": {"cooling": False}}),
+               new).jobs
+    assert done["status"].tolist() == ["completed"] and done["end"].tolist() == pytest.approx([1000.0 * st])
+    # the old behaviour (cap, request unchanged) is killed at 1000 s
+    old = new.take(np.arange(1))
+    old.requested_time = np.array([1000.0])
+    killed = run(RunConfig(workload="cap", system=sysf, nodes=2, power=True,
+                           options={"power": {"cooling": False}}), old).jobs
+    assert killed["status"].tolist() == ["killed"]
+    # a cap on a job already capped lower changes nothing, so its request stays
+    again, info2 = UserResponse(cap_elasticity=1.0, cap_gpu_w=400.0).apply(new, FLAT, 0, system="frontier")
+    assert again.columns["gpu_cap_w"][0] == 280.0 and again.requested_time[0] == 1055.0
+    assert info2["cap_requests_extended"] == 0
+    with pytest.raises(PricingError, match="accepting a cap.*needs the machine"):
+        cap.apply(wl, FLAT, 0)
+    with pytest.raises(PricingError, match=r"cap_gpu_w = 88 W is not above the GPU idle power \(88 W\)"):
+        UserResponse(cap_elasticity=1.0, cap_gpu_w=88.0).apply(wl, FLAT, 0, system="frontier")
+
+
+def test_response_names_still_import_from_accounting():
+    import subprocess
+    import sys
+
+    import power.accounting as acc
+    import power.response as resp
+    for name in ("UserResponse", "calibrate", "PRESETS", "KAMATAR2025_EFFICIENT_USERS", "materialize_profiles",
+                 "predicted_job_energy_j", "load_power_config"):
+        assert getattr(acc, name) is getattr(resp, name)
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        acc.nope  # noqa: B018
+    # either module may be imported first (no import cycle)
+    code = "import power.response, power.accounting; from power.accounting import UserResponse; print('ok')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "ok"
 
 
 def test_efficient_choice_alternative_hand_checked():
@@ -153,22 +218,96 @@ def test_efficient_choice_alternative_hand_checked():
     assert p0 == pytest.approx(1665.26)
     r = UserResponse(efficient_users=1.0, alternatives=((0.5, 1.2),))
     new, info = r.apply(wl, FLAT, 0, system="frontier")
-    k = (0.5 * p0 - IDLE) / (p0 - IDLE)                 # utilisation factor giving half the energy
+    # emulated hardware at its own speed: 1.2 x the runtime, node power 0.5 / 1.2 x p0 (half the energy)
+    k = (0.5 / 1.2 * p0 - IDLE) / (p0 - IDLE)
     assert new.columns["cpu_util"][0] == pytest.approx(0.5 * k) and new.columns["gpu_util"][0] == pytest.approx(0.5 * k)
-    assert new.runtime[0] == 1000.0 and new.requested_time[0] == 2000.0   # runtime kept: other machine
+    assert new.runtime[0] == pytest.approx(1200.0) and new.requested_time[0] == 2400.0
     assert predicted_job_energy_j(new, "frontier")[0] == pytest.approx(0.5 * 2 * p0 * 1000.0)
     assert info["efficient_choice"] == {"alt(E x0.5, T x1.2)": 1}
-    # an alternative below idle power: the node's idle power is the floor
-    low, _ = UserResponse(efficient_users=1.0, alternatives=((0.2, 1.2),)).apply(wl, FLAT, 0, system="frontier")
-    assert low.columns["gpu_util"][0] == 0.0
-    assert predicted_job_energy_j(low, "frontier")[0] == pytest.approx(2 * IDLE * 1000.0)
+    assert info["emulation"] == {"below_idle": 0, "above_max": 0}
+    # an alternative below idle power: 0.2 / 1.2 x 1665.26 = 277.5 W < 626.26 W, so the node idles for
+    # 1.2 x the runtime (0.451 x the energy, not 0.2 x)
+    low, info_l = UserResponse(efficient_users=1.0, alternatives=((0.2, 1.2),)).apply(wl, FLAT, 0, system="frontier")
+    assert low.columns["gpu_util"][0] == 0.0 and low.runtime[0] == pytest.approx(1200.0)
+    assert predicted_job_energy_j(low, "frontier")[0] == pytest.approx(2 * IDLE * 1200.0)
+    assert info_l["emulation"] == {"below_idle": 1, "above_max": 0}
+    # faster, hungrier hardware (E x0.9, T x0.5) needs 1.8 x p0 = 2997 W > the node's 2704.26 W maximum:
+    # utilisations clipped at 1, energy 2704.26 x 500 s per node (0.812 x), counted above_max
+    fast, info_f = UserResponse(efficient_users=1.0, alternatives=((0.9, 0.5),)).apply(wl, FLAT, 0, system="frontier")
+    assert fast.columns["gpu_util"][0] == pytest.approx(1.0) and fast.columns["cpu_util"][0] == pytest.approx(1.0)
+    assert fast.runtime[0] == pytest.approx(500.0) and fast.requested_time[0] == 1000.0   # request x 0.5 too
+    assert predicted_job_energy_j(fast, "frontier")[0] == pytest.approx(2 * 2704.26 * 500.0)
+    assert info_f["emulation"] == {"below_idle": 0, "above_max": 1}
     # too slow for the user: not taken
     slow, info2 = UserResponse(efficient_users=1.0, alternatives=((0.5, 2.5),), max_slowdown=2.0).apply(
         wl, FLAT, 0, system="frontier")
     assert info2["efficient_choice"] == {"alt(E x0.5, T x2.5)": 0} and slow.columns["efficient_choice"][0] == -1
+    assert slow.runtime[0] == 1000.0
     # node-hour charging gives no incentive
     same, info3 = r.apply(wl, NodeHours(), 0, system="frontier")
     assert "efficient_choice" not in info3 and same.columns["gpu_util"][0] == 0.5
+
+
+V100, P100 = KAMATAR_GPU_ALTERNATIVES
+#: artifact powers (W): A100 1494.667, V100 881.396, P100 382.606 (power.response.KAMATAR_GPU_RUNS)
+V100_POWER_RATIO = 881.3959731543624 / 1494.6666666666667       # = energy ratio / runtime ratio = 0.58970
+
+
+def test_v100_choice_runs_1063x_longer_at_0627x_energy_in_the_twin(tmp_path):
+    """A job choosing V100-class hardware runs 1494 / 1405 = 1.0633 x longer at the node power giving
+    0.6270 x the energy, and the twin's schedule (ends, the next job's wait) sees the longer runtime."""
+    from experiments.incentives_whatif import power_only_system
+    from twin.run import RunConfig, run
+    assert V100[1] == pytest.approx(1494.0 / 1405.0) and V100[0] / V100[1] == pytest.approx(V100_POWER_RATIO)
+    # two 2-node jobs on a 2-node machine, the second submitted 10 s after the first; both pick the V100
+    wl = one_job(util=0.5, n=2, runtime=1000.0, req=1000.0)
+    new, info = UserResponse(efficient_users=1.0, alternatives=(V100,)).apply(wl, FLAT, 0, system="frontier")
+    assert info["efficient_choice"] == {"alt(E x0.627, T x1.06)": 2}
+    t_v = 1000.0 * 1494.0 / 1405.0                                 # 1063.345 s
+    p_v = 1665.26 * V100_POWER_RATIO                               # 981.99 W per node, above idle
+    assert p_v == pytest.approx(981.99, abs=0.01)
+    assert new.runtime.tolist() == pytest.approx([t_v, t_v]) and new.requested_time.tolist() == [1064.0, 1064.0]
+    k = (p_v - IDLE) / (1665.26 - IDLE)
+    assert new.columns["gpu_util"] == pytest.approx([0.5 * k] * 2)
+    sysf = power_only_system("frontier", tmp_path)
+    res = []
+    for w in (wl, new):
+        res.append(run(RunConfig(workload="v100", system=sysf, nodes=2, power=True,
+                                 options={"power": {"cooling": False}}), w).jobs.sort_values("job_id"))
+    base, v = res
+    assert base["end"].tolist() == pytest.approx([1000.0, 2000.0])
+    assert v["start"].tolist() == pytest.approx([0.0, t_v]) and v["end"].tolist() == pytest.approx([t_v, 2 * t_v])
+    assert (v["status"] == "completed").all()
+    # the second job waits 1063.345 - 10 s instead of 990 s
+    assert (v["start"] - v["submit"]).tolist() == pytest.approx([0.0, t_v - 10.0])
+    assert v["energy_j"].tolist() == pytest.approx([2 * p_v * t_v] * 2, rel=1e-9)
+    assert (v["energy_j"] / base["energy_j"]).tolist() == pytest.approx([0.62705] * 2, abs=5e-5)
+    assert v["avg_power_w"].tolist() == pytest.approx([2 * p_v] * 2, rel=1e-9)
+
+
+def test_p100_below_idle_is_floored_and_counted():
+    """P100: e / t = 382.606 / 1494.667 = 0.2560 x the node power; for a 1665.26 W job that is 426.3 W,
+    under Frontier's 626.26 W idle: the job idles 1.6523 x as long, 0.62139 x its energy (not 0.423 x),
+    which still beats the V100's 0.6270 x: the user picks the floored P100."""
+    wl = one_job(util=0.5)
+    cfg = load_power_config("frontier")
+    k, below, above = emulation_scale(cfg, np.array([0.5]), np.array([0.5]), *P100)
+    assert k.tolist() == [0.0] and below.tolist() == [True] and above.tolist() == [False]
+    # the floor binds for every node power under 626.26 / 0.25598 = 2446.5 W
+    assert IDLE / (P100[0] / P100[1]) == pytest.approx(2446.5, abs=0.1)
+    new, info = UserResponse(efficient_users=1.0, alternatives=(V100, P100)).apply(wl, FLAT, 0, system="frontier")
+    assert info["efficient_choice"] == {"alt(E x0.627, T x1.06)": 0, "alt(E x0.423, T x1.65)": 1}
+    assert info["emulation"] == {"below_idle": 1, "above_max": 0}
+    t_p = 2321.485266 / 1405.0
+    assert new.runtime[0] == pytest.approx(1000.0 * t_p) and new.requested_time[0] == math.ceil(2000.0 * t_p)
+    e = predicted_job_energy_j(new, "frontier")[0]
+    assert e == pytest.approx(2 * IDLE * 1000.0 * t_p)
+    assert e / (2 * 1665.26 * 1000.0) == pytest.approx(0.62139, abs=1e-5)
+    # a full-power job (2704.26 W) is above the floor: the P100 gives its measured 0.423 x
+    full = one_job(util=1.0)
+    newf, infof = UserResponse(efficient_users=1.0, alternatives=(P100,)).apply(full, FLAT, 0, system="frontier")
+    assert infof["emulation"]["below_idle"] == 0
+    assert predicted_job_energy_j(newf, "frontier")[0] == pytest.approx(P100[0] * 2 * 2704.26 * 1000.0)
 
 
 def test_efficient_choice_cap_hand_checked():

@@ -10,7 +10,8 @@ A scheduler is consulted by the simulation; it never mutates simulation state.
   indices (ints) or `Start` records when the policy also chooses the nodes.
 * Optional hooks: ``on_submit(now, job)``, ``on_start(now, job)``, ``on_finish(now, job)``,
   ``on_interrupt(now, job)`` (a node failure took a running job off the machine; defaults to
-  ``on_finish``), ``on_requeue(now, job)`` (the interrupted job waits again) and
+  ``on_finish``), ``on_requeue(now, job)`` (the interrupted job waits again),
+  ``on_units_down(now, units, until)`` / ``on_units_up(now, units)`` (node outages) and
   ``next_wakeup(now) -> float | None`` for periodic policies (a timer event makes the engine run a
   pass at that time even when nothing else happens).
 
@@ -125,6 +126,15 @@ class Scheduler:
         """An interrupted job is waiting again (it will be in the next pass's queue)."""
         pass
 
+    def on_units_down(self, now: float, units: np.ndarray, until: float) -> None:  # pragma: no cover
+        """``units`` left service (a node failure) until ``until`` (s, the repair's expected end).
+        Policies that read the `ClusterView` need nothing: the units show as held until then."""
+        pass
+
+    def on_units_up(self, now: float, units: np.ndarray) -> None:  # pragma: no cover - default no-op
+        """``units`` are back in service."""
+        pass
+
     def next_wakeup(self, now: float) -> float | None:
         """Next time (> now) at which this policy wants a pass with no other event, or None."""
         return None
@@ -149,3 +159,13 @@ class ForwardsFailureHooks:
         fn = getattr(self.inner, "on_requeue", None)
         if fn is not None:
             fn(now, job)
+
+    def on_units_down(self, now: float, units, until: float) -> None:
+        fn = getattr(self.inner, "on_units_down", None)
+        if fn is not None:
+            fn(now, units, until)
+
+    def on_units_up(self, now: float, units) -> None:
+        fn = getattr(self.inner, "on_units_up", None)
+        if fn is not None:
+            fn(now, units)

@@ -100,10 +100,6 @@ class SlurmScheduler(Scheduler):
     bf_poll: polling period (s) of the idle backfill thread (Slurm: 1 s).
     """
 
-    #: node outages (twin.failures) are not modelled: the policy keeps its own node map (job_mask,
-    #: node_end) fed by its own decisions, which a node going down outside them would break
-    supports_failures = False
-
     name = "slurm"
 
     def __init__(self, config: SlurmConfig | None = None, accounts: AccountsSpec | None = None,
@@ -335,6 +331,29 @@ class SlurmScheduler(Scheduler):
                 self.fs.add_usage(self.jassoc[job], self.run_units[job] * self.fs.decayed(d))
         self.run_start.pop(job, None)
         self.run_units.pop(job, None)
+        self.event_flag = True
+        self._touch(now)
+
+    # ------------------------------------------------------------------ node failures (twin.failures)
+    # An interrupted job is accounted like a finish (its usage so far counts for fair-share, as
+    # in Slurm) and pends again on requeue, keeping its submit time. A failed node is DOWN: Slurm
+    # does not know when it returns, so it is neither idle now nor free at any planned time
+    # (node_end = +inf) until it is back.
+    def on_requeue(self, now: float, job: int) -> None:
+        self._catch_up(now)
+        self.applied.discard(job)
+        self.n_pending += 1
+        self.event_flag = True
+        self._touch(now)
+
+    def on_units_down(self, now: float, units: np.ndarray, until: float) -> None:
+        self._catch_up(now)
+        self.node_end[np.unique(np.asarray(units) // self.cpn)] = _INF
+        self._touch(now)
+
+    def on_units_up(self, now: float, units: np.ndarray) -> None:
+        self._catch_up(now)
+        self.node_end[np.unique(np.asarray(units) // self.cpn)] = -_INF
         self.event_flag = True
         self._touch(now)
 

@@ -181,11 +181,23 @@ def test_run_with_failures_writes_recovery_columns(tmp_path):
     assert run(cfg2).jobs["end"].equals(df["end"])
 
 
-def test_slurm_refuses_failures():
-    cfg = RunConfig(workload="synthetic:jobs=50,nodes=16", nodes=16, scheduler="slurm",
-                    options={"failures": {"enabled": True}})
-    with pytest.raises(RunConfigError, match="does not support node failures"):
-        run(cfg)
+def test_slurm_treats_a_failed_node_as_down():
+    # Slurm-like policy (bf every 30 s by default; the event pass starts what fits). 4 nodes; node 3
+    # fails at 5 (repair 100 s). H (4 nodes) at 10 cannot start until 105; T (1 node, 50 s) at 30
+    # starts at once in the event pass (Slurm plans no reservation on a DOWN node: it does not know
+    # when the node returns). A running job on the failed node is requeued and restarts later.
+    from schedulers.registry import make_scheduler
+    model = fm(repair_s=100.0, events=[[5.0, 3], [200.0, 0]], regimes={"default": "requeue"})
+    rows = [(1, 10, 50, 4, 60), (2, 30, 50, 1, 60), (3, 150, 100, 2, 200)]
+    sched = make_scheduler("slurm", None, None, {"bf_interval": 30})
+    res, prep, _ = simulate(rows, 4, sched_obj=sched, models=[model])
+    st = starts_by_id(res, prep)
+    assert st[2] == 30.0
+    assert st[1] == 105.0
+    # job 3 (2 nodes) starts at 155 on nodes 0-1, node 0 fails at 200 -> requeued, node 0 down until
+    # 300; it restarts on nodes 1-2 at once (front of the queue, nodes free) and ends at 300
+    assert res.interruptions.tolist() == [0, 0, 1]
+    assert by_id(res, prep, res.end)[3] == 300.0
 
 
 def test_gpu_allocation_failure_takes_the_whole_node_down():
@@ -225,7 +237,7 @@ def _intervals(res, prep, model):
     return rows
 
 
-@pytest.mark.parametrize("sched", ["fcfs", "easy", "conservative", "sjf"])
+@pytest.mark.parametrize("sched", ["fcfs", "easy", "conservative", "sjf", "slurm"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_invariants_under_random_failures(sched, seed):
     rng = np.random.default_rng(seed)
@@ -270,3 +282,26 @@ def test_uptime_distributions_have_the_configured_mean(dist, shape):
     if dist == "weibull":      # coefficient of variation of a Weibull: sqrt(G(1+2/k) / G(1+1/k)^2 - 1)
         cv = math.sqrt(math.gamma(1 + 2 / shape) / math.gamma(1 + 1 / shape) ** 2 - 1)
         assert x.std() / x.mean() == pytest.approx(cv, rel=0.03)
+
+
+def test_predictive_easy_survives_failures_and_does_not_learn_from_cut_runs():
+    from schedulers.registry import make_scheduler
+    from twin.model_api import ModelContext
+    from twin.run import job_table, prepare
+    from twin.simulation import Simulation
+    from twin.workload import Workload
+    rng = np.random.default_rng(4)
+    n = 150
+    wl = Workload.from_arrays("p", submit=np.sort(rng.uniform(0, 20000, n)).round(),
+                              runtime=rng.integers(10, 3000, n).astype(float), procs=rng.integers(1, 9, n),
+                              requested_time=np.full(n, 9000.0), user=rng.integers(0, 5, n), machine_size=None)
+    prep = prepare(wl, 16, "test")
+    jt = job_table(prep)
+    sched = make_scheduler("easy-pred", None, None)
+    model = fm(node_mtbf_s=40000.0, repair_s=500.0, regimes={"default": "requeue"})
+    res = Simulation(jt, prep.workload.runtime, prep.kill_limit, sched, 16, models=[model],
+                     context=ModelContext(n_nodes=16, jobs=jt, runtime=prep.workload.runtime)).run()
+    assert np.isfinite(res.end).all() and res.interruptions.sum() > 0
+    # the history holds only completed runs: every observed runtime is a job's full runtime
+    done = np.flatnonzero(~np.isnan(sched.observed))
+    assert np.allclose(sched.observed[done], np.minimum(prep.workload.runtime[done], prep.kill_limit[done]))

@@ -276,8 +276,14 @@ class Simulation:
                     cluster.take_down(op[1], now, op[2])
                     if ch_down is None:
                         ch_down = [0] * len(ch_t)
+                    fn = getattr(sched, "on_units_down", None)
+                    if fn is not None:
+                        fn(now, op[1], op[2])
                 else:
                     cluster.bring_up(op[1])
+                    fn = getattr(sched, "on_units_up", None)
+                    if fn is not None:
+                        fn(now, op[1])
 
         while True:
             # ---- next event time

@@ -105,6 +105,12 @@ class PowerModel(RunModel):
         return cls(system, **opts)
 
     # ================================================================== binding
+    #: allocation units per node: 1 when units are nodes; G in GPU allocation (``twin.run`` sets it),
+    #: where a job holding g GPUs of a node draws g / G of the node's dynamic power (its share of the
+    #: node's component power above idle; the CPUs, memory and NIC of a shared node are shared in
+    #: proportion to the GPUs held; an assumption of GPU-granular accounting)
+    units_per_node: int = 1
+
     def bind(self, ctx: ModelContext) -> None:
         self.ctx = ctx
         spec = self.system if self.system is not None else ctx.system
@@ -116,7 +122,10 @@ class PowerModel(RunModel):
             raise PowerConfigError(f"system file {spec.path or spec.name}: no [power] table; the power model needs one")
         table = dict(spec.power)
         table.update(self._overrides)
-        n_nodes = int(ctx.n_nodes)
+        upn = int(self.units_per_node)
+        if upn < 1 or int(ctx.n_nodes) % upn:
+            raise PowerConfigError(f"power model: {ctx.n_nodes} allocation units are not whole nodes of {upn} units")
+        n_nodes = int(ctx.n_nodes) // upn
         self.notes: list[str] = []
         cooling_table = dict(spec.cooling)
         if n_nodes != spec.nodes:
@@ -320,8 +329,17 @@ class PowerModel(RunModel):
     def on_start(self, now: float, job: int, nodes: np.ndarray) -> dict[int, float] | None:
         nodes = np.asarray(nodes, dtype=np.int64)
         r = _Running()
+        upn = self.units_per_node
+        if upn > 1:
+            # GPU allocation: ``nodes`` are GPU units; the job holds a share of each node it touches
+            node_ids, held = np.unique(nodes // upn, return_counts=True)
+            share = held / upn
+            nodes = node_ids
+            r.n = n = float(held.sum()) / upn
+        else:
+            share = None
+            r.n = n = len(nodes)
         r.nodes = nodes
-        r.n = n = len(nodes)
         r.start = r.t_last = r.t_ref = float(now)
         r.rate = 1.0
         r.p_ref = 0.0
@@ -330,10 +348,15 @@ class PowerModel(RunModel):
         r.trace = tr
         r.tdt = tr[1] if tr is not None else 0.0
         if self.chain.staged:
-            r.ch_ids, r.ch_counts = np.unique(self.layout.node_chassis[nodes], return_counts=True)
+            if share is None:
+                r.ch_ids, r.ch_counts = np.unique(self.layout.node_chassis[nodes], return_counts=True)
+            else:
+                cnt = np.bincount(self.layout.node_chassis[nodes], weights=share)
+                r.ch_ids = np.flatnonzero(cnt)
+                r.ch_counts = cnt[r.ch_ids]
         else:
             if self._log_cdu:
-                cnt = np.bincount(self.layout.node_cdu[nodes], minlength=self.layout.n_cdu)
+                cnt = np.bincount(self.layout.node_cdu[nodes], weights=share, minlength=self.layout.n_cdu)
                 r.cdu_ids = np.flatnonzero(cnt)
                 r.cdu_counts = cnt[r.cdu_ids].astype(float)
             else:

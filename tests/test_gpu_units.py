@@ -495,8 +495,30 @@ def test_run_gpu_pack_by_name_and_errors():
         run(RunConfig(workload="gpu-test", scheduler="gpu-pack", nodes=8), workload=_gpu_wl())
     with pytest.raises(RunConfigError, match="needs the GPUs per node"):
         run(RunConfig(workload="gpu-test", nodes=2, allocation="gpu"), workload=_gpu_wl())
-    with pytest.raises(RunConfigError, match="does not support --power on"):
-        run(RunConfig(workload="gpu-test", nodes=2, gpus_per_node=4, allocation="gpu", power=True),
+    with pytest.raises(RunConfigError, match="does not support --network on"):
+        run(RunConfig(workload="gpu-test", nodes=2, gpus_per_node=4, allocation="gpu", network=True),
             workload=_gpu_wl())
     with pytest.raises(RunConfigError, match="unknown allocation 'cpu'"):
         run(RunConfig(workload="gpu-test", nodes=2, allocation="cpu"), workload=_gpu_wl())
+
+
+def _power_run(gpus, runtime):
+    n = len(gpus)
+    wl = Workload.from_arrays("g", submit=[0] * n, runtime=runtime, procs=[1] * n, requested_time=[1000] * n,
+                              columns={"gpus": np.array(gpus, float), "gpu_util": np.full(n, 0.9),
+                                       "cpu_util": np.full(n, 0.5)})
+    return run(RunConfig(workload="g", system="dgx-h100", nodes=2, allocation="gpu", power=True, scheduler="fcfs"),
+               workload=wl)
+
+
+def test_gpu_allocation_power_shares_a_node_by_gpus_held():
+    # two 4-GPU jobs sharing a node draw exactly what one 8-GPU job of the same profile draws on it:
+    # each takes half of the node's power above idle (and half of the node's idle as its share)
+    two, one = _power_run([4, 4], [100, 100]), _power_run([8], [100])
+    e2 = two.jobs["energy_j"].to_numpy()
+    e1 = one.jobs["energy_j"].iloc[0]
+    assert e2[0] == pytest.approx(e2[1]) and e2.sum() == pytest.approx(e1)
+    assert two.summary["energy_it_kwh"] == pytest.approx(one.summary["energy_it_kwh"])
+    # a 4-GPU job alone on the machine: the node draws idle + half the dynamic power
+    half = _power_run([4], [100])
+    assert half.jobs["energy_j"].iloc[0] == pytest.approx(e1 / 2)

@@ -348,7 +348,7 @@ def _gpu_mode(cfg: RunConfig, workload: Workload, system: SystemSpec | None,
     if not gpn or gpn < 1:
         raise RunConfigError("--allocation gpu needs the GPUs per node: --gpus-per-node G, or a --system "
                              "whose gpus_per_node > 0")
-    unsupported = [name for name, on in (("--power on", cfg.power), ("--network on", cfg.network),
+    unsupported = [name for name, on in (("--network on", cfg.network),
                                          ("--power-cap", cfg.power_cap is not None),
                                          ("option llm.iteration", bool(cfg.options.get("llm", {}).get("iteration"))),
                                          (f"--placement {cfg.placement}", cfg.placement != "first-fit")) if on]
@@ -439,6 +439,8 @@ def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
         for m in models:
             if type(m).__name__ == "FailureModel":
                 m.cfg.units_per_node = gpn         # a node failure takes all its GPUs down
+            elif type(m).__name__ == "PowerModel":
+                m.units_per_node = gpn             # a job draws its GPUs' share of each node it uses
     if getattr(sched, "power_model", False) is None:
         power_models = [m for m in models if type(m).__name__ == "PowerModel"]
         if not power_models:

@@ -438,7 +438,7 @@ class NetworkContentionModel(RunModel):
             if smax <= 0:
                 fp = None
             else:
-                ll = R.link_loads(traffic, self.routing, cache=True)
+                ll = R.link_loads(traffic, self.routing, cache=True, sent=sent)
                 fp = (smax, ll.ids, ll.nbytes, R.global_bytes(traffic),
                       float(R.bandwidth[R.term_up[nodes]].min()))
             if len(cache) >= self.FOOTPRINT_CACHE:

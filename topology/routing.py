@@ -84,12 +84,14 @@ class Router:
     #: (the key of `_switch_key`), so its result can be cached across host sets
     _switch_level = False
 
-    def link_loads(self, traffic: Traffic, routing: str = "minimal", cache: bool = False) -> LinkLoads:
+    def link_loads(self, traffic: Traffic, routing: str = "minimal", cache: bool = False,
+                   sent: np.ndarray | None = None) -> LinkLoads:
         """Bytes on every directed link used by ``traffic`` (one round), as a sparse `LinkLoads`.
 
         The terminal links carry each host's bytes sent / received; the switch-to-switch part
         (`_network_pieces`, summed per link) is kept per switch-level traffic when ``cache`` is
         true (same result: the key holds everything that part depends on; see `_switch_key`).
+        ``sent``: ``traffic.sent_per_host()`` when the caller already has it.
         """
         if routing not in ROUTINGS:
             raise ValueError(f"unknown routing {routing!r}; choose one of {', '.join(ROUTINGS)}")
@@ -112,7 +114,9 @@ class Router:
             store[key] = net
         # terminal links are disjoint from switch-to-switch links: merging = sorting the union
         ids = np.concatenate([self.term_up[h], self.term_down[h], net.ids])
-        w = np.concatenate([traffic.sent_per_host(), traffic.received_per_host(), net.nbytes])
+        if sent is None:
+            sent = traffic.sent_per_host()
+        w = np.concatenate([sent, traffic.received_per_host(), net.nbytes])
         keep = w > 0
         ids, w = ids[keep], w[keep]
         order = np.argsort(ids, kind="stable")

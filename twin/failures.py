@@ -25,6 +25,8 @@ taken out of service for a repair time and every job on it is interrupted) and a
 * ``fail``: the job ends at the failure, status ``failed`` (no requeue).
 
 ``max_restarts`` (default -1: no limit) bounds the restarts of the two recovering regimes the same way.
+Each run of a requeued job may last its full requested time before it is killed (the time limit
+starts again with the run, as for a requeued Slurm job); a job's ``start`` stays its first start.
 
 Regimes are chosen per job class (workload column ``job_class``; `twin.job_classes`): by default
 ``llm_pretrain`` and ``llm_finetune`` use ``checkpoint_restart``, ``llm_infer_service`` uses

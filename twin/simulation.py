@@ -245,13 +245,12 @@ class Simulation:
                     fn = getattr(sched, "on_interrupt", None) or getattr(sched, "on_finish", None)
                     if fn is not None:
                         fn(now, j)
+                    rate[j] = 1.0                # a new run starts at full speed
                     if has_models:
                         for mf in model_factors:
                             mf.pop(j, None)
-                        rate[j] = 1.0
                         for k, m in enumerate(self.models):
                             apply_rates(now, k, m.on_finish(now, j))
-                    rate[j] = 1.0
                     if where == "none":          # the job ends here, failed
                         end[j] = now
                         nodes_of[j] = ranges_of_sorted(units)
@@ -457,7 +456,7 @@ class Simulation:
             out.interruptions = np.array(state.interruptions, dtype=np.int64)
             out.work_done = np.array(state.work_done, dtype=np.float64)
             out.held = np.array(state.held, dtype=np.float64)
-            out.queued = np.array(state.queued, dtype=np.float64) + np.where(np.isnan(start_a), 0.0, 0.0)
+            out.queued = np.array(state.queued, dtype=np.float64)
             out.segments = state.segments
             out.last_start = np.array(start_seg, dtype=np.float64)
         else:

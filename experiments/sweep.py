@@ -579,12 +579,18 @@ def execute(sw: Sweep, executor: str = "auto", workers: int = 1, quiet: bool = F
 
 # ====================================================================== results
 def _scalar_metrics(summary: dict) -> dict:
+    """The summary's numbers; a nested table's numbers as ``table.key`` (e.g. ``failures.goodput``,
+    ``gpu_fragmentation.mean_fragmented_gpus``)."""
     out = {}
     for k, v in summary.items():
         if k in TIMING_KEYS or isinstance(v, bool):
             continue
         if isinstance(v, (int, float)) and v is not None:
             out[k] = v
+        elif isinstance(v, dict):
+            for kk, vv in v.items():
+                if isinstance(vv, (int, float)) and not isinstance(vv, bool):
+                    out[f"{k}.{kk}"] = vv
     return out
 
 

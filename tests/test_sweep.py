@@ -168,3 +168,24 @@ def test_ci95_and_aggregate_hand_checked():
     agg = aggregate(df, ["s", "seed"], ["m"])
     assert agg["m"].tolist() == [2.0, 5.0] and agg["n"].tolist() == [2, 1]
     assert agg["m_ci95"].isna().tolist() == [False, True]
+
+
+def test_sweep_over_failure_mtbf_collects_nested_metrics(tmp_path):
+    text = """
+[sweep]
+name = "fail"
+metrics = ["mean_wait_s", "failures.goodput", "failures.node_failures"]
+[base]
+workload = "synthetic:jobs=200,nodes=32"
+nodes = 32
+options.failures.repair_s = 3600.0
+[grid]
+"options.failures.node_mtbf_days" = [1.0, 1000.0]
+"""
+    p = write(tmp_path, text)
+    assert sw.main([str(p), "-q", "--out", str(tmp_path / "o")]) == 0
+    df = pd.read_csv(tmp_path / "o" / "results.csv")
+    assert list(df["options.failures.node_mtbf_days"]) == [1.0, 1000.0]
+    # a 1000x longer MTBF: fewer node failures and a goodput at least as high
+    assert df["failures.node_failures"].iloc[0] > df["failures.node_failures"].iloc[1]
+    assert df["failures.goodput"].iloc[0] <= df["failures.goodput"].iloc[1] <= 1.0

@@ -41,3 +41,11 @@ def test_report_errors(tmp_path, capsys):
 def test_size_classes():
     assert size_class(np.array([1, 2, 4, 5, 16, 17, 5000])).tolist() == ["1", "2-4", "2-4", "5-16", "5-16",
                                                                         "17-64", ">4096"]
+
+
+def test_summary_rows_flatten_nested_tables():
+    from twin.report import _summary_rows
+    rows = dict(_summary_rows({"mean_wait_s": 12.5, "failures": {"goodput": 0.75, "regimes": {"default": "requeue"}},
+                               "notes": ["a"]}))
+    assert rows["mean_wait_s"] == "12.5" and rows["failures.goodput"] == "0.75"
+    assert rows["failures.regimes"] == '{"default": "requeue"}' and rows["notes"] == '["a"]'

@@ -169,14 +169,18 @@ def fig_power(ts: dict) -> str | None:
     return _png(fig)
 
 
-def _summary_rows(s: dict) -> list[tuple[str, str]]:
+def _summary_rows(s: dict, prefix: str = "") -> list[tuple[str, str]]:
+    """One row per summary value; a nested table (failures, gpu_fragmentation...) as ``table.key`` rows."""
     rows = []
     for k, v in s.items():
+        if isinstance(v, dict) and v and prefix == "":
+            rows += _summary_rows(v, f"{k}.")
+            continue
         if isinstance(v, float):
             v = "n/a" if not math.isfinite(v) else f"{v:,.6g}"
         elif isinstance(v, (dict, list)):
             v = json.dumps(v)
-        rows.append((k, str(v)))
+        rows.append((prefix + k, str(v)))
     return rows
 
 

@@ -522,3 +522,18 @@ def test_gpu_allocation_power_shares_a_node_by_gpus_held():
     # a 4-GPU job alone on the machine: the node draws idle + half the dynamic power
     half = _power_run([4], [100])
     assert half.jobs["energy_j"].iloc[0] == pytest.approx(e1 / 2)
+
+
+def test_gpu_allocation_iteration_model_costs_the_nodes_behind_the_gpus():
+    # whole-node training gangs: GPU allocation (units = GPUs) and node allocation put them on the
+    # same nodes, so the iteration model gives the same iteration times and the same ends
+    from datasets.llm_synthetic import llm_workload
+    wl = llm_workload(days=2, gpus=1024, seed=1)
+    tr = np.flatnonzero(np.isin(wl.columns["job_class"], ["llm_pretrain", "llm_finetune"]) & (wl.columns["gpus"] >= 16))
+    sub = wl.take(tr[:4])
+    common = dict(workload="x", system="dgx-h100", scheduler="fcfs", kill_at_walltime=False,
+                  options={"llm": {"iteration": True}})
+    a = run(RunConfig(**common), workload=sub).jobs
+    b = run(RunConfig(allocation="gpu", **common), workload=sub).jobs
+    assert (b["procs"] == 8 * a["procs"]).all()
+    assert np.allclose(a["iter_time_s"], b["iter_time_s"]) and np.allclose(a["end"], b["end"])

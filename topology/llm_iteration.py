@@ -302,6 +302,9 @@ class LLMIterationModel(RunModel):
     """
 
     name = "llm_iteration"
+    #: allocation units per node (G in GPU allocation, set by ``twin.run``): a job's units are mapped to
+    #: the nodes they sit on before its placement is costed
+    units_per_node: int = 1
 
     def __init__(self, node_group: np.ndarray | None = None, costs: NetworkCosts | None = None, gpu: str | None = None):
         self._node_group = node_group
@@ -312,14 +315,15 @@ class LLMIterationModel(RunModel):
         super().bind(ctx)
         n = len(ctx.jobs)
         sysm = ctx.system
+        n_nodes = int(ctx.n_nodes) // int(self.units_per_node)
         if self._costs is None:
             if sysm is None or not sysm.network:
                 raise ValueError("LLMIterationModel needs a system with a [network] table or explicit costs")
             gpu = self._gpu or ctx.options.get("gpu") or SYSTEM_GPU.get(sysm.name, "H100")
-            self._costs = network_costs(sysm.network, ctx.n_nodes, sysm.gpus_per_node or 8, gpu)
+            self._costs = network_costs(sysm.network, n_nodes, sysm.gpus_per_node or 8, gpu)
         if self._node_group is None and sysm is not None and sysm.network:
             from topology.presets import node_groups  # noqa: PLC0415
-            self._node_group = node_groups(sysm.network, ctx.n_nodes)
+            self._node_group = node_groups(sysm.network, n_nodes)
         self.costs = self._costs
         self.node_group = self._node_group
         self.cols = ctx.jobs.columns or {}
@@ -329,6 +333,8 @@ class LLMIterationModel(RunModel):
         self._cache: dict = {}
 
     def on_start(self, now, job, nodes):
+        if self.units_per_node > 1:
+            nodes = np.unique(np.asarray(nodes, dtype=np.int64) // self.units_per_node)
         shape = shape_of(self.cols, job)
         if self.node_group is not None:
             self.groups[job] = int(len(np.unique(self.node_group[np.asarray(nodes)])))

@@ -350,7 +350,6 @@ def _gpu_mode(cfg: RunConfig, workload: Workload, system: SystemSpec | None,
                              "whose gpus_per_node > 0")
     unsupported = [name for name, on in (("--network on", cfg.network),
                                          ("--power-cap", cfg.power_cap is not None),
-                                         ("option llm.iteration", bool(cfg.options.get("llm", {}).get("iteration"))),
                                          (f"--placement {cfg.placement}", cfg.placement != "first-fit")) if on]
     if unsupported:
         raise RunConfigError(f"--allocation gpu does not support {', '.join(unsupported)} yet (those models "
@@ -439,8 +438,8 @@ def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
         for m in models:
             if type(m).__name__ == "FailureModel":
                 m.cfg.units_per_node = gpn         # a node failure takes all its GPUs down
-            elif type(m).__name__ == "PowerModel":
-                m.units_per_node = gpn             # a job draws its GPUs' share of each node it uses
+            elif type(m).__name__ in ("PowerModel", "LLMIterationModel"):
+                m.units_per_node = gpn             # power: a job's GPU share of each node; iteration: its nodes
     if getattr(sched, "power_model", False) is None:
         power_models = [m for m in models if type(m).__name__ == "PowerModel"]
         if not power_models:

@@ -12,13 +12,25 @@ without response is priced three times. With response, users react as `UserRespo
 * ``kamatar2025`` (energy charging): each job's user, with the calibrated probability, runs it in
   the cheapest configuration of a menu: older GPUs with the energy and runtime ratios Kamatar et al.
   measured (V100, P100 against A100) or GPU power caps, within 2x the runtime. The older GPUs are a
-  separate machine in reality; the twin emulates them on its own nodes at their speed and power
+  separate machine; the twin emulates each on nodes of its own partition at their speed and power
   (`power.response`, "Emulated hardware"): the job runs runtime_ratio x longer (its requested time
   grows with it) at the node power that gives energy_ratio x its energy, floored at the node's idle
-  power (those jobs are counted). So this row's waits and slowdowns include the slower hardware, with
-  the older GPUs sharing the Frontier nodes and queue (their own machine is not modelled): jobs that
-  run 1.65x longer on the same nodes raise the load, and on a busy log the queue grows accordingly.
+  power (those jobs are counted). So this row's waits and slowdowns include the slower hardware.
   Anchor: about 40 % less energy than under node-hour charging (Kamatar et al., SC'25 user study).
+  **Partitions**: a user who "selects a more efficient machine" sends the job to that machine's
+  queue, so this row runs the twin once per machine (`UserResponse.apply_partitioned`): the
+  jobs that stay on ``--nodes`` Frontier nodes, and each older-GPU option that was chosen on its
+  own partition of ``--alt-nodes`` nodes (default: ``--nodes``, i.e. the facility keeps an older
+  machine of the same size per option; jobs larger than a partition do not choose it), each with
+  its own EASY queue. The older partitions use the Frontier node power model (the emulation
+  above): a job's node power is floored at Frontier's idle power, and the partition's idle nodes
+  draw it too (we have no measured idle power of V100/P100 nodes; the artifact's P100 node drew
+  383 W under load, so for P100 partitions this is an upper bound). `combine_partitions` sums
+  facility energy (each machine powered over the common window, at its idle facility power
+  outside its own run), costs (each partition priced on its own run) and the facility power
+  series (on one grid); waits and bounded slowdowns are over all jobs; ``partitions`` gives the
+  jobs per partition. Keeping two more machines powered raises the facility energy even though
+  the jobs' energy falls.
   The reduction is measured on the jobs' energy (what users are charged for); the facility's energy
   (with idle nodes and cooling) is shown beside it.
 * ``kamatar2025-homogeneous``: the same incentive when the only choice is the machine's own cap
@@ -41,11 +53,14 @@ bounded slowdown (tau = 10 s), jobs killed at their requested time, jobs whose e
 at the node's idle-power floor, and for anchored rows the measured reduction beside the anchor.
 Figure ``facility_power_week.png``: facility power over one week under each scenario.
 
-Usage: ``python -m experiments.incentives_whatif [--log KTH-SP2] [--nodes 100] [--out DIR] [--calibrate]``
+Usage: ``python -m experiments.incentives_whatif [--log KTH-SP2] [--nodes 100] [--alt-nodes N] [--out DIR]
+[--calibrate]``
 """
 from __future__ import annotations
 
 import argparse
+import math
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -62,12 +77,14 @@ from power.accounting import (
     spread,
 )
 from power.response import (
+    HOME_PARTITION,
     UserResponse,
     calibrate,
     materialize_profiles,
     predicted_job_energy_j,
 )
 from schedulers.price_aware import YANG2013, tou_periods
+from twin.metrics import summarise
 from twin.run import RunConfig, load_workload, run
 
 from .tables import write_tables
@@ -127,11 +144,11 @@ def yang_profiles(wl, spread_ratio: float, seed: int, system: str):
     return out
 
 
-def simulate(wl, args, scheduler: str = "easy", sched_options: dict | None = None):
+def simulate(wl, args, scheduler: str = "easy", sched_options: dict | None = None, nodes: int | None = None):
     opts = {"power": {"cooling": not args.no_cooling}}
     if sched_options:
         opts["scheduler"] = dict(sched_options)
-    cfg = RunConfig(workload=args.log, system=args.system, nodes=args.nodes, power=True, seed=args.seed,
+    cfg = RunConfig(workload=args.log, system=args.system, nodes=nodes or args.nodes, power=True, seed=args.seed,
                     data_dir=args.data_dir, scheduler=scheduler, options=opts, quiet=True)
     r = run(cfg, wl)
     if "capped" in wl.columns:            # for cap rebates: which jobs ran capped, by job id
@@ -140,15 +157,100 @@ def simulate(wl, args, scheduler: str = "easy", sched_options: dict | None = Non
     return r
 
 
+@dataclass
+class PartitionedRun:
+    """Several partitions' runs seen as one (duck-types the parts of `twin.run.RunResult` used here).
+
+    ``jobs``: the partitions' job tables concatenated, with a ``hw_partition`` column; ``summary``:
+    ``energy_facility_kwh`` (sum over partitions, each padded to the common window), ``mean_wait_s``,
+    ``mean_bsld`` (over all jobs, `twin.metrics.summarise`), ``partition_jobs``, ``partition_nodes``,
+    ``padding_h`` (hours each partition was padded at idle); ``timeseries``: ``time`` and
+    ``power_facility_w`` (sum of the partitions' series on the common grid); ``parts``: the runs.
+    """
+
+    jobs: pd.DataFrame
+    summary: dict
+    timeseries: dict
+    parts: dict = field(default_factory=dict)
+
+
+def idle_facility_w(r) -> float:
+    """Facility power (W) of a run's machine with every node idle, cooling plant included.
+
+    ``summary['idle_facility_power_w']`` (idle nodes, switches, losses, CDU pumps) times the run's mean
+    PUE (facility / rack energy) for the cooling plant; this counts the CDU pumps' power x (PUE - 1)
+    twice, a few watts on a 100-node partition (an approximation for the padding only).
+    """
+    s = r.summary
+    rack = s["energy_facility_kwh"] - s["energy_cooling_kwh"]
+    pue = s["energy_facility_kwh"] / rack if rack > 0 else 1.0
+    return float(s["idle_facility_power_w"]) * pue
+
+
+def combine_partitions(parts: dict, dt: float | None = None) -> PartitionedRun:
+    """One `PartitionedRun` from ``{label: RunResult}``, the runs of each partition of one scenario.
+
+    Every partition's machine is powered over the common window [T0, T1] (T0: the earliest start of
+    the partitions' sampling grids, T1: the last job end over all partitions). A run covers only
+    [its grid start, its last job end], so each partition is padded outside its own span at its idle
+    facility power (`idle_facility_w`): in its facility energy and in the summed facility power
+    series (its series placed on the common grid T0 + k dt, the idle value elsewhere). Jobs' energy
+    and per-job figures are the partitions' own, concatenated.
+    """
+    if not parts:
+        raise ValueError("combine_partitions: no partition runs")
+    dts = {float(r.config.sample_dt) for r in parts.values()}
+    if len(dts) != 1:
+        raise ValueError(f"combine_partitions: partitions sampled at different steps {sorted(dts)} s")
+    dt = dts.pop() if dt is None else float(dt)
+    starts = {k: float(r.timeseries["time"][0][0]) for k, r in parts.items()}
+    ends = {k: float(np.nanmax(r.jobs["end"].to_numpy(float))) for k, r in parts.items()}
+    t0, t1 = min(starts.values()), max(ends.values())
+    n = max(1, math.ceil((t1 - t0) / dt - 1e-9))
+    grid = t0 + dt * np.arange(n)
+    total = np.zeros(n)
+    e_fac, pad_h, jobs = 0.0, {}, []
+    for k, r in parts.items():
+        p_idle = idle_facility_w(r)
+        p = np.asarray(r.timeseries["power_facility_w"][0], dtype=float)
+        off = round((starts[k] - t0) / dt)
+        if abs(off * dt - (starts[k] - t0)) > 1e-6 * dt:
+            raise ValueError(f"combine_partitions: partition {k!r} grid starts off the common {dt:g} s grid")
+        series = np.full(n, p_idle)
+        m = min(len(p), n - off)
+        series[off:off + m] = p[:m]
+        total += series
+        pad_s = (starts[k] - t0) + (t1 - ends[k])
+        pad_h[k] = pad_s / 3600.0
+        e_fac += r.summary["energy_facility_kwh"] + p_idle * pad_s / 3.6e6
+        jobs.append(r.jobs.assign(hw_partition=k))
+    jt = pd.concat(jobs, ignore_index=True)
+    nodes = {k: int(r.summary["machine_units"]) for k, r in parts.items()}
+    sm = summarise(jt["submit"].to_numpy(float), jt["start"].to_numpy(float), jt["end"].to_numpy(float),
+                   jt["procs"].to_numpy(float), sum(nodes.values()), next(iter(parts.values())).config.tau)
+    sm.update({"energy_facility_kwh": e_fac, "partition_jobs": {k: len(r.jobs) for k, r in parts.items()},
+               "partition_nodes": nodes, "padding_h": pad_h, "window_s": [t0, t1]})
+    ts = {"time": (grid, "s (start of each interval, log clock)"),
+          "power_facility_w": (total, "W, sum over partitions (idle-padded outside each run)")}
+    return PartitionedRun(jt, sm, ts, dict(parts))
+
+
+def partitioned_ledger(run: PartitionedRun, rule) -> pd.DataFrame:
+    """Per-user ledger under ``rule``, each partition priced on its own run (its own PUE share), summed."""
+    leds = [ledger(from_result(r), rule) for r in run.parts.values()]
+    return pd.concat(leds, ignore_index=True).groupby("user", sort=True).sum().reset_index()
+
+
 def job_energy_mwh(r) -> float:
     return float(np.nansum(r.jobs["energy_j"].to_numpy(float))) / 3.6e9
 
 
 def row(name: str, response: str, r, rule, scheduler: str = "easy") -> dict:
-    d = from_result(r)
-    led = ledger(d, rule)
+    led = partitioned_ledger(r, rule) if isinstance(r, PartitionedRun) else ledger(from_result(r), rule)
     s = r.summary
+    pj = s.get("partition_jobs")
     return {"rule": name, "response": response, "scheduler": scheduler, "seed": 0,
+            "partitions": " + ".join(f"{k}: {v}" for k, v in pj.items()) if pj else "",
             "energy_mwh": s["energy_facility_kwh"] / 1e3, "job_energy_mwh": job_energy_mwh(r),
             "peak_facility_kw": float(np.nanmax(r.timeseries["power_facility_w"][0])) / 1e3,
             "total_cost": float(led["cost"].sum()), "cost_gini_user": spread(led["cost"].to_numpy())["gini"],
@@ -204,9 +306,16 @@ def main(argv=None) -> pd.DataFrame:
     ap.add_argument("--budget", type=float, default=None,
                     help="knapsack on-peak budget of the last Yang row instead of fitting it to the anchor")
     ap.add_argument("--week-start-day", type=float, default=None, help="first day of the plotted week")
+    ap.add_argument("--alt-nodes", type=int, default=None,
+                    help="nodes of each older-hardware partition of the kamatar2025 row (default: --nodes, "
+                         "i.e. the facility keeps an older machine of the same size per option)")
     ap.add_argument("--out", default="results/incentives_whatif")
     a = ap.parse_args(argv)
     system_name = a.system
+    if a.alt_nodes is None:
+        a.alt_nodes = a.nodes
+    if a.alt_nodes < 1:
+        ap.error(f"--alt-nodes must be >= 1, got {a.alt_nodes}")
     wl = materialize_profiles(load_workload(a.log, data_dir=a.data_dir, seed=a.seed), a.seed)
     a.system = power_only_system(a.system, a.out)
     R = rules()
@@ -220,7 +329,8 @@ def main(argv=None) -> pd.DataFrame:
     e_base, f_base = job_energy_mwh(base), base.summary["energy_facility_kwh"] / 1e3
     kam = UserResponse.preset("kamatar2025")
     if a.calibrate:
-        kam, got = calibrate(wl, system_name, KAMATAR_ANCHOR, seed=a.seed, nodes=a.nodes)
+        kam, got = calibrate(wl, system_name, KAMATAR_ANCHOR, seed=a.seed, nodes=a.nodes,
+                             partition_nodes=a.alt_nodes)
         print(f"kamatar2025 refit on {a.log}: efficient_users = {kam.efficient_users:.5f} "
               f"(predicted jobs' energy -{got:.2%})", flush=True)
     e_pred0 = float(predicted_job_energy_j(wl, system_name, a.nodes).sum())
@@ -228,17 +338,35 @@ def main(argv=None) -> pd.DataFrame:
                                    ("kamatar2025-homogeneous", UserResponse.preset("kamatar2025-homogeneous"),
                                     "energy-flat"),
                                    ("illustrative", UserResponse.preset("illustrative"), "energy-tou")):
-        wl2, info = resp.apply(wl, R[rule_name], a.seed, system=system_name)
-        r = simulate(wl2, a)
+        if label == "kamatar2025":       # older hardware on its own partitions, one run each
+            parts, info = resp.apply_partitioned(wl, R[rule_name], a.seed, system=system_name,
+                                                 partition_nodes=a.alt_nodes)
+            runs = {k: simulate(v, a, nodes=a.nodes if k == HOME_PARTITION else a.alt_nodes)
+                    for k, v in parts.items() if len(v)}
+            r = combine_partitions(runs)
+            e_pred_new = sum(float(predicted_job_energy_j(v, system_name, a.nodes if k == HOME_PARTITION
+                                                          else a.alt_nodes).sum()) for k, v in parts.items())
+            print(f"{label}: partitions {info['partitions']} (nodes: home {a.nodes}, others {a.alt_nodes} each); "
+                  f"idle padding h {r.summary['padding_h']}", flush=True)
+            # the same facility without the response: the older machines exist but sit idle over the
+            # baseline's window, so the facility comparison is between equal facilities
+            base_span_s = float(base.jobs["end"].max() - base.jobs["submit"].min())
+            f_base_kam = f_base + sum(idle_facility_w(x) for k, x in runs.items()
+                                      if k != HOME_PARTITION) * base_span_s / 3.6e9
+        else:
+            wl2, info = resp.apply(wl, R[rule_name], a.seed, system=system_name)
+            r = simulate(wl2, a)
+            e_pred_new = float(predicted_job_energy_j(wl2, system_name, a.nodes).sum())
         rw = row(rule_name, label, r, R[rule_name])
         if label.startswith("kamatar"):
-            pred = 1.0 - float(predicted_job_energy_j(wl2, system_name, a.nodes).sum()) / e_pred0
+            pred = 1.0 - e_pred_new / e_pred0
             rw.update(below_idle_jobs=info["emulation"]["below_idle"] if "emulation" in info else np.nan,
                       measured_pct=100 * (1 - job_energy_mwh(r) / e_base),
-                      facility_pct=100 * (1 - rw["energy_mwh"] / f_base), anchor_pct=100 * KAMATAR_ANCHOR,
+                      facility_pct=100 * (1 - rw["energy_mwh"] / (f_base_kam if label == "kamatar2025" else f_base)),
+                      anchor_pct=100 * KAMATAR_ANCHOR,
                       anchor="Kamatar 2025: energy -40 % (user study)")
-            print(f"{label}: jobs' energy -{rw['measured_pct']:.2f} % (predicted -{100 * pred:.2f} %), "
-                  f"facility energy -{rw['facility_pct']:.2f} %; mean wait {rw['mean_wait_s']:.0f} s, bsld "
+            print(f"{label}: jobs' energy {-rw['measured_pct']:+.2f} % (predicted {-100 * pred:+.2f} %), "
+                  f"facility energy {-rw['facility_pct']:+.2f} %; mean wait {rw['mean_wait_s']:.0f} s, bsld "
                   f"{rw['mean_bsld']:.2f}; choices {info.get('efficient_choice')}; emulated hardware clipped "
                   f"{info.get('emulation')}", flush=True)
         else:
@@ -294,17 +422,24 @@ def main(argv=None) -> pd.DataFrame:
            f"Rules: node-hours at 1/node-h; energy with PUE share at a flat {FLAT}/kWh; energy at time-of-use "
            f"{TOU} per kWh (hours of the log clock). Responses: power.response.UserResponse presets "
            f"(kamatar2025: efficient_users {kam.efficient_users:.4f}, calibrated; kamatar2025-homogeneous: caps "
-           "only, all jobs; illustrative: not fitted); kamatar2025 emulates the older GPUs on the same nodes "
-           "at their speed (runtime and requested time x the runtime ratio) and power (energy x the energy ratio, "
-           "floored at node idle power; below_idle_jobs: jobs run at that floor); their own machine and queue "
-           "are not modelled. killed_jobs: jobs ended at their requested time. measured_pct: reduction of the "
+           "only, all jobs; illustrative: not fitted). kamatar2025: the jobs that choose older GPUs run on their "
+           f"own partition per option ({a.alt_nodes} nodes each, an assumption: the facility keeps an older machine "
+           f"of that size per option; the jobs that stay run on the {a.nodes} Frontier nodes), each partition its own "
+           "EASY queue; partitions lists the jobs per partition (home: Frontier). The older partitions are modelled "
+           "with the Frontier node power model: a job runs at its hardware's speed (runtime and requested time x "
+           "the runtime ratio) and energy (x the energy ratio, floored at the node idle power, 626 W on Frontier; "
+           "below_idle_jobs: jobs run at that floor), and the partition's idle nodes draw that idle power too. "
+           "Energy, facility energy and cost are summed over partitions (each machine powered over the common "
+           "window first submit .. last end, idle outside its own run; cost per partition with its own PUE "
+           "share); waits and bsld over all jobs; peak facility power of the summed series. killed_jobs: jobs ended at their requested time. measured_pct: reduction of the "
            "jobs' energy against node-hours with no response (Kamatar rows), of the jobs' electricity bill "
            "against EASY on the same workload (Yang rows); facility_pct: the same for facility energy / facility "
-           "bill. Yang rows: job "
+           "bill (kamatar2025 row: against the baseline facility including the same older machines, idle over "
+           "the baseline's window, so both sides have the same machines). Yang rows: job "
            f"power spread {YANG2013['power_spread']:g}x, tariff {tou_periods(YANG2013['price_ratios'][1])} "
            f"(price units), window {YANG2013['window']}, EASY backfilling. Cost Gini over users. "
            "wait = start - submit; bsld = max(1, (wait + run) / max(run, 10 s)).")
-    write_tables(df, a.out, ["rule", "response", "scheduler"],
+    write_tables(df, a.out, ["rule", "response", "scheduler", "partitions"],
                  ["energy_mwh", "job_energy_mwh", "peak_facility_kw", "total_cost", "cost_gini_user", "mean_wait_s",
                   "mean_bsld", "killed_jobs", "below_idle_jobs", "measured_pct", "facility_pct", "anchor_pct"], cap)
     if ratio_rows:

@@ -40,8 +40,8 @@ assumption.)
   (KAMATAR2025_EFFICIENT_USERS). The 40 % is the participants' energy, so it is compared with the
   *jobs'* energy (``energy_j``) against node-hour charging without response; the facility's energy
   (idle nodes, losses, cooling) falls by less. Assumptions: the game's own menu and costs are not
-  known to us (we use the artifact's measured GPU pairs and a 2x slowdown limit); the twin models one
-  machine, so the older hardware shares the twin's nodes and queue. On a homogeneous Frontier-class
+  known to us (we use the artifact's measured GPU pairs and a 2x slowdown limit); each chosen older
+  GPU is its own machine (`UserResponse.apply_partitioned`, "Partitions" below). On a homogeneous Frontier-class
   machine the same incentive, with only its GPU caps to choose from, gives at most 16.8 % less jobs'
   energy on KTH-SP2 even with every user responding (preset ``kamatar2025-homogeneous``): the anchor
   needs hardware heterogeneity.
@@ -66,8 +66,9 @@ assumption.)
 Emulated hardware
 -----------------
 An alternative ``(energy_ratio e, runtime_ratio t)`` is other hardware relative to the twin's own
-(e.g. a V100 against an A100). The twin models one machine, so a job that picks it still runs on the
-twin's nodes (same node count, same queue), but **at the chosen hardware's speed and power**:
+(e.g. a V100 against an A100). A job that picks it runs on nodes of the twin's power model (its own
+partition's, see "Partitions"; with plain `apply` the twin's own nodes and queue), but **at the
+chosen hardware's speed and power**:
 
 * its runtime becomes t x T (exact, in float seconds) and its requested time ceil(t x R), so the
   schedule, waits and bounded slowdown see the slower hardware and the job is not killed for it;
@@ -86,8 +87,21 @@ twin's nodes (same node count, same queue), but **at the chosen hardware's speed
   limited so no utilisation exceeds 1, the energy is what that power gives, and
   ``info["emulation"]["above_max"]`` counts the jobs that picked such a clipped option.
 
-What this leaves out: the other machine's own queue and size (its jobs compete for the twin's nodes,
-which lengthens waits for everyone), and any difference in node count a port would need.
+What this leaves out: the other hardware's own node power (idle included), and any difference in
+node count a port would need.
+
+Partitions
+----------
+A user who picks other hardware sends the job to that machine's queue, not the twin's.
+`UserResponse.apply_partitioned` (`split_by_hardware`) returns the workload split by machine:
+``HOME_PARTITION`` (jobs that kept the twin's hardware, including those that chose a cap level) and
+one `Workload` per alternative that jobs chose, each to be run as its own twin run (its own nodes
+and queue; `experiments.incentives_whatif.combine_partitions` sums the runs). Each partition runs
+the emulation above on nodes with the twin's power model, so its idle nodes draw the twin's idle
+power (an assumption: no idle power of the older nodes was measured). A job larger than a
+partition (``partition_nodes``) does not choose it. The jobs' energy does not depend on where or
+when a job runs, so `calibrate` (``partition_nodes`` the same) fits the same ``efficient_users``
+as the single-machine emulation did.
 """
 from __future__ import annotations
 
@@ -136,11 +150,15 @@ DEFAULT_MAX_SLOWDOWN = 2.0
 #: ``efficient_users`` of the ``kamatar2025`` preset: fitted by `calibrate` (bisection on the predicted
 #: jobs' energy, target 0.40 = Kamatar et al.'s user-study reduction) on KTH-SP2 (28,476 jobs) on 100
 #: Frontier nodes, seed 0, with the preset's menu and the emulated hardware at its own speed (runtime
-#: x runtime_ratio): 0.86359 -> 40.00 %. At the rounded value seeds 0, 1 and 2 give 40.0 %, 41.2 % and
+#: x runtime_ratio): 0.86359 -> 40.00 %. Unchanged with the older hardware on its own partitions of 100
+#: nodes (`UserResponse.apply_partitioned`; the jobs' energy does not depend on where a job runs): the
+#: partitioned what-if measures 40.00 % on KTH-SP2. At the rounded value seeds 0, 1 and 2 give 40.0 %, 41.2 % and
 #: 40.8 %. (Before the emulated hardware ran at its own speed, the fit was 0.7112; at that value the
 #: stretched emulation gives 33.3 %.) ``python -m experiments.incentives_whatif --calibrate`` refits it.
 KAMATAR2025_EFFICIENT_USERS = 0.8636
 PROFILE_COLUMNS = ("cpu_util", "gpu_util", "compute_bound")
+#: Label of the twin's own machine in `split_by_hardware` / `UserResponse.apply_partitioned`.
+HOME_PARTITION = "home"
 
 
 def load_power_config(system: Any) -> PowerConfig:
@@ -378,13 +396,17 @@ class UserResponse:
                                "and yang2013 (a scheduler)")
         return cls(**PRESETS[name])
 
-    def apply(self, workload: Workload, rule: Rule, seed: int, system: Any = None) -> tuple[Workload, dict]:
+    def apply(self, workload: Workload, rule: Rule, seed: int, system: Any = None,
+              partition_nodes: int | None = None) -> tuple[Workload, dict]:
         """The workload users would submit under ``rule``, and counts of what changed.
 
         ``system`` (a system name, path or `twin.system.SystemSpec`) is needed by the efficient choice
-        and the cap response. ``info`` holds ``shifted``, ``capped``, ``shrunk``, ``mean_shift_h``, and
-        with a menu ``efficient_choice`` (jobs per option, `menu` order) and ``emulation``
-        (``below_idle``, ``above_max``: jobs whose chosen emulated hardware was clipped).
+        and the cap response. ``partition_nodes`` (nodes of each other-hardware partition, see
+        `apply_partitioned`; default unlimited) keeps a job from choosing hardware too small for it.
+        ``info`` holds ``shifted``, ``capped``, ``shrunk``, ``mean_shift_h``, and with a menu
+        ``efficient_choice`` (jobs per option, `menu` order) and ``emulation`` (``below_idle``,
+        ``above_max``: jobs whose chosen emulated hardware was clipped). The column
+        ``efficient_choice`` of the result holds each job's option (-1: unchanged).
         """
         from twin.model_api import seeded_rng  # noqa: PLC0415
         rng = seeded_rng(seed, "user-response")
@@ -409,7 +431,8 @@ class UserResponse:
             if system is None:
                 raise PricingError("user response: the efficient choice (efficient_users > 0) needs the machine: "
                                    "apply(..., system=NAME_OR_SPEC)")
-            chosen, counts, emu = self._choose(wl, job_eff < min(self.efficient_users, 1.0), system, seed)
+            chosen, counts, emu = self._choose(wl, job_eff < min(self.efficient_users, 1.0), system, seed,
+                                               partition_nodes)
             changed |= chosen
             info["efficient_choice"] = counts
             info["emulation"] = emu
@@ -428,6 +451,24 @@ class UserResponse:
             info["shrunk"] = int(sh.sum())
         wl.notes = list(wl.notes) + [f"user response under {rule.describe()}: {info}"]
         return wl.sorted(), info
+
+    def apply_partitioned(self, workload: Workload, rule: Rule, seed: int, system: Any = None,
+                          partition_nodes: int | None = None) -> tuple[dict[str, Workload], dict]:
+        """`apply`, with the jobs split by the machine they run on (module docstring, "Partitions").
+
+        Returns ``({HOME_PARTITION: jobs on the twin's machine, label: jobs on that other hardware,
+        ...}, info)``: one entry per `alternatives` option that at least one job chose (labels from
+        `menu`), each a `Workload` to run on its own partition of ``partition_nodes`` nodes (jobs
+        larger than that do not choose it). Cap options stay on the home machine. ``info`` is
+        `apply`'s, plus ``partitions`` (jobs per entry, in the returned order).
+        """
+        if partition_nodes is not None and not (isinstance(partition_nodes, (int, np.integer))
+                                                and partition_nodes >= 1):
+            raise PricingError(f"user response: partition_nodes must be an integer >= 1, got {partition_nodes!r}")
+        wl, info = self.apply(workload, rule, seed, system=system, partition_nodes=partition_nodes)
+        parts = split_by_hardware(wl, self)
+        info["partitions"] = {k: len(v) for k, v in parts.items()}
+        return parts, info
 
     def menu(self) -> list[str]:
         """Labels of the efficient-choice options, in the order of ``info['efficient_choice']``."""
@@ -495,9 +536,11 @@ class UserResponse:
         wl.columns["capped"] = take
         return int(take.sum()), int(np.sum(new_req != req))
 
-    def _choose(self, wl: Workload, responsive: np.ndarray, system: Any, seed: int) -> tuple[np.ndarray, dict, dict]:
+    def _choose(self, wl: Workload, responsive: np.ndarray, system: Any, seed: int,
+                partition_nodes: int | None = None) -> tuple[np.ndarray, dict, dict]:
         """Apply the efficient choice in place to the ``responsive`` jobs; returns (changed mask, counts per
-        option, emulation clip counts)."""
+        option, emulation clip counts). Jobs of more than ``partition_nodes`` nodes cannot pick an
+        alternative (its partition is too small)."""
         cfg = load_power_config(system)
         n = len(wl)
         cpu, gpu, beta = _ensure_profiles(wl, seed)
@@ -527,6 +570,9 @@ class UserResponse:
         R = np.vstack(ratios)
         S = np.vstack(slow)
         R = np.where(S <= self.max_slowdown * (1 + 1e-12), R, np.inf)
+        if partition_nodes is not None and self.alternatives:
+            R[:len(self.alternatives)] = np.where(np.asarray(wl.procs) > partition_nodes, np.inf,
+                                                  R[:len(self.alternatives)])
         best = np.argmin(R, axis=0)
         gain = R[best, np.arange(n)] < 1.0 - 1e-9
         pick = np.where(eligible & gain, best, -1)
@@ -563,9 +609,35 @@ class UserResponse:
         return pick >= 0, counts, emu
 
 
+def split_by_hardware(workload: Workload, response: UserResponse) -> dict[str, Workload]:
+    """Split a workload made by ``response.apply`` by the machine each job runs on.
+
+    ``{HOME_PARTITION: jobs that kept the twin's hardware (no choice, or a cap option), label: jobs
+    that chose that alternative, ...}``, labels from ``response.menu()``, alternatives no job chose
+    left out. Needs the ``efficient_choice`` column when ``response`` has alternatives (a workload
+    without it, e.g. under node-hour charging, is all home).
+    """
+    n_alt = len(response.alternatives)
+    if "efficient_choice" in workload.columns:
+        pick = np.asarray(workload.columns["efficient_choice"], dtype=np.int64)
+    else:
+        pick = np.full(len(workload), -1, dtype=np.int64)
+    if len(pick) and pick.max() >= len(response.menu()):
+        raise PricingError(f"split_by_hardware: workload {workload.name!r} has efficient_choice {int(pick.max())} "
+                           f"but the response's menu has {len(response.menu())} options")
+    alt = np.where((pick >= 0) & (pick < n_alt), pick, -1)
+    out = {HOME_PARTITION: workload.take(np.flatnonzero(alt < 0))}
+    labels = response.menu()
+    for o in range(n_alt):
+        idx = np.flatnonzero(alt == o)
+        if len(idx):
+            out[labels[o]] = workload.take(idx)
+    return out
+
+
 def calibrate(workload: Workload, system: Any, target: float, *, rule: Rule | None = None,
               base: UserResponse | None = None, seed: int = 0, nodes: int | None = None,
-              tol: float = 0.005) -> tuple[UserResponse, float]:
+              partition_nodes: int | None = None, tol: float = 0.005) -> tuple[UserResponse, float]:
     """Fit ``efficient_users`` of ``base`` so the jobs' energy falls by ``target`` (a fraction).
 
     The reduction compares the predicted jobs' energy (`predicted_job_energy_j`) of the workload users
@@ -573,8 +645,12 @@ def calibrate(workload: Workload, system: Any, target: float, *, rule: Rule | No
     charging gives no incentive). Bisection over [0, 1]: the reduction grows with the parameter
     (jobs respond in the order of their uniform draw, so the responding set only grows); it is a
     step function (one step per job), so the result is the step closest to ``target``. Profiles are
-    materialised first (`materialize_profiles`). Returns (the fitted response, the reduction it
-    gives). Raises `PricingError` when even ``efficient_users = 1`` falls short of ``target - tol``.
+    materialised first (`materialize_profiles`). ``partition_nodes``: the size of each other-hardware
+    partition (as in `UserResponse.apply_partitioned`; jobs larger than it keep the home machine).
+    The jobs' energy does not depend on the schedule or on which partition a job runs in (no
+    facility power cap), so this prediction is also what the partitioned what-if measures, summed over
+    partitions. Returns (the fitted response, the reduction it gives). Raises `PricingError` when even
+    ``efficient_users = 1`` falls short of ``target - tol``.
     """
     if not 0 < target < 1:
         raise PricingError(f"calibrate: target must be a fraction in (0, 1), got {target!r}")
@@ -589,7 +665,7 @@ def calibrate(workload: Workload, system: Any, target: float, *, rule: Rule | No
 
     def reduction(a: float) -> float:
         r = _replace(base, efficient_users=a)
-        w2, _ = r.apply(wl, rule, seed, system=system)
+        w2, _ = r.apply(wl, rule, seed, system=system, partition_nodes=partition_nodes)
         return 1.0 - float(predicted_job_energy_j(w2, system, nodes).sum()) / e0
 
     top = reduction(1.0)
@@ -617,7 +693,7 @@ def _replace(r: UserResponse, **kw) -> UserResponse:
 
 PRESETS: dict[str, dict] = {
     # Kamatar et al. (SC'25): users choose more efficient resources when charged for energy. The menu is
-    # the measured older GPUs (emulated on the twin's nodes at their speed and power) plus the machine's own
+    # the measured older GPUs (each its own partition, emulated at their speed and power) plus the machine's own
     # cap levels; the share of responding jobs is fitted to the 40 % anchor (KAMATAR2025_EFFICIENT_USERS,
     # see `calibrate`).
     "kamatar2025": {"efficient_users": KAMATAR2025_EFFICIENT_USERS, "max_slowdown": DEFAULT_MAX_SLOWDOWN,

@@ -473,3 +473,95 @@ def test_price_aware_bad_input():
     s._pw = None
     with pytest.raises(RuntimeError, match="--power on"):
         s._power()
+
+
+# ---------------------------------------------------------------- other hardware on its own partition
+def test_v100_choice_runs_on_its_own_partition_and_energies_add_up(tmp_path):
+    """Three 2-node jobs (submits 0, 10, 20 s; 1000 s; utilisation 0.5) and two 2-node machines. With
+    efficient_users 0.5 and seed 0, jobs 1 and 2 choose the V100 option and job 3 stays on Frontier.
+    Job 2 starts on the V100 partition at t_v = 1063.345 s (after job 1 there), job 3 at its submit
+    time 20 s on the Frontier partition although, in the single-partition emulation, Frontier's nodes
+    are busy until 2 t_v (it waits 2 t_v - 20 s there). The jobs' energies and the partitions'
+    facility energies add up; the summed facility power series is the two runs' series on one grid."""
+    from experiments.incentives_whatif import (
+        combine_partitions,
+        partitioned_ledger,
+        power_only_system,
+    )
+    from power.accounting import from_result, ledger
+    from power.response import HOME_PARTITION, split_by_hardware
+    from twin.run import RunConfig, run
+    wl = one_job(util=0.5, n=3, runtime=1000.0, req=1000.0)            # submits 0, 10, 20 s; users 0, 1, 2
+    resp = UserResponse(efficient_users=0.5, alternatives=(V100,))
+    parts, info = resp.apply_partitioned(wl, FLAT, 0, system="frontier", partition_nodes=2)
+    lab = resp.menu()[0]
+    assert lab == "alt(E x0.627, T x1.06)" and list(parts) == [HOME_PARTITION, lab]
+    assert parts[HOME_PARTITION].job_id.tolist() == [3] and parts[lab].job_id.tolist() == [1, 2]
+    assert info["partitions"] == {HOME_PARTITION: 1, lab: 2}
+    sysf = power_only_system("frontier", tmp_path)
+
+    def go(w):
+        return run(RunConfig(workload="p", system=sysf, nodes=2, power=True, options={"power": {"cooling": False}}), w)
+    runs = {k: go(v) for k, v in parts.items()}
+    t_v = 1000.0 * 1494.0 / 1405.0
+    home, v = runs[HOME_PARTITION].jobs, runs[lab].jobs
+    assert home["start"].tolist() == [20.0] and home["end"].tolist() == [1020.0]
+    assert v["start"].tolist() == pytest.approx([0.0, t_v]) and v["end"].tolist() == pytest.approx([t_v, 2 * t_v])
+    single = go(resp.apply(wl, FLAT, 0, system="frontier")[0]).jobs.sort_values("job_id")
+    assert single["start"].tolist() == pytest.approx([0.0, t_v, 2 * t_v])       # one machine: job 3 queues
+    p_v = 1665.26 * V100_POWER_RATIO
+    assert home["energy_j"].tolist() == pytest.approx([2 * 1665.26 * 1000.0])
+    assert v["energy_j"].tolist() == pytest.approx([2 * p_v * t_v] * 2, rel=1e-9)
+    c = combine_partitions(runs)
+    assert c.jobs["energy_j"].sum() == pytest.approx(single["energy_j"].sum(), rel=1e-12)
+    assert c.jobs.sort_values("job_id")["hw_partition"].tolist() == [lab, lab, HOME_PARTITION]
+    assert c.summary["partition_jobs"] == {HOME_PARTITION: 1, lab: 2}
+    # waits over all jobs: 0, t_v - 10, 0; bsld (wait + run) / run: 1, (2 t_v - 10) / t_v, 1
+    assert c.summary["mean_wait_s"] == pytest.approx((t_v - 10.0) / 3)
+    assert c.summary["mean_bsld"] == pytest.approx((2 + (2 * t_v - 10.0) / t_v) / 3)
+    # facility energy: each run's own, plus the home machine idle from its grid start (15 s, the floor of
+    # its first submit 20 s on the 15 s grid) back to 0 and from 1020 s to 2 t_v
+    idle_w = runs[HOME_PARTITION].summary["idle_facility_power_w"]
+    rs = runs[HOME_PARTITION].summary
+    idle_w *= rs["energy_facility_kwh"] / (rs["energy_facility_kwh"] - rs["energy_cooling_kwh"])
+    pad = 15.0 + (2 * t_v - 1020.0)
+    assert c.summary["padding_h"] == pytest.approx({HOME_PARTITION: pad / 3600.0, lab: 0.0})
+    want = sum(r.summary["energy_facility_kwh"] for r in runs.values()) + idle_w * pad / 3.6e6
+    assert c.summary["energy_facility_kwh"] == pytest.approx(want, rel=1e-12)
+    # the summed series: on the common grid from 0, each partition's own values where it ran
+    t = c.timeseries["time"][0]
+    p = c.timeseries["power_facility_w"][0]
+    assert t[0] == 0.0 and np.all(np.diff(t) == 15.0) and t[-1] < 2 * t_v <= t[-1] + 15.0
+    ph, pv = runs[HOME_PARTITION].timeseries["power_facility_w"][0], runs[lab].timeseries["power_facility_w"][0]
+    assert p[0] == pytest.approx(idle_w + pv[0]) and p[1] == pytest.approx(ph[0] + pv[1])
+    assert p[-1] == pytest.approx(idle_w + pv[-1])
+    # cost: each partition priced on its own run
+    led = partitioned_ledger(c, FLAT)
+    each = [ledger(from_result(r), FLAT) for r in runs.values()]
+    assert led["cost"].sum() == pytest.approx(sum(x["cost"].sum() for x in each))
+    assert led["user"].tolist() == [0, 1, 2]
+    # a partition too small for a job keeps it home; split_by_hardware of an untouched workload: all home
+    p1, i1 = resp.apply_partitioned(wl, FLAT, 0, system="frontier", partition_nodes=1)
+    assert list(p1) == [HOME_PARTITION] and len(p1[HOME_PARTITION]) == 3 and i1["efficient_choice"][lab] == 0
+    assert list(split_by_hardware(wl, resp)) == [HOME_PARTITION]
+    with pytest.raises(PricingError, match="partition_nodes must be an integer >= 1, got 0"):
+        resp.apply_partitioned(wl, FLAT, 0, system="frontier", partition_nodes=0)
+
+
+def test_calibration_with_partitions_of_the_same_size_is_unchanged():
+    """Jobs' energy does not depend on where a job runs, so a partition as large as the machine (the
+    what-if's default) gives the same fit; a smaller one keeps the large jobs home and saves less."""
+    wl = synthetic(200)
+    a, got_a = calibrate(wl, "frontier", 0.30, seed=1, nodes=16)
+    b, got_b = calibrate(wl, "frontier", 0.30, seed=1, nodes=16, partition_nodes=16)
+    assert (a.efficient_users, got_a) == (b.efficient_users, got_b)
+    base = materialize_profiles(wl, 1)
+    e0 = predicted_job_energy_j(base, "frontier", 16).sum()
+    full = a.apply(base, FLAT, 1, system="frontier")[0]
+    small = a.apply(base, FLAT, 1, system="frontier", partition_nodes=2)[0]
+    assert 1 - predicted_job_energy_j(small, "frontier", 16).sum() / e0 < got_a
+    big = small.procs > 2
+    assert np.all((np.asarray(small.columns["efficient_choice"])[big] < 0)
+                  | (np.asarray(small.columns["efficient_choice"])[big] >= len(a.alternatives)))
+    assert np.any((np.asarray(full.columns["efficient_choice"])[big] >= 0)
+                  & (np.asarray(full.columns["efficient_choice"])[big] < len(a.alternatives)))

@@ -226,3 +226,22 @@ def test_model_rates_match_reference_recompute():
         np.testing.assert_allclose(m.f_ours[js], 1.0 / ((1.0 - f) + f * cap / x), rtol=1e-9)
         others = [k for k in m.links if k not in js]
         assert all(m.f_ours[k] == 1.0 for k in others)
+
+
+def test_job_load_kernels_hand_case():
+    """A job with 1 and 2 bytes per round on links 0 and 2 at 3 rounds/s: demand 3 and 6 B/s;
+    link 2 (3 B/s) limits it to x_iso = 0.5; its links then carry 1.5 and 3 B/s (link 2 exactly
+    full: not overloaded). A second such job overloads link 2; removing it reports that."""
+    from topology.contention import _add_job_loads, _remove_job_loads
+    bw = np.array([6.0, 100.0, 3.0])
+    load = np.zeros(3)
+    ids = np.array([0, 2])
+    demand, x_iso, over = _add_job_loads(ids, np.array([1.0, 2.0]), 3.0, bw, load)
+    assert demand.tolist() == [3.0, 6.0] and x_iso == 0.5 and not over
+    assert load.tolist() == [1.5, 0.0, 3.0]
+    _, _, over = _add_job_loads(ids, np.array([1.0, 2.0]), 3.0, bw, load)
+    assert over and load.tolist() == [3.0, 0.0, 6.0]
+    assert _remove_job_loads(ids, demand, x_iso, bw, load)
+    assert load.tolist() == [1.5, 0.0, 3.0]
+    assert not _remove_job_loads(ids, demand, x_iso, bw, load)
+    assert load.tolist() == [0.0, 0.0, 0.0]

@@ -48,6 +48,11 @@ except ImportError:  # pragma: no cover - the package always ships twin.model_ap
 DEFAULT_KIND_PROBS = {"allreduce": 0.5, "ring": 0.3, "alltoall": 0.2}
 #: Default comm_fraction ~ Beta(a, b) (assumption, mean a / (a + b) = 0.25).
 DEFAULT_COMM_BETA = (2.0, 6.0)
+#: a link is overloaded when its load exceeds its capacity by more than this relative margin
+#: (round-off guard)
+_OVERLOAD_RTOL = 1e-9
+#: a job's progress-rate factor is updated only when it changes by more than this (relative)
+_FACTOR_RTOL = 1e-12
 
 
 def max_min_fair(capacity: np.ndarray, link: np.ndarray, flow: np.ndarray, weight: np.ndarray,
@@ -177,7 +182,7 @@ def _contended_factors(jobs, off, ln, pool_ids, pool_dem, load_full, bandwidth, 
     Job ``j``'s links and demands are ``pool_ids`` / ``pool_dem`` at ``off[j]:off[j] + ln[j]``.
     ``lidx``: scratch array of ``-1`` (one per link), left as it was found.
     """
-    thr = 1.0 + 1e-9
+    thr = 1.0 + _OVERLOAD_RTOL
     nj = len(jobs)
     total = 0
     for i in range(nj):
@@ -240,6 +245,62 @@ def _contended_factors(jobs, off, ln, pool_ids, pool_dem, load_full, bandwidth, 
         slow = cap[q] / max(x[q], 1e-300) if x[q] > 0 else np.inf
         factor[q] = 1.0 / ((1.0 - f[q]) + f[q] * slow)
     return picked, factor
+
+
+@njit(cache=True)
+def _add_job_loads(ids, nbytes, rounds, bandwidth, load_full):
+    """A starting job's arithmetic: demand ``nbytes * rounds`` (bytes/s) on its links ``ids``
+    (unique), isolated rate ``x_iso = min(1, min_l bandwidth / demand)``, and ``demand * x_iso``
+    added to ``load_full``. Returns (demand, x_iso, whether one of its links is now overloaded).
+    Same float operations as the numpy expressions it replaces (elementwise; the min is exact)."""
+    n = len(ids)
+    demand = np.empty(n)
+    m = np.inf
+    for k in range(n):
+        d = nbytes[k] * rounds
+        demand[k] = d
+        r = bandwidth[ids[k]] / d
+        if r < m:
+            m = r
+    x_iso = min(1.0, m)
+    over = False
+    for k in range(n):
+        l = ids[k]
+        load_full[l] += demand[k] * x_iso
+        if load_full[l] > bandwidth[l] * (1.0 + _OVERLOAD_RTOL):
+            over = True
+    return demand, x_iso, over
+
+
+@njit(cache=True)
+def _remove_job_loads(ids, demand, x_iso, bandwidth, load_full):
+    """A finishing job's links: returns whether one of them was overloaded before its load
+    ``demand * x_iso`` is taken off ``load_full`` (``ids`` unique)."""
+    was = False
+    for k in range(len(ids)):
+        l = ids[k]
+        if load_full[l] > bandwidth[l] * (1.0 + _OVERLOAD_RTOL):
+            was = True
+        load_full[l] -= demand[k] * x_iso
+    return was
+
+
+@njit(cache=True)
+def _apply_factors(now, jobs, factor, f_ours, stretch_acc, t_last):
+    """`NetworkContentionModel._set_factor` for every ``(jobs[i], factor[i])``: a factor that
+    differs from the job's current one (beyond ``_FACTOR_RTOL``) closes the job's stretch segment
+    at ``now`` and replaces it. Returns a mask of the changed entries."""
+    changed = np.zeros(len(jobs), dtype=np.bool_)
+    for i in range(len(jobs)):
+        j = jobs[i]
+        fac = factor[i]
+        if abs(fac - f_ours[j]) <= _FACTOR_RTOL * max(1.0, fac):
+            continue
+        stretch_acc[j] += (now - t_last[j]) * f_ours[j]
+        t_last[j] = now
+        f_ours[j] = fac
+        changed[i] = True
+    return changed
 
 
 class _StepSeries:
@@ -403,19 +464,16 @@ class NetworkContentionModel(RunModel):
         inj = self.inj[job]
         if not np.isfinite(inj) or inj <= 0:
             inj = term_bw
-        rounds = inj / smax                          # pattern rounds per second at full demand
-        demand = nbytes * rounds
-        bw = R.bandwidth[ids]
-        x_iso = min(1.0, float(np.min(bw / demand)))
+        rounds = float(inj / smax)                   # pattern rounds per second at full demand
+        demand, x_iso, overloaded = _add_job_loads(ids, nbytes, rounds, R.bandwidth, self.load_full)
         self.x_iso[job] = x_iso
         self.grate[job] = gbytes * rounds * x_iso
         self.links[job] = ids
         self.is_comm[job] = True
         self.demand[job] = demand
         self._pool_add(job, ids, demand)
-        self.load_full[ids] += demand * x_iso
         self._set_global(now, job, +1)
-        if not self._overloaded(ids).any():   # only its links gained load: nothing can change
+        if not overloaded:   # only its links gained load: nothing can change
             return None
         return self._recompute(now)
 
@@ -432,15 +490,12 @@ class NetworkContentionModel(RunModel):
         fp = cache.pop(key, False)
         if fp is False:
             R = self.router
-            traffic = tr.pattern(kind, nodes, 1.0)
-            sent = traffic.sent_per_host()
-            smax = float(sent.max()) if len(sent) else 0.0
-            if smax <= 0:
-                fp = None
-            else:
-                ll = R.link_loads(traffic, self.routing, cache=True, sent=sent)
-                fp = (smax, ll.ids, ll.nbytes, R.global_bytes(traffic),
+            f = R.footprint(kind, nodes, self.routing, cache=True)
+            if f is not None:
+                fp = (f.smax, f.loads.ids, f.loads.nbytes, f.global_bytes,
                       float(R.bandwidth[R.term_up[nodes]].min()))
+            else:
+                fp = None
             if len(cache) >= self.FOOTPRINT_CACHE:
                 del cache[next(iter(cache))]
         cache[key] = fp
@@ -453,8 +508,8 @@ class NetworkContentionModel(RunModel):
         ids = self.links.pop(job)
         demand = self.demand.pop(job)
         self._set_global(now, job, -1)
-        was_bottleneck = self._overloaded(ids).any()
-        self.load_full[ids] -= demand * self.x_iso[job]
+        was_bottleneck = _remove_job_loads(ids, demand, float(self.x_iso[job]), self.router.bandwidth,
+                                           self.load_full)
         if not self.links:
             self.load_full[:] = 0.0      # no drift from repeated additions and removals
         self.contended.discard(job)
@@ -489,10 +544,6 @@ class NetworkContentionModel(RunModel):
         if job in self.links:
             self.gbytes[job] = self.frac[job] * self.work[job] * self.grate[job]
 
-    def _overloaded(self, ids: np.ndarray) -> np.ndarray:
-        bw = self.router.bandwidth[ids]
-        return self.load_full[ids] > bw * (1.0 + 1e-9)
-
     def _pool_add(self, job: int, ids: np.ndarray, demand: np.ndarray) -> None:
         n = len(ids)
         if self._pool_n + n > len(self._pool_ids):   # compact the live entries, grow if needed
@@ -526,20 +577,22 @@ class NetworkContentionModel(RunModel):
         picked, factor = _contended_factors(running, self._off, self._len, self._pool_ids, self._pool_dem,
                                             self.load_full, self.router.bandwidth, self.x_iso, self.frac,
                                             self._lidx)
-        jobs = running[picked].tolist()
+        jobs = running[picked]
         changes: dict[int, float] = {}
-        new_contended = set(jobs)
+        new_contended = set(jobs.tolist())
         for j in self.contended - new_contended:
             if j in self.links:
                 self._set_factor(now, j, 1.0, changes)
         self.contended = new_contended
-        for j, fac in zip(jobs, factor.tolist()):
-            self._set_factor(now, j, fac, changes)
+        changed = np.flatnonzero(_apply_factors(float(now), jobs, factor, self.f_ours, self.stretch_acc,
+                                                self.t_last))
+        changes.update(zip(jobs[changed].tolist(), factor[changed].tolist()))
         self.contended_series.set(now, float(len(self.contended)))
         return changes
 
     def _set_factor(self, now: float, job: int, factor: float, changes: dict) -> None:
-        if abs(factor - self.f_ours[job]) <= 1e-12 * max(1.0, factor):
+        """Set job's factor (accounting its stretch so far) unless it is unchanged; as `_apply_factors`."""
+        if abs(factor - self.f_ours[job]) <= _FACTOR_RTOL * max(1.0, factor):
             return
         self.stretch_acc[job] += (now - self.t_last[job]) * self.f_ours[job]
         self.t_last[job] = now

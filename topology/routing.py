@@ -6,7 +6,10 @@ topology, and link loads are computed per switch pair (or per line of a torus) w
 1,000-node all-to-all on Frontier takes milliseconds.
 Dragonfly minimal routing has a compiled kernel (`_dragonfly_minimal`) that builds the same pieces in
 the same order, so its sums equal the numpy path's bit for bit; ``link_loads(..., cache=True)`` keeps
-the switch-to-switch part per switch-level traffic (used by the contention model).
+the switch-to-switch part per switch-level traffic. `Router.footprint` (used by the contention model)
+gives a built-in pattern's link loads, largest bytes sent per host and global bytes together; on a
+Dragonfly with minimal routing one compiled pass (`_dragonfly_footprint`) computes them with the numpy
+path's operations in its order (numpy's pairwise sums included, `_pairwise_sum`), equal bit for bit.
 
 Directed links: every undirected edge ``e`` (in ``graph.edges`` order) gives link ``2e`` (``u -> v``
 as stored) and ``2e + 1`` (``v -> u``); the torus router numbers its links arithmetically (see
@@ -46,6 +49,7 @@ from numba import njit
 
 from topology.dragonfly import TopologyError
 from topology.traffic import Traffic
+from topology.traffic import pattern as tr_pattern
 
 KIND_CODES = {"terminal": 0, "local": 1, "global": 2}
 ROUTINGS = ("minimal", "valiant")
@@ -56,6 +60,19 @@ class LinkLoads(NamedTuple):
 
     ids: np.ndarray
     nbytes: np.ndarray
+
+
+class Footprint(NamedTuple):
+    """One round of a job's `traffic.pattern` on the network (`Router.footprint`).
+
+    ``smax``: the most bytes sent by one host (> 0); ``loads``: bytes on every directed link used
+    (`Router.link_loads`); ``global_bytes``: bytes sent between hosts of different groups
+    (`Router.global_bytes`).
+    """
+
+    smax: float
+    loads: LinkLoads
+    global_bytes: float
 
 
 class Router:
@@ -155,6 +172,20 @@ class Router:
             parts += [u.tobytes(), c.tobytes()]
         return tuple(parts)
 
+    def footprint(self, kind: str, hosts: np.ndarray, routing: str = "minimal",
+                  cache: bool = True) -> Footprint | None:
+        """`Footprint` of ``traffic.pattern(kind, hosts, 1.0)`` (1 byte per rank), or None when the
+        pattern sends nothing; ``cache`` as in `link_loads`. Subclasses may compute it in one
+        compiled pass (`DragonflyRouter`); the figures are the same bit for bit.
+        """
+        traffic = tr_pattern(kind, hosts, 1.0)
+        sent = traffic.sent_per_host()
+        smax = float(sent.max()) if len(sent) else 0.0
+        if smax <= 0:
+            return None
+        return Footprint(smax, self.link_loads(traffic, routing, cache=cache, sent=sent),
+                         self.global_bytes(traffic))
+
     def dense_loads(self, traffic: Traffic, routing: str = "minimal") -> np.ndarray:
         """`link_loads` as a dense (n_links,) array."""
         ll = self.link_loads(traffic, routing)
@@ -176,11 +207,15 @@ class Router:
         return total
 
     def groups_spanned(self, hosts) -> int:
-        """Number of distinct groups among ``hosts``."""
-        g = self.host_group[np.asarray(hosts, dtype=np.int64)]
-        if not len(g):
-            return 0
-        return int(np.count_nonzero(np.bincount(g, minlength=self._n_host_groups())))
+        """Number of distinct groups among ``hosts`` (compiled `_n_distinct_groups`)."""
+        h = np.asarray(hosts, dtype=np.int64).ravel()
+        seen = self.__dict__.get("_group_seen")
+        if seen is None:
+            seen = self._group_seen = np.zeros(self._n_host_groups(), dtype=np.bool_)
+        n = _n_distinct_groups(self.host_group, h, seen)
+        if n < 0:
+            raise IndexError(f"groups_spanned: node ids outside 0..{self.n_hosts - 1}")
+        return int(n)
 
     def _n_host_groups(self) -> int:
         n = self.__dict__.get("_ngroups")
@@ -211,6 +246,25 @@ class Router:
             z = np.zeros(0, dtype=np.int64)
             return z, z, np.zeros(0)
         return np.concatenate(ss), np.concatenate(sd), np.concatenate(v)
+
+
+@njit(cache=True)
+def _n_distinct_groups(host_group, hosts, seen):
+    """Number of distinct ``host_group[h]`` over ``hosts`` (-1 if a host id is out of range);
+    ``seen``: False per group, left as found."""
+    n_h = len(host_group)
+    for h in hosts:
+        if h < 0 or h >= n_h:
+            return -1
+    c = 0
+    for h in hosts:
+        g = host_group[h]
+        if not seen[g]:
+            seen[g] = True
+            c += 1
+    for h in hosts:
+        seen[host_group[h]] = False
+    return c
 
 
 class _GraphLinks:
@@ -525,6 +579,212 @@ def _dragonfly_minimal(ss, sd, v, pb, u, c, A, ng, local_id, gl_src, gl_dst, gl_
     return ids, out
 
 
+@njit(cache=True)
+def _strictly_increasing(h):
+    """True when ``h[i] < h[i + 1]`` everywhere (a placer's sorted, duplicate-free node ids)."""
+    for i in range(len(h) - 1):
+        if h[i] >= h[i + 1]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _block_sum(a, lo, n):
+    """numpy's pairwise-summation leaf for ``a[lo:lo + n]``, ``n <= 128``: a plain loop below 8
+    values, else 8 interleaved accumulators combined as a tree, then the rest added in order."""
+    if n < 8:
+        res = 0.0
+        for i in range(lo, lo + n):
+            res += a[i]
+        return res
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    i = 8
+    stop = n - n % 8
+    while i < stop:
+        r0 += a[lo + i]
+        r1 += a[lo + i + 1]
+        r2 += a[lo + i + 2]
+        r3 += a[lo + i + 3]
+        r4 += a[lo + i + 4]
+        r5 += a[lo + i + 5]
+        r6 += a[lo + i + 6]
+        r7 += a[lo + i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res
+
+
+@njit(cache=True)
+def _pairwise_sum(a, lo, n):
+    """``a[lo:lo + n].sum()`` as numpy computes it for a contiguous float64 array (pairwise
+    summation: ranges of at most 128 values summed by `_block_sum`, larger ones split in two at a
+    multiple of 8 and the halves' sums added), so that compiled code reproduces numpy's sums bit
+    for bit; the caller adds the result to ``0.0`` as ``np.add.reduce`` does. The recursion is
+    unrolled into an explicit stack (numba's on-disk cache does not support recursive functions)."""
+    if n <= 128:
+        return _block_sum(a, lo, n)
+    s_lo = np.empty(64, dtype=np.int64)     # frames: range, stage (0: split, 1: left done, 2: both)
+    s_n = np.empty(64, dtype=np.int64)
+    s_stage = np.zeros(64, dtype=np.int64)
+    s_left = np.empty(64)
+    sp = 1
+    s_lo[0], s_n[0], s_stage[0] = lo, n, 0
+    result = 0.0
+    while sp > 0:
+        t = sp - 1
+        if s_n[t] <= 128 or s_stage[t] == 2:
+            v = _block_sum(a, s_lo[t], s_n[t]) if s_n[t] <= 128 else s_left[t] + result
+            sp -= 1
+            if sp == 0:
+                return v
+            p = sp - 1
+            if s_stage[p] == 1:               # v is the parent's left half: now its right half
+                s_left[p] = v
+                s_stage[p] = 2
+                n2 = s_n[p] // 2
+                n2 -= n2 % 8
+                s_lo[sp], s_n[sp], s_stage[sp] = s_lo[p] + n2, s_n[p] - n2, 0
+                sp += 1
+            else:                             # v is the parent's right half
+                result = v
+            continue
+        n2 = s_n[t] // 2                      # stage 0: descend into the left half
+        n2 -= n2 % 8
+        s_stage[t] = 1
+        s_lo[sp], s_n[sp], s_stage[sp] = s_lo[t], n2, 0
+        sp += 1
+    return result
+
+
+#: `_pattern_flows` codes of the `traffic.COMM_KINDS` with a compiled footprint
+_KIND_CODE = {"alltoall": 0, "ring": 1, "allreduce": 2}
+
+
+@njit(cache=True)
+def _pattern_flows(code, n):
+    """Ranks and bytes of ``traffic.pattern(kind, hosts, 1.0)`` for ``n >= 2`` ranks, with the same
+    float operations: (src ranks, dst ranks, bytes per flow, pair_bytes). ``code``: `_KIND_CODE`."""
+    if code == 0:                      # alltoall: implicit, 1 / (n - 1) per ordered pair
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, np.zeros(0), 1.0 / (n - 1)
+    if code == 1:                      # ring: both neighbours, half each (one neighbour for n = 2)
+        if n == 2:
+            return np.array([0, 1]), np.array([1, 0]), np.full(2, 1.0), 0.0
+        src = np.empty(2 * n, dtype=np.int64)
+        dst = np.empty(2 * n, dtype=np.int64)
+        for r in range(n):
+            src[r] = r
+            dst[r] = (r + 1) % n
+            src[n + r] = r
+            dst[n + r] = (r - 1) % n
+        return src, dst, np.full(2 * n, 1.0 / 2), 0.0
+    src = np.arange(n)                 # allreduce, ring algorithm
+    dst = np.empty(n, dtype=np.int64)
+    for r in range(n):
+        dst[r] = (r + 1) % n
+    return src, dst, np.full(n, 2.0 * (n - 1) / n * 1.0), 0.0
+
+
+@njit(cache=True)
+def _dragonfly_footprint(code, h, host_acc, host_group, term_up, term_down, A, ng, local_id,
+                         gl_src, gl_dst, gl_id, gl_w, acc_buf):
+    """`Router.footprint` of a `DragonflyRouter` with minimal routing, in one compiled pass over
+    the job's strictly increasing hosts ``h`` (``len(h) >= 2``): the pattern (`_pattern_flows`),
+    bytes sent / received per host (as `Traffic.sent_per_host`), the switch-to-switch loads
+    (`_dragonfly_minimal`), the merge with the terminal links (as `Router.link_loads`) and the
+    global bytes (as `Router.global_bytes`, numpy's pairwise sums included), each with the numpy
+    path's operations in its order, so the figures are equal bit for bit.
+    Returns (smax, link ids, bytes, global bytes); ``smax <= 0``: the pattern sends nothing."""
+    n = len(h)
+    src, dst, nb, pb = _pattern_flows(code, n)
+    nf = len(src)
+    base = pb * max(n - 1, 0)
+    sent_b = np.zeros(n)
+    recv_b = np.zeros(n)
+    for k in range(nf):                # np.bincount in flow order (hosts are distinct: no self flow)
+        sent_b[src[k]] += nb[k]
+        recv_b[dst[k]] += nb[k]
+    sent = np.empty(n)
+    recv = np.empty(n)
+    smax = -np.inf
+    for r in range(n):
+        sent[r] = base + sent_b[r] if nf else base
+        recv[r] = base + recv_b[r] if nf else base
+        if sent[r] > smax:
+            smax = sent[r]
+    if not smax > 0:
+        return smax, np.zeros(0, dtype=np.int64), np.zeros(0), 0.0
+    # switch-to-switch part (DragonflyRouter._network_loads)
+    ss = np.empty(nf, dtype=np.int64)
+    sd = np.empty(nf, dtype=np.int64)
+    for k in range(nf):
+        ss[k] = host_acc[h[src[k]]]
+        sd[k] = host_acc[h[dst[k]]]
+    nu = 0
+    u = np.empty(n, dtype=np.int64)
+    c = np.zeros(n)
+    if pb != 0.0:                      # np.unique(host_acc[h], return_counts=True): h is sorted
+        for r in range(n):
+            a = host_acc[h[r]]
+            if nu == 0 or u[nu - 1] != a:
+                u[nu] = a
+                nu += 1
+            c[nu - 1] += 1.0
+    net_ids, net_w = _dragonfly_minimal(ss, sd, nb, pb, u[:nu], c[:nu], A, ng, local_id,
+                                        gl_src, gl_dst, gl_id, gl_w, acc_buf)
+    # merge with the terminal links (disjoint ids: a sort, no sums), dropping zero loads
+    m = 2 * n + len(net_ids)
+    ids = np.empty(m, dtype=np.int64)
+    w = np.empty(m)
+    q = 0
+    for r in range(n):
+        if sent[r] > 0:
+            ids[q] = term_up[h[r]]
+            w[q] = sent[r]
+            q += 1
+    for r in range(n):
+        if recv[r] > 0:
+            ids[q] = term_down[h[r]]
+            w[q] = recv[r]
+            q += 1
+    for k in range(len(net_ids)):
+        if net_w[k] > 0:
+            ids[q] = net_ids[k]
+            w[q] = net_w[k]
+            q += 1
+    order = np.argsort(ids[:q])
+    out_ids = ids[:q][order]
+    out_w = w[:q][order]
+    # global bytes (Router.global_bytes)
+    total = 0.0
+    if nf:
+        xb = np.empty(nf)
+        nx = 0
+        for k in range(nf):
+            if host_group[h[src[k]]] != host_group[h[dst[k]]]:
+                xb[nx] = nb[k]
+                nx += 1
+        total += 0.0 + _pairwise_sum(xb, 0, nx)
+    if pb != 0.0:
+        cg = np.zeros(n)               # hosts per group, groups in increasing order
+        ngr = 0
+        last = -1
+        for r in range(n):
+            g = host_group[h[r]]
+            if g != last:
+                ngr += 1
+                last = g
+            cg[ngr - 1] += 1.0
+        for i in range(ngr):
+            cg[i] = cg[i] * cg[i]
+        total += pb * (float(n * n) - (0.0 + _pairwise_sum(cg, 0, ngr)))
+    return smax, out_ids, out_w, total
+
+
 class DragonflyRouter(_GroupedRouter):
     """Routing on `topology.dragonfly.dragonfly_graph` graphs."""
 
@@ -564,6 +824,26 @@ class DragonflyRouter(_GroupedRouter):
                                     c.astype(np.float64), self.acc_per_group, self.n_groups, self.local_id,
                                     self.gl_src, self.gl_dst, self.gl_id, self.gl_w, self._acc_buf)
         return LinkLoads(ids, w)
+
+    def footprint(self, kind: str, hosts: np.ndarray, routing: str = "minimal",
+                  cache: bool = True) -> Footprint | None:
+        """`Router.footprint` by the compiled `_dragonfly_footprint` for minimal routing of the
+        built-in patterns on sorted hosts (the same figures; other cases take the generic path)."""
+        code = _KIND_CODE.get(kind)
+        h = hosts
+        if (code is None or routing != "minimal" or self.disconnected or not isinstance(h, np.ndarray)
+                or h.dtype != np.int64 or h.ndim != 1 or len(h) < 2 or h[0] < 0 or h[-1] >= self.n_hosts
+                or not _strictly_increasing(h)):
+            return super().footprint(kind, hosts, routing, cache)
+        if not hasattr(self, "_acc_buf"):
+            self._acc_buf = np.zeros(self.n_links)
+        smax, ids, w, gbytes = _dragonfly_footprint(code, h, self.host_acc, self.host_group, self.term_up,
+                                                    self.term_down, self.acc_per_group, self.n_groups,
+                                                    self.local_id, self.gl_src, self.gl_dst, self.gl_id,
+                                                    self.gl_w, self._acc_buf)
+        if not smax > 0:
+            return None
+        return Footprint(float(smax), LinkLoads(ids, w), float(gbytes))
 
     def _intra(self, ss, sd, v):
         yield self.local_id[ss, sd % self.acc_per_group], v

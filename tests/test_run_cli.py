@@ -223,3 +223,20 @@ def test_export_swf_round_trip_through_cli(tmp_path, swf):
     from datasets.swf import read_swf
     a, b = read_swf(swf), read_swf(out)
     assert a.job_id.tolist() == b.job_id.tolist() and a.runtime.tolist() == b.runtime.tolist()
+
+
+def test_failures_flag_and_options(tmp_path, capsys):
+    # --failures on: the summary and config carry the failure model and its options (here every
+    # interrupted job fails, so failed rows = the summary's count); bad options are refused before running
+    out = tmp_path / "f"
+    assert main(["run", "-w", "synthetic:jobs=200,nodes=16,seed=2", "--nodes", "16", "--failures", "on",
+                 "--set", "failures.node_mtbf_days=2", "--set", "failures.regimes.default=fail",
+                 "-o", str(out), "-q"]) == 0
+    s = json.loads((out / "summary.json").read_text())
+    assert s["failures"]["node_mtbf_s"] == 2 * 86400.0 and s["failures"]["regimes"]["default"] == "fail"
+    jobs = pd.read_csv(out / "jobs.csv")
+    assert (jobs["status"] == "failed").sum() == s["failures"]["jobs_failed"] > 0
+    assert "failures" in (out / "config.toml").read_text()
+    assert main(["run", "-w", "synthetic:jobs=20,nodes=16", "--nodes", "16", "--failures", "on",
+                 "--set", "failures.mtbf=3", "-o", str(tmp_path / "g"), "-q"]) == 2
+    assert "unknown key(s) mtbf" in capsys.readouterr().err and not (tmp_path / "g").exists()

@@ -451,6 +451,16 @@ class _GroupedRouter(Router):
 
 
 @njit(cache=True)
+def _sum_by_key(key, val):
+    """Distinct ``key`` values (sorted) and the sum of ``val`` per key, added in input order."""
+    uk = np.unique(key)
+    vv = np.zeros(len(uk))
+    for q in range(len(key)):
+        vv[np.searchsorted(uk, key[q])] += val[q]
+    return uk, vv
+
+
+@njit(cache=True)
 def _dragonfly_minimal(ss, sd, v, pb, u, c, A, ng, local_id, gl_src, gl_dst, gl_id, gl_w, acc_buf):
     """`DragonflyRouter` minimal-routing network loads of explicit flows between access switches
     ``ss -> sd`` (``v`` bytes each) plus an all-to-all of ``pb`` bytes per host pair over hosts
@@ -522,13 +532,7 @@ def _dragonfly_minimal(ss, sd, v, pb, u, c, A, ng, local_id, gl_src, gl_dst, gl_
                 any_d = True
     if any_d:
         # source switch -> gateways owning cables to the destination group (keys sorted)
-        key = np.empty(nx, dtype=np.int64)
-        for q in range(nx):
-            key[q] = s_s[q] * ng + s_g[q]
-        uk = np.unique(key)
-        vv = np.zeros(len(uk))
-        for q in range(nx):
-            vv[np.searchsorted(uk, key[q])] += s_v[q]
+        uk, vv = _sum_by_key(s_s[:nx] * ng + s_g[:nx], s_v[:nx])
         for i in range(len(uk)):
             s_u, gd = uk[i] // ng, uk[i] % ng
             gs = s_u // A
@@ -548,12 +552,7 @@ def _dragonfly_minimal(ss, sd, v, pb, u, c, A, ng, local_id, gl_src, gl_dst, gl_
                         ew[ne] = gl_w[a, b, cc] * D[a, b]
                         ne += 1
         # landing gateways -> destination switch
-        for q in range(nx):
-            key[q] = g_g[q] * nacc + g_s[q]
-        uk = np.unique(key)
-        vv = np.zeros(len(uk))
-        for q in range(nx):
-            vv[np.searchsorted(uk, key[q])] += g_v[q]
+        uk, vv = _sum_by_key(g_g[:nx] * nacc + g_s[:nx], g_v[:nx])
         for i in range(len(uk)):
             gs, d_u = uk[i] // nacc, uk[i] % nacc
             gd = d_u // A

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from topology.collectives import ALGORITHMS, build_schedule, global_bytes, supports
+from hpctwin.topology.collectives import ALGORITHMS, build_schedule, global_bytes, supports
 
 GROUP_SIZE = 180  # nodes per Leonardo booster cell (Bine-allocations/leonardo-node-map.txt.gz)
 
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{coll:15s} {alg:22s} {t1 - t0:8.3f} {t2 - t1:9.3f} {t2 - t0:8.3f} {s.nsteps:6d} {s.nmessages:10d}")
     print(f"worst schedule + global-byte count: {worst:.3f} s (target < 1 s)")
     if args.traffic:
-        from experiments.bine_traffic import default_data_dir, load_leonardo, load_lumi, traffic_by_job
+        from hpctwin.experiments.bine_traffic import default_data_dir, load_leonardo, load_lumi, traffic_by_job
 
         for name, loader in (("leonardo", load_leonardo), ("lumi", load_lumi)):
             t0 = time.perf_counter()

@@ -40,16 +40,16 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np  # noqa: PLC0415
     import pandas as pd  # noqa: PLC0415
 
-    from datasets.llm_synthetic import llm_workload  # noqa: PLC0415
-    from schedulers.llm import LLMScheduler  # noqa: PLC0415
-    from schedulers.registry import make_scheduler  # noqa: PLC0415
-    from topology.llm_iteration import LLMIterationModel  # noqa: PLC0415
-    from twin import resilience as rs  # noqa: PLC0415
-    from twin.failures import FailureConfig, FailureModel  # noqa: PLC0415
-    from twin.model_api import ModelContext  # noqa: PLC0415
-    from twin.run import failure_columns, job_table, prepare  # noqa: PLC0415
-    from twin.simulation import Simulation  # noqa: PLC0415
-    from twin.system import load_system  # noqa: PLC0415
+    from hpctwin.datasets.llm_synthetic import llm_workload  # noqa: PLC0415
+    from hpctwin.schedulers.llm import LLMScheduler  # noqa: PLC0415
+    from hpctwin.schedulers.registry import make_scheduler  # noqa: PLC0415
+    from hpctwin.topology.llm_iteration import LLMIterationModel  # noqa: PLC0415
+    from hpctwin.twin import resilience as rs  # noqa: PLC0415
+    from hpctwin.twin.failures import FailureConfig, FailureModel  # noqa: PLC0415
+    from hpctwin.twin.model_api import ModelContext  # noqa: PLC0415
+    from hpctwin.twin.run import failure_columns, job_table, prepare  # noqa: PLC0415
+    from hpctwin.twin.simulation import Simulation  # noqa: PLC0415
+    from hpctwin.twin.system import load_system  # noqa: PLC0415
 
     t0 = time.perf_counter()
     wl = llm_workload(a.days, 1024, seed=a.seed, jobs=a.jobs, gpus_per_node=8)

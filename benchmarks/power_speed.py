@@ -16,10 +16,10 @@ import time
 
 import numpy as np
 
-from power.model import PowerModel
-from power.replay import context, replay
-from twin.run import RunConfig, run
-from twin.system import load_system
+from hpctwin.power.model import PowerModel
+from hpctwin.power.replay import context, replay
+from hpctwin.twin.run import RunConfig, run
+from hpctwin.twin.system import load_system
 
 
 def timed(cfg: RunConfig):

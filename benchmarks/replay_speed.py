@@ -25,7 +25,7 @@ TARGETS = {("CTC-SP2", "easy"): 5.0, ("CTC-SP2", "conservative"): 30.0, ("HPC2N"
 
 def run_case(log: str, sched: str) -> dict:
     t0 = time.perf_counter()
-    from twin.run import RunConfig, load_workload, run  # noqa: PLC0415
+    from hpctwin.twin.run import RunConfig, load_workload, run  # noqa: PLC0415
     wl = load_workload(log)
     t1 = time.perf_counter()
     res = run(RunConfig(workload=log, scheduler=sched, out=None), workload=wl)

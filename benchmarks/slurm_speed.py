@@ -36,7 +36,7 @@ def main(argv=None) -> None:
     ap.add_argument("--options", default="", help="extra slurm options, k=v,k=v")
     ap.add_argument("--data-dir", default=None)
     a = ap.parse_args(argv)
-    from twin.run import RunConfig, load_workload, run  # noqa: PLC0415
+    from hpctwin.twin.run import RunConfig, load_workload, run  # noqa: PLC0415
 
     wl = load_workload(a.log, data_dir=a.data_dir)
     if a.max_jobs:

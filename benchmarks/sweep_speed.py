@@ -19,9 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from experiments import sweep as sw
+from hpctwin.experiments import sweep as sw
 
-SCHEDULERS = ["fcfs", "sjf", "easy", "schedulers.predictive:EasySJBF"]
+SCHEDULERS = ["fcfs", "sjf", "easy", "hpctwin.schedulers.predictive:EasySJBF"]
 
 
 def sweep_text(jobs: int, real: bool) -> str:

@@ -26,11 +26,11 @@ def _t(f, repeat=3):
 
 
 def main() -> None:
-    from topology import traffic as T
-    from topology.fattree import fat_tree_graph
-    from topology.placement import make_placer
-    from topology.presets import build_preset, network_node_group
-    from topology.routing import make_router
+    from hpctwin.topology import traffic as T
+    from hpctwin.topology.fattree import fat_tree_graph
+    from hpctwin.topology.placement import make_placer
+    from hpctwin.topology.presets import build_preset, network_node_group
+    from hpctwin.topology.routing import make_router
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--log", default="CTC-SP2")
@@ -71,7 +71,7 @@ def main() -> None:
 
     if a.skip_log:
         return
-    from twin.run import RunConfig, load_workload, run
+    from hpctwin.twin.run import RunConfig, load_workload, run
     wl = load_workload(a.log)
     if a.jobs:
         wl = wl.take(np.arange(min(a.jobs, len(wl))))

@@ -36,8 +36,8 @@ import math
 
 import numpy as np
 
-from twin.model_api import seeded_rng
-from twin.workload import Workload
+from hpctwin.twin.model_api import seeded_rng
+from hpctwin.twin.workload import Workload
 
 #: names this module answers to (``requested`` and ``exact`` are handled by `twin.run.prepare`)
 MODELS = ("f-badness:F", "tsafrir", "user-average")
@@ -64,7 +64,7 @@ def f_badness(workload: Workload, f: float, rng: np.random.Generator) -> np.ndar
 
 def tsafrir_modal(workload: Workload, rng: np.random.Generator) -> np.ndarray:
     """Tsafrir's modal user-estimate model (s), every estimate >= the job's run length."""
-    from datasets.synthetic import tsafrir_estimates  # noqa: PLC0415
+    from hpctwin.datasets.synthetic import tsafrir_estimates  # noqa: PLC0415
 
     r = run_length(workload)
     req = workload.requested_time

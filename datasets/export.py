@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     p_sacct.add_argument("--epoch", type=float, default=None, help="Unix time of the log's time 0")
     a = ap.parse_args(argv)
     if a.what == "swf":
-        from twin.run import load_workload  # noqa: PLC0415
+        from hpctwin.twin.run import load_workload  # noqa: PLC0415
         from .swf import write_swf  # noqa: PLC0415
         wl = load_workload(a.workload, data_dir=a.data_dir, seed=a.seed)
         write_swf(wl, a.out)

@@ -57,8 +57,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from twin.job_classes import UNKNOWN_CLASS
-from twin.workload import Workload
+from hpctwin.twin.job_classes import UNKNOWN_CLASS
+from hpctwin.twin.workload import Workload
 
 ALIBABA_2023_DIR = "Alibaba-GPU-2023-openb"
 ALIBABA_2023_PODS = "openb_pod_list_default.csv"
@@ -87,7 +87,7 @@ class GPUTraceError(ValueError):
 def _data_file(path, data_dir, subdir: str, name: str) -> Path:
     if path is not None:
         return Path(path)
-    from datasets.registry import default_data_dir  # noqa: PLC0415
+    from hpctwin.datasets.registry import default_data_dir  # noqa: PLC0415
     d = default_data_dir(data_dir)
     if d is None:
         raise GPUTraceError(f"{subdir}/{name}: no data directory (give the path, data_dir, or set HPCTWIN_DATA)")

@@ -54,8 +54,8 @@ from pathlib import Path
 
 import numpy as np
 
-from twin.job_classes import class_columns
-from twin.workload import Workload
+from hpctwin.twin.job_classes import class_columns
+from hpctwin.twin.workload import Workload
 
 # ---- AcmeTrace cluster_summary.csv, row "Seren" (InternLM/AcmeTrace, data/cluster_summary.csv)
 ACME_SEREN = {
@@ -120,7 +120,7 @@ def load_acme_summary(path: str | Path | None = None, cluster: str = "Seren") ->
     """The row ``cluster`` of AcmeTrace's cluster_summary.csv as floats (the shared copy by default;
     falls back to `ACME_SEREN` for Seren when the file is absent)."""
     if path is None:
-        from datasets.registry import default_data_dir  # noqa: PLC0415
+        from hpctwin.datasets.registry import default_data_dir  # noqa: PLC0415
         d = default_data_dir()
         path = d / "AcmeTrace-summary" / "cluster_summary.csv" if d else None
     if path is None or not Path(path).exists():

@@ -53,7 +53,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from twin.workload import Workload
+from hpctwin.twin.workload import Workload
 
 from .textio import read_text
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from twin.workload import Workload
+from hpctwin.twin.workload import Workload
 
 from .textio import read_text
 

@@ -76,7 +76,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammainc
 
-from twin.workload import Workload
+from hpctwin.twin.workload import Workload
 
 __all__ = [
     "lublin_workload",

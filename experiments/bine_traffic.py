@@ -43,8 +43,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from topology.collectives import PAIRS, AlphaBetaGamma, build_schedule, global_bytes, supports
-from topology.collectives.algorithms import ALGORITHMS
+from hpctwin.topology.collectives import PAIRS, AlphaBetaGamma, build_schedule, global_bytes, supports
+from hpctwin.topology.collectives.algorithms import ALGORITHMS
 
 __all__ = ["traffic_by_job", "summarize", "default_data_dir", "load_leonardo", "load_lumi", "parse_compact_ranges",
            "load_group_map", "load_jobs_csv", "alpha_beta_table", "main"]
@@ -288,13 +288,13 @@ def link_load_table(preset: str, ps: list[int], nbytes: float, alpha: float, see
     note if the topology package is unavailable).  Placements: the first p hosts and a seeded random
     sample of p hosts; routing by ``topology.routing.make_router`` (structural minimal routing, ECMP)."""
     try:
-        from topology import presets, routing as trouting  # lazy: written by the topology work
+        from hpctwin.topology import presets, routing as trouting  # lazy: written by the topology work
         graph = presets.build_preset(preset)
         router = trouting.make_router(graph)
     except (ImportError, AttributeError, KeyError, TypeError, ValueError) as exc:
         print(f"note: link-load table skipped (topology.presets/routing unavailable or preset {preset!r} failed: {exc})")
         return None
-    from topology.collectives import link_loads
+    from hpctwin.topology.collectives import link_loads
 
     nh = int(router.n_hosts)
     hosts = np.arange(nh, dtype=np.int64)
@@ -388,7 +388,7 @@ def _md_table(df: pd.DataFrame, path: Path, caption: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: see the module docstring."""
-    ap = argparse.ArgumentParser(prog="python -m experiments.bine_traffic", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m hpctwin.experiments.bine_traffic", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="out/bine_traffic", help="output directory")
     ap.add_argument("--data-dir", default=None, help="Bine-allocations directory (default: $HPCTWIN_DATA/...)")
     ap.add_argument("--systems", default="leonardo,lumi", help="subset of leonardo,lumi")

@@ -6,7 +6,7 @@ caption states machine size, log, estimate policy, tau and the warm-up exclusion
 
 Example::
 
-    python -m experiments.compare_schedulers --logs KTH-SP2,CTC-SP2 \
+    python -m hpctwin.experiments.compare_schedulers --logs KTH-SP2,CTC-SP2 \
         --policies fcfs+none,fcfs+easy,fcfs+conservative,sjf+easy --out results/compare
 
 Runs are independent; ``--workers N`` runs them in N processes (results are identical and in the
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments.tables import write_table_files
+from hpctwin.experiments.tables import write_table_files
 
 DEFAULT_POLICIES = "fcfs+none,fcfs+easy,fcfs+conservative,sjf+none,sjf+easy,wfp3+easy,unicep+easy"
 METRICS = ["mean_wait_s", "median_wait_s", "mean_bsld", "utilisation", "makespan_s"]
@@ -29,7 +29,7 @@ METRICS = ["mean_wait_s", "median_wait_s", "mean_bsld", "utilisation", "makespan
 
 def run_point(args: tuple[str, str, str, int, str | None, str]) -> dict:
     log, order, backfill, seed, data_dir, estimate = args
-    from twin.run import RunConfig, run  # noqa: PLC0415
+    from hpctwin.twin.run import RunConfig, run  # noqa: PLC0415
     res = run(RunConfig(workload=log, scheduler="fcfs", order=order, backfill=backfill, seed=seed,
                         data_dir=data_dir, estimate=estimate, out=None))
     s = res.summary

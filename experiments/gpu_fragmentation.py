@@ -58,7 +58,7 @@ Two modes:
   are read at the end (``frag_waiting_gpus`` against the pods that did not fit) and their
   trajectory vs arrived demand is plotted.
 
-Usage: ``python -m experiments.gpu_fragmentation [--mode fill|replay|both] [--out DIR]``; writes
+Usage: ``python -m hpctwin.experiments.gpu_fragmentation [--mode fill|replay|both] [--out DIR]``; writes
 ``results.csv``, ``results.md``, ``results.tex`` and ``fragmentation.png``.
 """
 from __future__ import annotations
@@ -71,7 +71,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from experiments.tables import write_table_files
+from hpctwin.experiments.tables import write_table_files
 
 POLICIES = ("first-fit", "best-fit", "worst-fit", "fgd")
 #: number of typical pod types FGD weighs (the most frequent combinations; assumption of ours,
@@ -423,7 +423,7 @@ def node_subset(state: PackingState, fraction: float, seed: int = 0) -> PackingS
 
 def load_trace(data_dir=None, arrival_scale: float = 1.0) -> tuple[PodSet, PackingState, dict]:
     """Pods (scheduled ones) and the node list of the Alibaba 2023 trace."""
-    from datasets.gpu_traces import read_alibaba_gpu2023, read_alibaba_gpu2023_nodes  # noqa: PLC0415
+    from hpctwin.datasets.gpu_traces import read_alibaba_gpu2023, read_alibaba_gpu2023_nodes  # noqa: PLC0415
     wl = read_alibaba_gpu2023(data_dir=data_dir)
     nodes = read_alibaba_gpu2023_nodes(data_dir=data_dir)
     c = wl.columns

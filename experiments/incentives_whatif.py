@@ -53,7 +53,7 @@ bounded slowdown (tau = 10 s), jobs killed at their requested time, jobs whose e
 at the node's idle-power floor, and for anchored rows the measured reduction beside the anchor.
 Figure ``facility_power_week.png``: facility power over one week under each scenario.
 
-Usage: ``python -m experiments.incentives_whatif [--log KTH-SP2] [--nodes 100] [--alt-nodes N] [--out DIR]
+Usage: ``python -m hpctwin.experiments.incentives_whatif [--log KTH-SP2] [--nodes 100] [--alt-nodes N] [--out DIR]
 [--calibrate]``
 """
 from __future__ import annotations
@@ -66,7 +66,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from power.accounting import (
+from hpctwin.power.accounting import (
     EnergyCharge,
     FlatPrice,
     NodeHours,
@@ -76,16 +76,16 @@ from power.accounting import (
     ledger,
     spread,
 )
-from power.response import (
+from hpctwin.power.response import (
     HOME_PARTITION,
     UserResponse,
     calibrate,
     materialize_profiles,
     predicted_job_energy_j,
 )
-from schedulers.price_aware import YANG2013, tou_periods
-from twin.metrics import summarise
-from twin.run import RunConfig, load_workload, run
+from hpctwin.schedulers.price_aware import YANG2013, tou_periods
+from hpctwin.twin.metrics import summarise
+from hpctwin.twin.run import RunConfig, load_workload, run
 
 from .tables import write_tables
 
@@ -96,7 +96,7 @@ TOU = [[0, 7, 0.08], [7, 23, 0.20], [23, 24, 0.08]]
 KAMATAR_ANCHOR = 0.40
 YANG_ANCHOR = 0.23
 #: the price-aware scheduler's class, for ``--scheduler`` (module:Class)
-PRICE_AWARE = "schedulers.price_aware:PriceAwareScheduler"
+PRICE_AWARE = "hpctwin.schedulers.price_aware:PriceAwareScheduler"
 
 
 def power_only_system(name: str, out_dir: str | Path) -> str:
@@ -106,7 +106,7 @@ def power_only_system(name: str, out_dir: str | Path) -> str:
     nodes) may not fit the system's network preset; dropping the table keeps the power and cooling
     models exactly as they are.
     """
-    from twin.system import load_system  # noqa: PLC0415
+    from hpctwin.twin.system import load_system  # noqa: PLC0415
     src = Path(load_system(name).path)
     keep, skip = [], False
     for line in src.read_text().splitlines():
@@ -130,8 +130,8 @@ def yang_profiles(wl, spread_ratio: float, seed: int, system: str):
     """A copy of ``wl`` whose jobs draw per-node power uniformly in [P_top / spread_ratio, P_top]
     (P_top = 96 % of the node's maximum, i.e. 2,600 W on Frontier), with equal CPU and GPU utilisation:
     Yang et al.'s observation that job power differs by up to ``spread_ratio`` (2x)."""
-    from power.response import load_power_config  # noqa: PLC0415
-    from twin.model_api import seeded_rng  # noqa: PLC0415
+    from hpctwin.power.response import load_power_config  # noqa: PLC0415
+    from hpctwin.twin.model_api import seeded_rng  # noqa: PLC0415
     cfg = load_power_config(system)
     idle, top = cfg.node_idle_w, 0.96 * float(cfg.node_power_w(1.0, 1.0))
     lo = top / spread_ratio

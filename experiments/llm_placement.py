@@ -74,7 +74,7 @@ at most 1,024 GPUs) loads Frontier lightly: no queue forms there (waits 0, bsld 
 the policies differ in iteration slowdown and groups spanned and the regimes in goodput, while
 waits and requeue waits are informative on ``dgx-h100``.
 
-Usage: ``python -m experiments.llm_placement [--systems dgx-h100 frontier] [--days D] [--out DIR]``
+Usage: ``python -m hpctwin.experiments.llm_placement [--systems dgx-h100 frontier] [--days D] [--out DIR]``
 """
 from __future__ import annotations
 
@@ -88,14 +88,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from experiments.tables import write_table_files
-from twin.failures import (
+from hpctwin.experiments.tables import write_table_files
+from hpctwin.twin.failures import (
     DEFAULT_CHECKPOINT_S,
     DEFAULT_REGIMES,
     DEFAULT_RESTART_S,
     FailureConfig,
 )
-from twin.resilience import DAY, FLASHRECOVERY_RECOVERY_S, LLAMA3_NODE_MTBF_S
+from hpctwin.twin.resilience import DAY, FLASHRECOVERY_RECOVERY_S, LLAMA3_NODE_MTBF_S
 
 POLICIES = ("first-fit", "group-packed", "spread", "llm", "llm-maxgroups")
 REGIMES = ("checkpoint_restart", "fast_recovery")
@@ -121,16 +121,16 @@ def machine_workload(system: str, days: float, seed: int):
     nodes of an empty machine, `topology.llm_iteration.ideal_nodes`), the step fast recovery loses;
     NaN for the other classes. Cached per process (the workers of a grid rebuild it once).
     """
-    from datasets.llm_synthetic import llm_workload  # noqa: PLC0415
-    from topology.llm_iteration import (  # noqa: PLC0415
+    from hpctwin.datasets.llm_synthetic import llm_workload  # noqa: PLC0415
+    from hpctwin.topology.llm_iteration import (  # noqa: PLC0415
         SYSTEM_GPU,
         ideal_nodes,
         iteration_time,
         network_costs,
         shape_of,
     )
-    from topology.presets import node_groups  # noqa: PLC0415
-    from twin.system import load_system  # noqa: PLC0415
+    from hpctwin.topology.presets import node_groups  # noqa: PLC0415
+    from hpctwin.twin.system import load_system  # noqa: PLC0415
 
     spec = load_system(system)
     gpn = spec.gpus_per_node or 8
@@ -177,18 +177,18 @@ def simulate_point(system: str, policy: str, wl, *, regime: str | None = None, n
     useful_work_s ettr lost_unit_hours restart_work_s lost_work_s`` (`twin.run.failure_columns`),
     ``energy_j``/``lost_energy_j`` with the power model. Times in s, energy in J.
     """
-    from power.model import PowerModel  # noqa: PLC0415
-    from schedulers.llm import LLMScheduler  # noqa: PLC0415
-    from schedulers.registry import make_scheduler  # noqa: PLC0415
-    from topology.llm_iteration import LLMIterationModel  # noqa: PLC0415
-    from topology.placement import make_placer  # noqa: PLC0415
-    from topology.presets import node_groups  # noqa: PLC0415
-    from twin.failures import FailureModel  # noqa: PLC0415
-    from twin.metrics import bounded_slowdown  # noqa: PLC0415
-    from twin.model_api import ModelContext, seeded_rng  # noqa: PLC0415
-    from twin.run import failure_columns, job_table, prepare  # noqa: PLC0415
-    from twin.simulation import Simulation  # noqa: PLC0415
-    from twin.system import load_system  # noqa: PLC0415
+    from hpctwin.power.model import PowerModel  # noqa: PLC0415
+    from hpctwin.schedulers.llm import LLMScheduler  # noqa: PLC0415
+    from hpctwin.schedulers.registry import make_scheduler  # noqa: PLC0415
+    from hpctwin.topology.llm_iteration import LLMIterationModel  # noqa: PLC0415
+    from hpctwin.topology.placement import make_placer  # noqa: PLC0415
+    from hpctwin.topology.presets import node_groups  # noqa: PLC0415
+    from hpctwin.twin.failures import FailureModel  # noqa: PLC0415
+    from hpctwin.twin.metrics import bounded_slowdown  # noqa: PLC0415
+    from hpctwin.twin.model_api import ModelContext, seeded_rng  # noqa: PLC0415
+    from hpctwin.twin.run import failure_columns, job_table, prepare  # noqa: PLC0415
+    from hpctwin.twin.simulation import Simulation  # noqa: PLC0415
+    from hpctwin.twin.system import load_system  # noqa: PLC0415
 
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
@@ -273,7 +273,7 @@ def expected_engine_ettr(work: float, nodes: int, node_mtbf_s: float, regime: st
     with delta = 0 and R = ``recovery_s`` (fast_recovery). ``work`` is nominal s; every engine
     quantity is stretched by 1 / ``rate`` in wall time (the job's placement rate).
     """
-    from twin.resilience import daly_interval  # noqa: PLC0415
+    from hpctwin.twin.resilience import daly_interval  # noqa: PLC0415
     if not (work > 0 and nodes >= 1 and node_mtbf_s > 0 and rate > 0):
         raise ValueError(f"expected_engine_ettr: need work > 0, nodes >= 1, node_mtbf_s > 0, rate > 0 "
                          f"(got {work}, {nodes}, {node_mtbf_s}, {rate})")
@@ -411,7 +411,7 @@ def run_grid(systems, days: dict, mtbf_days, seed: int = 0, policies=POLICIES, r
     goodput-by-size frame}`` of ``size_policy``. ``workers`` > 1 runs the points in processes
     (`experiments.sweep.make_executor`); the rows do not depend on it.
     """
-    from experiments.sweep import make_executor  # noqa: PLC0415
+    from hpctwin.experiments.sweep import make_executor  # noqa: PLC0415
     pts = []
     for system in systems:
         for pol in policies:

@@ -16,7 +16,7 @@ prediction made at submit, r the run length) and under-estimate rate (fraction w
 Writes ``results.csv``, ``results_summary.csv``, ``results.md``, ``results.tex`` and
 ``mean_bsld.png`` into ``--out``.
 
-Usage: ``python -m experiments.ml_scheduling [--logs KTH-SP2 SDSC-SP2] [--gbm] [--out DIR]``
+Usage: ``python -m hpctwin.experiments.ml_scheduling [--logs KTH-SP2 SDSC-SP2] [--gbm] [--out DIR]``
 """
 from __future__ import annotations
 
@@ -26,12 +26,12 @@ import time
 import numpy as np
 import pandas as pd
 
-from twin.run import RunConfig, run
+from hpctwin.twin.run import RunConfig, run
 
 from .tables import bar_plot, write_tables
 
-POLICIES = [("easy", "easy", "requested"), ("easy-pred", "schedulers.predictive:EasyPred", "requested"),
-            ("easy++", "schedulers.predictive:EasyPlusPlus", "requested"),
+POLICIES = [("easy", "easy", "requested"), ("easy-pred", "hpctwin.schedulers.predictive:EasyPred", "requested"),
+            ("easy++", "hpctwin.schedulers.predictive:EasyPlusPlus", "requested"),
             ("easy-exact", "easy", "exact")]
 
 
@@ -67,7 +67,7 @@ def main(argv=None) -> pd.DataFrame:
     a = ap.parse_args(argv)
     pol = list(POLICIES)
     if a.gbm:
-        pol.insert(3, ("easy-pred-gbm", "schedulers.predictive:EasyPredGBM", "requested"))
+        pol.insert(3, ("easy-pred-gbm", "hpctwin.schedulers.predictive:EasyPredGBM", "requested"))
     rows = []
     for log in a.logs:
         for label, sched, est in pol:

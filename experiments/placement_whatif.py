@@ -11,7 +11,7 @@ Defaults: the CTC-SP2 log (338 nodes, one processor per node, so sizes are nodes
 792 nodes in 3 pods). Communication data are not in the log: the network model's documented default
 distribution (assumption) is used, seeded from the run seed.
 
-Usage: ``python -m experiments.placement_whatif [--log CTC-SP2] [--systems adastra lassen]
+Usage: ``python -m hpctwin.experiments.placement_whatif [--log CTC-SP2] [--systems adastra lassen]
 [--jobs N] [--out DIR]``
 """
 from __future__ import annotations
@@ -22,13 +22,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from experiments.tables import write_table_files
+from hpctwin.experiments.tables import write_table_files
 
 POLICIES = ("first-fit", "contiguous", "group-packed", "spread")
 
 
 def run_grid(log: str, systems: list[str], jobs: int | None, seed: int = 0, scheduler: str = "easy") -> tuple[pd.DataFrame, dict]:
-    from twin.run import RunConfig, load_workload, run  # noqa: PLC0415
+    from hpctwin.twin.run import RunConfig, load_workload, run  # noqa: PLC0415
     wl = load_workload(log)
     if jobs:
         wl = wl.take(np.arange(min(jobs, len(wl))))

@@ -16,7 +16,7 @@ peak and mean facility power, makespan) and ``facility_power.png`` (facility pow
 Conventions: wait = start - submit; bsld = max(1, (wait + run) / max(run, 10 s)); energy and
 power are the facility's (IT + conversion losses + cooling); peak = max over 15 s averages.
 
-Usage: ``python -m experiments.power_cap_whatif [--log KTH-SP2] [--out DIR] [--jobs N]``
+Usage: ``python -m hpctwin.experiments.power_cap_whatif [--log KTH-SP2] [--out DIR] [--jobs N]``
 """
 from __future__ import annotations
 
@@ -28,10 +28,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from power.chain import Chain
-from power.config import parse_power
-from twin.run import RunConfig, run
-from twin.system import load_system
+from hpctwin.power.chain import Chain
+from hpctwin.power.config import parse_power
+from hpctwin.twin.run import RunConfig, run
+from hpctwin.twin.system import load_system
 
 CAPS = (None, 0.9, 0.8, 0.7, 0.6)
 
@@ -52,7 +52,7 @@ def one(log: str, system: str, nodes: int, mode: str, cap_w: float | None, seed:
     if cap_w is not None:
         power_opts["facility_cap_w"] = cap_w
         if mode == "power-aware":
-            sched = "schedulers.power_aware:PowerAwareScheduler"
+            sched = "hpctwin.schedulers.power_aware:PowerAwareScheduler"
             opts["scheduler"] = {"inner": "easy", "cap": cap_w}
     r = run(RunConfig(workload=log, system=system, nodes=nodes, power=True, seed=seed, scheduler=sched, options=opts))
     s = r.summary

@@ -10,7 +10,7 @@ waits and Jain's index of those means (1 = all users wait the same).
 Writes ``results.csv``, ``results.md`` (Markdown table), ``results.tex`` (LaTeX) and
 ``slurm_tuning.png`` to ``--out``. Usage::
 
-    python -m experiments.slurm_tuning --log KTH-SP2 --max-jobs 10000 --out runs/slurm_tuning
+    python -m hpctwin.experiments.slurm_tuning --log KTH-SP2 --max-jobs 10000 --out runs/slurm_tuning
 
 Conventions (printed with every table): wait = start - submit; bsld = max(1, (wait + run) /
 max(run, 10 s)); utilisation = used node-seconds / (nodes x span); no warm-up excluded; estimates =
@@ -49,7 +49,7 @@ def user_fairness(df: pd.DataFrame) -> tuple[float, float]:
 
 def one_run(args: tuple) -> dict:
     log, max_jobs, param, value, data_dir = args
-    from twin.run import RunConfig, load_workload, run  # noqa: PLC0415 - worker process
+    from hpctwin.twin.run import RunConfig, load_workload, run  # noqa: PLC0415 - worker process
 
     wl = load_workload(log, data_dir=data_dir)
     if max_jobs:

@@ -76,8 +76,8 @@ try:
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-from twin import __version__
-from twin.run import RunConfig
+from hpctwin.twin import __version__
+from hpctwin.twin.run import RunConfig
 
 from .tables import bar_plot, write_results_csv, write_tables
 
@@ -278,10 +278,10 @@ _NEEDS_USERS = ("easy-pred", "easy++", "easy-pred-gbm", "easy++-gbm")
 
 def preflight(sw: Sweep) -> None:
     """Check every point before any run starts; raise `SweepError` listing all problems."""
-    from datasets.estimates import EstimateError, parse_name  # noqa: PLC0415
-    from schedulers.registry import make_scheduler  # noqa: PLC0415
-    from twin.run import load_workload  # noqa: PLC0415
-    from twin.system import load_system  # noqa: PLC0415
+    from hpctwin.datasets.estimates import EstimateError, parse_name  # noqa: PLC0415
+    from hpctwin.schedulers.registry import make_scheduler  # noqa: PLC0415
+    from hpctwin.twin.run import load_workload  # noqa: PLC0415
+    from hpctwin.twin.system import load_system  # noqa: PLC0415
 
     errors: list[str] = []
     checked: set = set()
@@ -326,7 +326,7 @@ def preflight(sw: Sweep) -> None:
         except Exception as e:  # noqa: BLE001
             errors.append(f"workload {wl_name!r}: {e}")
     if sw.pricing_tables:
-        from power.accounting import PricingError, make_rules  # noqa: PLC0415
+        from hpctwin.power.accounting import PricingError, make_rules  # noqa: PLC0415
         try:
             rules = make_rules(sw.pricing_tables, f"{sw.path}: [pricing]")
             for name in sw.pricing_names:
@@ -343,7 +343,7 @@ def _check_workload(c: dict, where: str) -> list[str]:
     spec = c["workload"]
     if spec == "synthetic" or spec.startswith("synthetic:"):
         try:
-            from datasets.synthetic import parse_synthetic_spec  # noqa: PLC0415
+            from hpctwin.datasets.synthetic import parse_synthetic_spec  # noqa: PLC0415
             parse_synthetic_spec(spec)
         except Exception as e:  # noqa: BLE001
             return [f"{where}: workload: {e}"]
@@ -354,7 +354,7 @@ def _check_workload(c: dict, where: str) -> list[str]:
     if os.sep in spec or p.suffix in (".swf", ".gz"):
         return [] if p.exists() else [f"{where}: workload file {spec} does not exist"]
     try:
-        from datasets.registry import resolve  # noqa: PLC0415
+        from hpctwin.datasets.registry import resolve  # noqa: PLC0415
         if not resolve(spec, c.get("data_dir")).exists():
             return [f"{where}: workload {spec!r}: file not found in the data directory"]
     except Exception as e:  # noqa: BLE001
@@ -385,7 +385,7 @@ def run_point(config: dict, folder: str) -> dict:
             return {"ok": True, "folder": str(final), "wall": 0.0, "skipped": True}
         if final.exists():                  # not published by us (e.g. a copy cut short): redo it
             shutil.rmtree(final)
-        from twin.run import run  # noqa: PLC0415
+        from hpctwin.twin.run import run  # noqa: PLC0415
         if staging.exists():
             shutil.rmtree(staging)
         cfg = RunConfig(**copy.deepcopy(config), out=str(staging), quiet=True)
@@ -596,7 +596,7 @@ def _scalar_metrics(summary: dict) -> dict:
 
 def collect(sw: Sweep) -> pd.DataFrame:
     """Rows from the finished folders, in point order (then pricing order)."""
-    from power.accounting import load_run, make_rules, price_run  # noqa: PLC0415
+    from hpctwin.power.accounting import load_run, make_rules, price_run  # noqa: PLC0415
     rules = make_rules(sw.pricing_tables, f"{sw.path}: [pricing]") if sw.pricing_names else {}
     rows: list[dict] = []
     keys: list[str] = []
@@ -656,7 +656,7 @@ def caption(sw: Sweep, df: pd.DataFrame) -> str:
                 parts.append(f"Power: {s['power_conventions']}.")
             break
     if sw.pricing_names:
-        from power.accounting import make_rules  # noqa: PLC0415
+        from hpctwin.power.accounting import make_rules  # noqa: PLC0415
         rules = make_rules(sw.pricing_tables)
         parts.append("Pricing: " + "; ".join(f"{n} = {rules[n].describe()}" for n in sw.pricing_names) + ".")
     return " ".join(parts)

@@ -14,7 +14,7 @@ power of a fully used core, i.e. (max - idle) / cores) are calibrated by least s
 two days and the remaining five are predicted. Reported: MAPE and Pearson correlation of simulated
 vs measured power on the prediction window, the calibrated constants, and a PNG of both curves.
 
-Usage: ``python -m experiments.validate_power [--data DIR] [--out DIR] [--calib-days 2]``
+Usage: ``python -m hpctwin.experiments.validate_power [--data DIR] [--out DIR] [--calib-days 2]``
 """
 from __future__ import annotations
 
@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from power.model import PowerModel
-from power.replay import context, replay
-from twin.system import SystemSpec
+from hpctwin.power.model import PowerModel
+from hpctwin.power.replay import context, replay
+from hpctwin.twin.system import SystemSpec
 
 STEP = 30.0  # s, the consumption and fragment sampling period
 

@@ -8,13 +8,13 @@
 * `power.stepseries`: exact integrals of piecewise-constant series; `power.replay`: drive a model
   without the engine.
 """
-from power.config import PowerConfig, PowerConfigError, CoolingConfig, parse_power, parse_cooling
+from hpctwin.power.config import PowerConfig, PowerConfigError, CoolingConfig, parse_power, parse_cooling
 
 __all__ = ["PowerConfig", "PowerConfigError", "CoolingConfig", "parse_power", "parse_cooling", "PowerModel"]
 
 
 def __getattr__(name):  # lazy: importing power.model pulls in the engine's model API
     if name == "PowerModel":
-        from power.model import PowerModel
+        from hpctwin.power.model import PowerModel
         return PowerModel
     raise AttributeError(name)

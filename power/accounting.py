@@ -68,8 +68,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from schedulers.backfill import QueueScheduler
-from schedulers.base import ClusterView, JobTable
+from hpctwin.schedulers.backfill import QueueScheduler
+from hpctwin.schedulers.base import ClusterView, JobTable
 
 #: US average CO2 intensity of electricity in 2022: 0.855 lb/kWh = 388 g/kWh (EIA FAQ 74).
 DEFAULT_CARBON_G_PER_KWH = 388.0
@@ -745,6 +745,6 @@ def __getattr__(name: str) -> Any:
     ``from .response import ...`` here would make ``import power.response`` fail when it runs first.
     """
     if name in _MOVED_TO_RESPONSE:
-        from power import response  # noqa: PLC0415
+        from hpctwin.power import response  # noqa: PLC0415
         return getattr(response, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from power.config import PowerConfig
+from hpctwin.power.config import PowerConfig
 
 
 class Layout:

@@ -41,7 +41,7 @@ import math
 
 import numpy as np
 
-from power.config import CoolingConfig, PowerConfigError, load_wet_bulb_csv
+from hpctwin.power.config import CoolingConfig, PowerConfigError, load_wet_bulb_csv
 
 CP_WATER = 4186.0  # J/(kg K), specific heat of water near 30 C
 
@@ -170,7 +170,7 @@ def run_cooling(cfg: CoolingConfig, heat_w: np.ndarray, grid: np.ndarray, dt: fl
     """Cooling on a run's grid (``grid[k]`` = start of interval k) with the configured back-end."""
     wb = wet_bulb_series(cfg, np.asarray(grid, dtype=float) + dt / 2.0)
     if cfg.backend == "fmu":
-        from power.fmu import run_fmu
+        from hpctwin.power.fmu import run_fmu
         out = run_fmu(cfg, heat_w, grid, dt, wb)
     else:
         out = simulate_cooling(cfg, heat_w, dt, wb)

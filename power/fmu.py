@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from power.config import CoolingConfig, PowerConfigError
+from hpctwin.power.config import CoolingConfig, PowerConfigError
 
 FMU_INPUTS = ("heat_w", "wet_bulb_c")
 REQUIRED_OUTPUTS = ("plant_w",)

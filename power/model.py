@@ -34,12 +34,12 @@ from typing import Any
 
 import numpy as np
 
-from power.chain import Chain, Layout
-from power.config import CoolingConfig, PowerConfig, PowerConfigError, parse_cooling, parse_power
-from power.cooling import run_cooling
-from power.profiles import device_ratio, frequency_ratio, job_profiles, progress_rate
-from power import stepseries as ss
-from twin.model_api import ModelContext, RunModel
+from hpctwin.power.chain import Chain, Layout
+from hpctwin.power.config import CoolingConfig, PowerConfig, PowerConfigError, parse_cooling, parse_power
+from hpctwin.power.cooling import run_cooling
+from hpctwin.power.profiles import device_ratio, frequency_ratio, job_profiles, progress_rate
+from hpctwin.power import stepseries as ss
+from hpctwin.twin.model_api import ModelContext, RunModel
 
 #: The most recently bound model of this process: `schedulers.power_aware.PowerAwareScheduler` falls
 #: back to it when it was built by name (``module:Class``) without a model instance.
@@ -115,7 +115,7 @@ class PowerModel(RunModel):
         self.ctx = ctx
         spec = self.system if self.system is not None else ctx.system
         if spec is None:
-            from twin.system import load_system
+            from hpctwin.twin.system import load_system
             spec = load_system("generic")
         self.spec = spec
         if not spec.power:
@@ -153,7 +153,7 @@ class PowerModel(RunModel):
             parse_cooling(cooling_table, path=spec.path, default_design_heat_w=peak["rack_input_w"])
             if want_cooling else None)
         if self.cool_cfg is not None and self.cool_cfg.backend == "fmu":
-            from power.fmu import check_fmu
+            from hpctwin.power.fmu import check_fmu
             check_fmu(self.cool_cfg)
         if math.isfinite(cfg.facility_cap_w) and cfg.facility_cap_w < idle_fac:
             raise PowerConfigError(f"system file {spec.path or spec.name}: [power] key 'facility_cap_w' "

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from schedulers.base import JobTable
-from twin.model_api import ModelContext
+from hpctwin.schedulers.base import JobTable
+from hpctwin.twin.model_api import ModelContext
 
 
 def job_table(submit, procs, estimate=None, columns: dict | None = None) -> JobTable:

@@ -111,7 +111,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from power.accounting import (
+from hpctwin.power.accounting import (
     CapRebate,
     EnergyCharge,
     FlatPrice,
@@ -119,10 +119,10 @@ from power.accounting import (
     Rule,
     Tariff,
 )
-from twin.workload import Workload
+from hpctwin.twin.workload import Workload
 
 if TYPE_CHECKING:
-    from power.config import PowerConfig
+    from hpctwin.power.config import PowerConfig
 
 #: Kamatar et al. (SC'25) artifact, github.com/AK2000/core-hours-artifact, file gpu_experiments/results.csv
 #: (commit f7b32304): one Cholesky benchmark (N = 2880, 50 tiles, 10 iterations, 1 GPU) measured on three
@@ -154,7 +154,7 @@ DEFAULT_MAX_SLOWDOWN = 2.0
 #: nodes (`UserResponse.apply_partitioned`; the jobs' energy does not depend on where a job runs): the
 #: partitioned what-if measures 40.00 % on KTH-SP2. At the rounded value seeds 0, 1 and 2 give 40.0 %, 41.2 % and
 #: 40.8 %. (Before the emulated hardware ran at its own speed, the fit was 0.7112; at that value the
-#: stretched emulation gives 33.3 %.) ``python -m experiments.incentives_whatif --calibrate`` refits it.
+#: stretched emulation gives 33.3 %.) ``python -m hpctwin.experiments.incentives_whatif --calibrate`` refits it.
 KAMATAR2025_EFFICIENT_USERS = 0.8636
 PROFILE_COLUMNS = ("cpu_util", "gpu_util", "compute_bound")
 #: Label of the twin's own machine in `split_by_hardware` / `UserResponse.apply_partitioned`.
@@ -163,8 +163,8 @@ HOME_PARTITION = "home"
 
 def load_power_config(system: Any) -> PowerConfig:
     """The `power.config.PowerConfig` of a system (a name, a path or a `twin.system.SystemSpec`)."""
-    from power.config import parse_power  # noqa: PLC0415
-    from twin.system import SystemSpec, load_system  # noqa: PLC0415
+    from hpctwin.power.config import parse_power  # noqa: PLC0415
+    from hpctwin.twin.system import SystemSpec, load_system  # noqa: PLC0415
     spec = system if isinstance(system, SystemSpec) else load_system(str(system))
     if not spec.power:
         raise PricingError(f"user response: system {spec.path or spec.name} has no [power] table; "
@@ -182,8 +182,8 @@ def materialize_profiles(workload: Workload, seed: int) -> Workload:
     so both runs give each job the same profile (the power model otherwise draws per run, by the
     index of the job among the jobs that run).
     """
-    from power.profiles import job_profiles  # noqa: PLC0415
-    from twin.model_api import seeded_rng  # noqa: PLC0415
+    from hpctwin.power.profiles import job_profiles  # noqa: PLC0415
+    from hpctwin.twin.model_api import seeded_rng  # noqa: PLC0415
     wl = workload.take(np.arange(len(workload)))
     cpu, gpu, beta = job_profiles(wl.columns, len(wl), seeded_rng(seed, "user-response.profile"),
                                   np.asarray(wl.runtime, dtype=float))
@@ -209,7 +209,7 @@ def _caps(wl: Workload, name: str) -> np.ndarray:
 def _cap_stretch(cfg, cpu, gpu, beta, cpu_cap, gpu_cap) -> np.ndarray:
     """Runtime multiplier of jobs under per-device caps (W): Hsu-Feng beta model at the slower device's
     clock (`power.profiles.device_ratio`, vectorised)."""
-    from power.profiles import frequency_ratio, stretch  # noqa: PLC0415
+    from hpctwin.power.profiles import frequency_ratio, stretch  # noqa: PLC0415
     a = cfg.cap_power_exponent
     ratio = np.ones(len(cpu))
     for util, cap, idle, mx, count in ((gpu, gpu_cap, cfg.gpu_idle_w, cfg.gpu_max_w, cfg.gpus_per_node),
@@ -408,7 +408,7 @@ class UserResponse:
         ``above_max``: jobs whose chosen emulated hardware was clipped). The column
         ``efficient_choice`` of the result holds each job's option (-1: unchanged).
         """
-        from twin.model_api import seeded_rng  # noqa: PLC0415
+        from hpctwin.twin.model_api import seeded_rng  # noqa: PLC0415
         rng = seeded_rng(seed, "user-response")
         wl = workload.take(np.arange(len(workload)))
         n = len(wl)

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from topology.gpu_placement import GPUPacker, check_machine
+from hpctwin.topology.gpu_placement import GPUPacker, check_machine
 
 from .base import ClusterView, JobTable, Scheduler, Start
 

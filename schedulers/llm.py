@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from topology.llm_placement import LLMPlacer
-from topology.placement import groups_spanned
+from hpctwin.topology.llm_placement import LLMPlacer
+from hpctwin.topology.placement import groups_spanned
 
 from .base import ClusterView, ForwardsFailureHooks, JobTable, Scheduler, Start
 
@@ -92,8 +92,8 @@ class LLMScheduler(ForwardsFailureHooks, Scheduler):
             return self._node_group
         if self.system is None:
             return None
-        from topology.presets import node_groups  # noqa: PLC0415
-        from twin.system import load_system  # noqa: PLC0415
+        from hpctwin.topology.presets import node_groups  # noqa: PLC0415
+        from hpctwin.twin.system import load_system  # noqa: PLC0415
         spec = load_system(self.system)
         if not spec.network:
             raise ValueError(f"LLMScheduler: system {self.system!r} has no [network] table")
@@ -103,7 +103,7 @@ class LLMScheduler(ForwardsFailureHooks, Scheduler):
         super().bind(jobs, cluster)
         self.inner.bind(jobs, cluster)
         self.node_group = self._groups_for(cluster.total)
-        from twin.model_api import seeded_rng  # noqa: PLC0415
+        from hpctwin.twin.model_api import seeded_rng  # noqa: PLC0415
         self.placer.bind(cluster.total, self.node_group, seeded_rng(0, "llm-placement"), jobs)
         n = len(jobs)
         cols = jobs.columns or {}

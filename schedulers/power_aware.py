@@ -38,7 +38,7 @@ from typing import Sequence
 
 import numpy as np
 
-from schedulers.base import ClusterView, ForwardsFailureHooks, JobTable, Scheduler, Start
+from hpctwin.schedulers.base import ClusterView, ForwardsFailureHooks, JobTable, Scheduler, Start
 
 
 class PowerCap:
@@ -90,7 +90,7 @@ class PowerAwareScheduler(ForwardsFailureHooks, Scheduler):
         if cooling_overhead < 0:
             raise ValueError(f"cooling_overhead must be >= 0, got {cooling_overhead}")
         if isinstance(inner, str):
-            from schedulers.registry import make_scheduler  # noqa: PLC0415
+            from hpctwin.schedulers.registry import make_scheduler  # noqa: PLC0415
             inner = make_scheduler(inner)
         self.inner = inner
         self.power_model = power_model

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from datasets.sacct import parse_slurm_duration
+from hpctwin.datasets.sacct import parse_slurm_duration
 
 
 class SlurmConfError(ValueError):

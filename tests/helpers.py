@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedulers.registry import make_scheduler
-from twin.run import job_table, prepare
-from twin.simulation import Simulation
-from twin.workload import Workload
+from hpctwin.schedulers.registry import make_scheduler
+from hpctwin.twin.run import job_table, prepare
+from hpctwin.twin.simulation import Simulation
+from hpctwin.twin.workload import Workload
 
 
 def workload(rows, name="test") -> Workload:

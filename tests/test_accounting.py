@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from power.accounting import (
+from hpctwin.power.accounting import (
     CapRebate,
     DemandCharge,
     EnergyCharge,
@@ -26,7 +26,7 @@ from power.accounting import (
     price_run,
     spread,
 )
-from twin.workload import Workload
+from hpctwin.twin.workload import Workload
 
 H = 3600.0
 
@@ -160,15 +160,15 @@ def test_user_response_shift_cap_shrink():
 
 
 def test_energy_fairshare_orders_light_users_first(tmp_path):
-    from experiments.incentives_whatif import power_only_system
-    from twin.run import RunConfig, run
+    from hpctwin.experiments.incentives_whatif import power_only_system
+    from hpctwin.twin.run import RunConfig, run
     n = 60
     rng = np.random.default_rng(0)
     wl = Workload.from_arrays("fs", submit=np.sort(rng.uniform(0, 3000, n)).round(), runtime=np.full(n, 900.0),
                               procs=np.where(np.arange(n) % 3 == 0, 8, 1), requested_time=np.full(n, 1000.0),
                               user=np.arange(n) % 3)
     r = run(RunConfig(workload="x", system=power_only_system("frontier", tmp_path), nodes=8, power=True,
-                      scheduler="power.accounting:EnergyFairShare", options={"power": {"cooling": False}}), wl)
+                      scheduler="hpctwin.power.accounting:EnergyFairShare", options={"power": {"cooling": False}}), wl)
     assert r.summary["scheduler"] == "energy-fairshare"
     assert np.isfinite(r.jobs["start"]).all()
     s = EnergyFairShare(half_life_s=100.0)

@@ -5,13 +5,13 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from topology.collectives import (
+from hpctwin.topology.collectives import (
     ALGORITHMS, AlphaBetaGamma, ScheduleError, ScheduleExecutionError, Step, bine_partners, block_numbering,
     build_schedule, check_schedule, global_bytes, global_bytes_per_step, link_loads, pi, rho, run_schedule,
     supports, xor_partners,
 )
-from topology.collectives.bine import from_negabinary, to_negabinary
-from topology.collectives.mpi_exec import split_count
+from hpctwin.topology.collectives.bine import from_negabinary, to_negabinary
+from hpctwin.topology.collectives.mpi_exec import split_count
 
 POW2 = [2 ** k for k in range(1, 13)]          # 2 .. 4096
 SMALL_P = [2, 3, 4, 5, 6, 7, 8, 12, 16, 32]
@@ -250,7 +250,7 @@ def test_global_bytes_per_step_sums_and_checks_shape():
 
 
 def test_global_bytes_step_by_step_path_matches_flat(monkeypatch):
-    import topology.collectives.cost as cost
+    import hpctwin.topology.collectives.cost as cost
     g = np.random.default_rng(0).integers(0, 5, 40)
     for coll, alg in [("allreduce", "ring"), ("alltoall", "pairwise"), ("allgather", "bruck")]:
         sched = build_schedule(coll, alg, 40)

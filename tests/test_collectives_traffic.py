@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from experiments import bine_traffic as bt
-from topology.collectives import build_schedule, link_loads
+from hpctwin.experiments import bine_traffic as bt
+from hpctwin.topology.collectives import build_schedule, link_loads
 
 
 def test_parse_compact_ranges():
@@ -143,8 +143,8 @@ def test_real_leonardo_job_matches_the_bine_authors_count():
 
 
 def test_link_loads_with_the_topology_router():
-    routing = pytest.importorskip("topology.routing")
-    dragonfly = pytest.importorskip("topology.dragonfly")
+    routing = pytest.importorskip("hpctwin.topology.routing")
+    dragonfly = pytest.importorskip("hpctwin.topology.dragonfly")
     G = dragonfly.dragonfly_graph(p=2, a=4, h=2, g=9)
     R = routing.make_router(G)
     sched = build_schedule("allreduce", "recursive_doubling", 8)

@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from schedulers.base import JobTable
-from topology.contention import NetworkContentionModel, max_min_fair
-from topology.fattree import leaf_spine_graph
-from twin.model_api import ModelContext
+from hpctwin.schedulers.base import JobTable
+from hpctwin.topology.contention import NetworkContentionModel, max_min_fair
+from hpctwin.topology.fattree import leaf_spine_graph
+from hpctwin.twin.model_api import ModelContext
 
 
 def test_max_min_hand_case():
@@ -107,8 +107,8 @@ def test_bad_columns():
 def test_engine_integration_stretch_matches_runtimes():
     """Through the real engine on a tapered fat-tree (Lassen): (end - start) / runtime equals the
     model's contention_stretch. (A non-blocking fabric such as `generic` never contends.)"""
-    from twin.run import RunConfig, run
-    from twin.workload import Workload
+    from hpctwin.twin.run import RunConfig, run
+    from hpctwin.twin.workload import Workload
     n = 40
     rng = np.random.default_rng(5)
     wl = Workload.from_arrays(
@@ -194,7 +194,7 @@ def test_max_min_is_separable_over_components():
 def test_model_rates_match_reference_recompute():
     """The compiled recompute gives the factors of the documented rule, computed here directly:
     weighted max-min over the overloaded links with caps x_iso, factor 1 / ((1-f) + f x_iso / x)."""
-    from topology.presets import build_preset
+    from hpctwin.topology.presets import build_preset
     G = build_preset("adastra")
     rng = np.random.default_rng(4)
     n = 60
@@ -232,7 +232,7 @@ def test_job_load_kernels_hand_case():
     """A job with 1 and 2 bytes per round on links 0 and 2 at 3 rounds/s: demand 3 and 6 B/s;
     link 2 (3 B/s) limits it to x_iso = 0.5; its links then carry 1.5 and 3 B/s (link 2 exactly
     full: not overloaded). A second such job overloads link 2; removing it reports that."""
-    from topology.contention import _add_job_loads, _remove_job_loads
+    from hpctwin.topology.contention import _add_job_loads, _remove_job_loads
     bw = np.array([6.0, 100.0, 3.0])
     load = np.zeros(3)
     ids = np.array([0, 2])

@@ -7,11 +7,11 @@ import zipfile
 import numpy as np
 import pytest
 
-from power.chain import Chain
-from power.config import PowerConfigError, parse_cooling, parse_power
-from power.cooling import CP_WATER, first_order_lag, run_cooling, simulate_cooling
-from power.fmu import check_fmu, run_fmu
-from twin.system import load_system
+from hpctwin.power.chain import Chain
+from hpctwin.power.config import PowerConfigError, parse_cooling, parse_power
+from hpctwin.power.cooling import CP_WATER, first_order_lag, run_cooling, simulate_cooling
+from hpctwin.power.fmu import check_fmu, run_fmu
+from hpctwin.twin.system import load_system
 
 
 def test_first_order_lag_matches_analytic_step():

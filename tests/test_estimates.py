@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from datasets.estimates import EstimateError, estimate_model, parse_name, run_length
-from twin.workload import Workload
+from hpctwin.datasets.estimates import EstimateError, estimate_model, parse_name, run_length
+from hpctwin.twin.workload import Workload
 
 
 def wl(runtime, req=None, user=None, submit=None, wait=None):

@@ -9,10 +9,10 @@ import math
 import numpy as np
 import pytest
 
-from schedulers.backfill import QueueScheduler
-from twin.failures import FailureConfig, FailureConfigError, FailureModel
-from twin.resilience import replay_failures
-from twin.run import RunConfig, RunConfigError, run
+from hpctwin.schedulers.backfill import QueueScheduler
+from hpctwin.twin.failures import FailureConfig, FailureConfigError, FailureModel
+from hpctwin.twin.resilience import replay_failures
+from hpctwin.twin.run import RunConfig, RunConfigError, run
 
 from .helpers import simulate, starts_by_id, workload
 
@@ -186,7 +186,7 @@ def test_slurm_treats_a_failed_node_as_down():
     # fails at 5 (repair 100 s). H (4 nodes) at 10 cannot start until 105; T (1 node, 50 s) at 30
     # starts at once in the event pass (Slurm plans no reservation on a DOWN node: it does not know
     # when the node returns). A running job on the failed node is requeued and restarts later.
-    from schedulers.registry import make_scheduler
+    from hpctwin.schedulers.registry import make_scheduler
     model = fm(repair_s=100.0, events=[[5.0, 3], [200.0, 0]], regimes={"default": "requeue"})
     rows = [(1, 10, 50, 4, 60), (2, 30, 50, 1, 60), (3, 150, 100, 2, 200)]
     sched = make_scheduler("slurm", None, None, {"bf_interval": 30})
@@ -204,7 +204,7 @@ def test_gpu_allocation_failure_takes_the_whole_node_down():
     # 2 nodes x 4 GPUs; jobs of 2, 2 and 4 GPUs at t = 0 (best-fit: A, B share node 0; C takes node 1).
     # Node 0 fails at t = 10 (repair 100 s): A and B are interrupted and rerun from scratch after the
     # repair (node 1 is busy until 50, then C is done: A and B restart at 50 on node 1), 100 s each.
-    from twin.workload import Workload
+    from hpctwin.twin.workload import Workload
     wl = Workload.from_arrays("g", submit=[0, 0, 0], runtime=[100, 100, 50], procs=[1, 1, 1],
                               requested_time=[1000, 1000, 1000], columns={"gpus": np.array([2.0, 2.0, 4.0])})
     cfg = RunConfig(workload="g", nodes=2, gpus_per_node=4, allocation="gpu", scheduler="fcfs",
@@ -224,7 +224,7 @@ def test_gpu_allocation_failure_takes_the_whole_node_down():
 
 def _intervals(res, prep, model):
     """(unit, start, end, owner) for every run segment and every outage."""
-    from twin.ranges import parse_ranges
+    from hpctwin.twin.ranges import parse_ranges
     rows = []
     for j, s0, e0, txt in res.segments:
         rows += [(int(u), s0, e0, j) for u in parse_ranges(txt)]
@@ -272,8 +272,8 @@ def test_invariants_under_random_failures(sched, seed):
 
 @pytest.mark.parametrize("dist,shape", [("poisson", 1.0), ("weibull", 0.7), ("weibull", 2.0)])
 def test_uptime_distributions_have_the_configured_mean(dist, shape):
-    from twin.model_api import ModelContext
-    from twin.run import job_table, prepare
+    from hpctwin.twin.model_api import ModelContext
+    from hpctwin.twin.run import job_table, prepare
     prep = prepare(workload([(1, 0, 10, 1, None)]), 4, "test")
     m = fm(node_mtbf_s=1000.0, dist=dist, shape=shape)
     m.bind(ModelContext(n_nodes=4, jobs=job_table(prep), runtime=prep.workload.runtime, seed=5))
@@ -285,11 +285,11 @@ def test_uptime_distributions_have_the_configured_mean(dist, shape):
 
 
 def test_predictive_easy_survives_failures_and_does_not_learn_from_cut_runs():
-    from schedulers.registry import make_scheduler
-    from twin.model_api import ModelContext
-    from twin.run import job_table, prepare
-    from twin.simulation import Simulation
-    from twin.workload import Workload
+    from hpctwin.schedulers.registry import make_scheduler
+    from hpctwin.twin.model_api import ModelContext
+    from hpctwin.twin.run import job_table, prepare
+    from hpctwin.twin.simulation import Simulation
+    from hpctwin.twin.workload import Workload
     rng = np.random.default_rng(4)
     n = 150
     wl = Workload.from_arrays("p", submit=np.sort(rng.uniform(0, 20000, n)).round(),

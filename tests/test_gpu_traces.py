@@ -6,9 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from datasets.gpu_traces import (GPUTraceError, read_acme, read_alibaba_dlrm2025, read_alibaba_gpu2023,
+from hpctwin.datasets.gpu_traces import (GPUTraceError, read_acme, read_alibaba_dlrm2025, read_alibaba_gpu2023,
                                  read_alibaba_gpu2023_nodes, read_helios, read_philly)
-from datasets.registry import default_data_dir
+from hpctwin.datasets.registry import default_data_dir
 
 DATA = Path(__file__).parent / "data"
 SHARED = default_data_dir()

@@ -8,15 +8,15 @@ from itertools import pairwise
 import numpy as np
 import pytest
 
-from schedulers.base import Start
-from schedulers.gpu_packing import GPUPackingScheduler
+from hpctwin.schedulers.base import Start
+from hpctwin.schedulers.gpu_packing import GPUPackingScheduler
 from tests.helpers import simulate, starts_by_id, workload
-from topology.gpu_placement import GPUPacker, GPUShapeError, node_free_counts, whole_gpu_requests
-from twin.fragmentation import fragmentation_of_jobs, fragmentation_series, fragmented_gpus
-from twin.ranges import parse_ranges
-from twin.run import RunConfig, RunConfigError, job_table, prepare, run
-from twin.simulation import Simulation, SimulationError
-from twin.workload import Workload
+from hpctwin.topology.gpu_placement import GPUPacker, GPUShapeError, node_free_counts, whole_gpu_requests
+from hpctwin.twin.fragmentation import fragmentation_of_jobs, fragmentation_series, fragmented_gpus
+from hpctwin.twin.ranges import parse_ranges
+from hpctwin.twin.run import RunConfig, RunConfigError, job_table, prepare, run
+from hpctwin.twin.simulation import Simulation, SimulationError
+from hpctwin.twin.workload import Workload
 
 
 def _mask(G, free_local_per_node):
@@ -527,7 +527,7 @@ def test_gpu_allocation_power_shares_a_node_by_gpus_held():
 def test_gpu_allocation_iteration_model_costs_the_nodes_behind_the_gpus():
     # whole-node training gangs: GPU allocation (units = GPUs) and node allocation put them on the
     # same nodes, so the iteration model gives the same iteration times and the same ends
-    from datasets.llm_synthetic import llm_workload
+    from hpctwin.datasets.llm_synthetic import llm_workload
     wl = llm_workload(days=2, gpus=1024, seed=1)
     tr = np.flatnonzero(np.isin(wl.columns["job_class"], ["llm_pretrain", "llm_finetune"]) & (wl.columns["gpus"] >= 16))
     sub = wl.take(tr[:4])

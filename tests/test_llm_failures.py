@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from experiments.llm_placement import (
+from hpctwin.experiments.llm_placement import (
     CHECKPOINT_COST_S,
     RESTART_S,
     expected_engine_ettr,
@@ -18,8 +18,8 @@ from experiments.llm_placement import (
     point_metrics,
     simulate_point,
 )
-from twin import resilience as rs
-from twin.workload import Workload
+from hpctwin.twin import resilience as rs
+from hpctwin.twin.workload import Workload
 
 
 def _training(runtimes, nodes, submit=None, job_class="llm_pretrain") -> Workload:

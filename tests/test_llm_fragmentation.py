@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from experiments.gpu_fragmentation import (PackingState, PodSet, _choose, expected_fragmentation, fill, fits,
+from hpctwin.experiments.gpu_fragmentation import (PackingState, PodSet, _choose, expected_fragmentation, fill, fits,
                                            replay, time_average, waiting_fragmentation)
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from topology.llm_iteration import (GPUSpec, LLMIterationModel, LLMShape, NetworkCosts, gpu_nodes, iteration_time,
+from hpctwin.topology.llm_iteration import (GPUSpec, LLMIterationModel, LLMShape, NetworkCosts, gpu_nodes, iteration_time,
                                     network_costs, stretch)
-from twin.model_api import ModelContext
-from twin.run import job_table, prepare
-from twin.simulation import Simulation
-from twin.workload import Workload
+from hpctwin.twin.model_api import ModelContext
+from hpctwin.twin.run import job_table, prepare
+from hpctwin.twin.simulation import Simulation
+from hpctwin.twin.workload import Workload
 
 GPU = GPUSpec("test", peak_flops=1e15, mfu=0.5, intra_bw=1e12, intra_alpha=1e-6)
 # per-GPU network 50 GB/s; a group's global links 800 GB/s, half usable, 4 hosts per group ->
@@ -54,7 +54,7 @@ def test_rank_layout_and_errors():
 
 
 def test_fat_tree_placement_is_free_and_dragonfly_is_not():
-    from topology.presets import node_groups
+    from hpctwin.topology.presets import node_groups
     dgx = network_costs({"preset": "dgx-h100"}, 128, 8, "H100")
     assert dgx.node_global_bw == pytest.approx(400e9)             # non-blocking: = 8 x 400 Gb/s
     fr = network_costs({"preset": "frontier"}, 9408, 4, "MI250X")
@@ -78,7 +78,7 @@ def test_engine_stretches_runtime():
                  "micro_batch": np.array([0, 1])})
     prep = prepare(wl, 4, "test")
     model = LLMIterationModel(node_group=GROUPS, costs=COSTS)
-    from schedulers.registry import make_scheduler
+    from hpctwin.schedulers.registry import make_scheduler
     jt = job_table(prep)
     ctx = ModelContext(n_nodes=4, jobs=jt, runtime=prep.workload.runtime)
     res = Simulation(jt, prep.workload.runtime, prep.kill_limit, make_scheduler("fcfs"), 4, models=[model],

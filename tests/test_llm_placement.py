@@ -4,12 +4,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from schedulers.llm import LLMScheduler
-from topology.llm_placement import LLMPlacer, ShapeError, check_shape
-from topology.placement import GroupPacked, groups_spanned, parse_ranges
-from twin.run import job_table, prepare
-from twin.simulation import Simulation
-from twin.workload import Workload
+from hpctwin.schedulers.llm import LLMScheduler
+from hpctwin.topology.llm_placement import LLMPlacer, ShapeError, check_shape
+from hpctwin.topology.placement import GroupPacked, groups_spanned, parse_ranges
+from hpctwin.twin.run import job_table, prepare
+from hpctwin.twin.simulation import Simulation
+from hpctwin.twin.workload import Workload
 
 
 class _Jobs:

@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from datasets.llm_synthetic import (ACME_SEREN, JOBS_PER_GPU_DAY, calibration, llm_workload, load_acme_summary,
+from hpctwin.datasets.llm_synthetic import (ACME_SEREN, JOBS_PER_GPU_DAY, calibration, llm_workload, load_acme_summary,
                                     training_shape)
-from twin.job_classes import PROFILES, class_columns, profile
+from hpctwin.twin.job_classes import PROFILES, class_columns, profile
 
 
 @pytest.fixture(scope="module")

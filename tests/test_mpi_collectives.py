@@ -1,6 +1,6 @@
 """Run every collective schedule under mpiexec (mpich wheel) and compare with the MPI library.
 
-Marked ``mpi``: each test spawns ``mpiexec -n N python -m topology.collectives.validate`` with a
+Marked ``mpi``: each test spawns ``mpiexec -n N python -m hpctwin.topology.collectives.validate`` with a
 timeout.  The machine may have fewer cores than ranks; that is fine for correctness (timings in the
 CSV are then flagged ``oversubscribed``).
 """
@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from topology.collectives import ALGORITHMS, supports
+from hpctwin.topology.collectives import ALGORITHMS, supports
 
 pytestmark = pytest.mark.mpi
 
@@ -32,7 +32,7 @@ def _mpiexec() -> str:
 ])
 def test_validate_under_mpiexec(tmp_path, n, extra):
     out = tmp_path / f"validate_{n}.csv"
-    cmd = [_mpiexec(), "-n", str(n), sys.executable, "-m", "topology.collectives.validate", "--out", str(out)] + extra
+    cmd = [_mpiexec(), "-n", str(n), sys.executable, "-m", "hpctwin.topology.collectives.validate", "--out", str(out)] + extra
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = list(csv.DictReader(out.open()))
@@ -48,7 +48,7 @@ def test_validate_under_mpiexec(tmp_path, n, extra):
 
 
 def test_validate_rejects_unknown_collective(tmp_path):
-    cmd = [_mpiexec(), "-n", "2", sys.executable, "-m", "topology.collectives.validate",
+    cmd = [_mpiexec(), "-n", "2", sys.executable, "-m", "hpctwin.topology.collectives.validate",
            "--out", str(tmp_path / "x.csv"), "--collectives", "allsum"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topology.placement import (PLACERS, compact_ranges, free_runs, groups_spanned, make_placer,
+from hpctwin.topology.placement import (PLACERS, compact_ranges, free_runs, groups_spanned, make_placer,
                                 parse_ranges)
 
 

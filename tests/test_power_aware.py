@@ -6,9 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from schedulers.base import Scheduler, Start
-from schedulers.power_aware import PowerAwareScheduler, PowerCap
-from power.replay import job_table
+from hpctwin.schedulers.base import Scheduler, Start
+from hpctwin.schedulers.power_aware import PowerAwareScheduler, PowerCap
+from hpctwin.power.replay import job_table
 
 
 class FakeModel:
@@ -75,10 +75,10 @@ def test_cap_series_and_wakeups():
 
 def test_end_to_end_run_respects_cap():
     """Through the engine, with the model's throttle as a backstop for jobs too big for the cap."""
-    from power.chain import Chain
-    from power.config import parse_power
-    from twin.run import RunConfig, run
-    from twin.system import load_system
+    from hpctwin.power.chain import Chain
+    from hpctwin.power.config import parse_power
+    from hpctwin.twin.run import RunConfig, run
+    from hpctwin.twin.system import load_system
 
     spec = load_system("generic")
     ch = Chain(parse_power(spec.power, nodes=256, cpus_per_node=2, gpus_per_node=0))
@@ -88,7 +88,7 @@ def test_end_to_end_run_respects_cap():
     common = dict(workload="synthetic:jobs=300", system="generic", power=True, seed=3,
                   options={"power": {"cooling": False, "facility_cap_w": cap}})
     free = run(RunConfig(scheduler="easy", **common))
-    capped = run(RunConfig(scheduler="schedulers.power_aware:PowerAwareScheduler",
+    capped = run(RunConfig(scheduler="hpctwin.schedulers.power_aware:PowerAwareScheduler",
                            **{**common, "options": {**common["options"],
                                                     "scheduler": {"inner": "easy", "cap": cap}}}))
     # with the throttle alone (plain EASY) and with the wrapper, the cap holds

@@ -6,9 +6,9 @@ import zipfile
 import numpy as np
 import pytest
 
-from power.config import PowerConfigError, load_wet_bulb_csv, parse_cooling, parse_power
-from power.cooling import wet_bulb_series
-from twin.system import load_system
+from hpctwin.power.config import PowerConfigError, load_wet_bulb_csv, parse_cooling, parse_power
+from hpctwin.power.cooling import wet_bulb_series
+from hpctwin.twin.system import load_system
 
 GOOD = dict(cpu_idle_w=90.0, cpu_max_w=280.0, gpu_idle_w=88.0, gpu_max_w=560.0, mem_w=74.26,
             dcdc_efficiency=0.98, rectifier_efficiency=0.96)

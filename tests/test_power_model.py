@@ -6,11 +6,11 @@ import math
 import numpy as np
 import pytest
 
-from power.chain import Chain
-from power.config import parse_power
-from power.model import PowerModel
-from power.replay import context, replay
-from twin.system import SystemSpec, load_system
+from hpctwin.power.chain import Chain
+from hpctwin.power.config import parse_power
+from hpctwin.power.model import PowerModel
+from hpctwin.power.replay import context, replay
+from hpctwin.twin.system import SystemSpec, load_system
 
 
 # ------------------------------------------------------------------ a tiny hand-checkable machine

@@ -4,12 +4,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from schedulers.predictive import (PREDICTIVE, TSAFRIR_STEPS, EasyPlusPlus, EasyPred, EasySJBF,
+from hpctwin.schedulers.predictive import (PREDICTIVE, TSAFRIR_STEPS, EasyPlusPlus, EasyPred, EasySJBF,
                                    PredictiveEasy, PredictorError)
-from schedulers.registry import make_scheduler
-from twin.run import job_table, prepare
-from twin.simulation import Simulation
-from twin.workload import Workload
+from hpctwin.schedulers.registry import make_scheduler
+from hpctwin.twin.run import job_table, prepare
+from hpctwin.twin.simulation import Simulation
+from hpctwin.twin.workload import Workload
 
 
 def sim(rows, total, sched):
@@ -105,7 +105,7 @@ def _gbm_rows(n, last_runtime):
 
 def test_gbm_never_sees_the_jobs_own_runtime():
     pytest.importorskip("sklearn")
-    from schedulers.predictive import EasyPredGBM
+    from hpctwin.schedulers.predictive import EasyPredGBM
     _, a = sim(_gbm_rows(120, 10.0), 8, EasyPredGBM(min_train=30, retrain_every=20))
     _, b = sim(_gbm_rows(120, 1900.0), 8, EasyPredGBM(min_train=30, retrain_every=20))
     assert a._trainings >= 2

@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from datasets import registry
-from datasets.registry import DatasetError
-from twin.cli import main
+from hpctwin.datasets import registry
+from hpctwin.datasets.registry import DatasetError
+from hpctwin.twin.cli import main
 
 
 def test_registry_matches_manifest_names():

@@ -6,13 +6,13 @@ import re
 import numpy as np
 import pytest
 
-from twin.report import main, size_class
-from twin.run import RunConfig, run
+from hpctwin.twin.report import main, size_class
+from hpctwin.twin.run import RunConfig, run
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    from experiments.incentives_whatif import power_only_system
+    from hpctwin.experiments.incentives_whatif import power_only_system
     d = tmp_path_factory.mktemp("r") / "run"
     system = power_only_system("frontier", d.parent)
     run(RunConfig(workload="synthetic:jobs=300,nodes=16", system=system, nodes=16, power=True,
@@ -44,7 +44,7 @@ def test_size_classes():
 
 
 def test_summary_rows_flatten_nested_tables():
-    from twin.report import _summary_rows
+    from hpctwin.twin.report import _summary_rows
     rows = dict(_summary_rows({"mean_wait_s": 12.5, "failures": {"goodput": 0.75, "regimes": {"default": "requeue"}},
                                "notes": ["a"]}))
     assert rows["mean_wait_s"] == "12.5" and rows["failures.goodput"] == "0.75"

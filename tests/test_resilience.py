@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from twin import resilience as rs
+from hpctwin.twin import resilience as rs
 
 
 def test_young_interval_known_values():

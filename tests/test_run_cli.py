@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from twin.cli import main
-from twin.metrics import bounded_slowdown, interval_average, sample_at, summarise
-from twin.model_api import RunModel
+from hpctwin.twin.cli import main
+from hpctwin.twin.metrics import bounded_slowdown, interval_average, sample_at, summarise
+from hpctwin.twin.model_api import RunModel
 from tests.helpers import simulate
 
 SWF = """; Version: 2.2
@@ -38,7 +38,8 @@ def swf(tmp_path):
 def test_run_folder_contents(tmp_path, swf):
     out = tmp_path / "run"
     assert main(["run", "--workload", str(swf), "--scheduler", "easy", "--out", str(out), "--quiet"]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["config.toml", "jobs.csv", "summary.json", "timeseries.h5"]
+    assert sorted(p.name for p in out.iterdir()) == [".hpctwin-run", "config.toml", "jobs.csv", "summary.json",
+                                                    "timeseries.h5"]
     jobs = pd.read_csv(out / "jobs.csv")
     for col in ("job_id", "submit", "start", "end", "wait", "run", "procs", "requested_time", "bsld", "status", "nodes"):
         assert col in jobs.columns
@@ -141,7 +142,7 @@ def test_interrupted_run_leaves_no_folder(tmp_path, capsys):
 
 
 def test_cli_help_documents_every_option():
-    r = subprocess.run([sys.executable, "-m", "twin.cli", "run", "--help"], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "hpctwin.twin.cli", "run", "--help"], capture_output=True, text=True)
     for opt in ("--workload", "--scheduler", "--out", "--system", "--nodes", "--seed", "--quiet", "--order",
                 "--backfill", "--kill-at-walltime", "--data-dir", "--placement", "--network", "--power"):
         assert opt in r.stdout
@@ -193,7 +194,7 @@ def test_progress_rate_moves_finish_exactly():
 
 
 def test_scheduler_that_overcommits_is_rejected():
-    from twin.simulation import SimulationError
+    from hpctwin.twin.simulation import SimulationError
 
     class Greedy:
         name = "greedy"
@@ -204,7 +205,7 @@ def test_scheduler_that_overcommits_is_rejected():
         def schedule(self, now, queue, cluster):
             return queue.tolist()
 
-    from schedulers.registry import make_scheduler  # noqa: F401
+    from hpctwin.schedulers.registry import make_scheduler  # noqa: F401
     with pytest.raises(SimulationError, match=r"started job 2 \(3 units\) at t=0.0 with only 1 free"):
         simulate([(1, 0, 5, 3, 5), (2, 0, 5, 3, 5)], 4, sched_obj=Greedy())
 
@@ -220,7 +221,7 @@ def test_delegated_commands_take_their_own_help(capsys, cmd, text):
 def test_export_swf_round_trip_through_cli(tmp_path, swf):
     out = tmp_path / "out.swf"
     assert main(["export", "swf", "-w", str(swf), "-o", str(out)]) == 0
-    from datasets.swf import read_swf
+    from hpctwin.datasets.swf import read_swf
     a, b = read_swf(swf), read_swf(out)
     assert a.job_id.tolist() == b.job_id.tolist() and a.runtime.tolist() == b.runtime.tolist()
 

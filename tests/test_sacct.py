@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from datasets.sacct import (SacctError, export_sacct, format_hostlist, format_slurm_duration,
+from hpctwin.datasets.sacct import (SacctError, export_sacct, format_hostlist, format_slurm_duration,
                             parse_slurm_duration, read_sacct)
 
 DATA = Path(__file__).parent / "data"
@@ -165,7 +165,7 @@ def test_export_roundtrip(tmp_path, wl):
 def test_replay_with_slurm_and_export(tmp_path):
     """sacct dump -> Slurm-like replay on 20 nodes (partitions/QOS names reach the scheduler
     through the name columns) -> export -> read back: same jobs and simulated starts."""
-    from twin.run import RunConfig, run
+    from hpctwin.twin.run import RunConfig, run
     wl = read_sacct(DATA / "sacct_mixed.txt")
     r = run(RunConfig(workload="sacct", scheduler="slurm", nodes=20), workload=wl)
     out = tmp_path / "sim.txt"

@@ -14,8 +14,8 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from schedulers.backfill import QueueScheduler
-from twin.ranges import parse_ranges
+from hpctwin.schedulers.backfill import QueueScheduler
+from hpctwin.twin.ranges import parse_ranges
 from tests.helpers import simulate
 
 SCHEDULERS = [("fcfs", None, None), ("easy", None, None), ("conservative", None, None),

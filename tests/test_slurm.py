@@ -11,14 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from schedulers.base import JobTable
-from schedulers.slurm import SlurmScheduler, make_slurm_scheduler
-from schedulers.slurm_conf import SlurmConfError, SlurmConfig
-from schedulers.slurm_priority import (AccountsError, FairShare, MultifactorPriority,
+from hpctwin.schedulers.base import JobTable
+from hpctwin.schedulers.slurm import SlurmScheduler, make_slurm_scheduler
+from hpctwin.schedulers.slurm_conf import SlurmConfError, SlurmConfig
+from hpctwin.schedulers.slurm_priority import (AccountsError, FairShare, MultifactorPriority,
                                        load_accounts)
-from twin.run import RunConfig, run
-from twin.simulation import Simulation
-from twin.workload import Workload
+from hpctwin.twin.run import RunConfig, run
+from hpctwin.twin.simulation import Simulation
+from hpctwin.twin.workload import Workload
 
 DATA = Path(__file__).parent / "data"
 
@@ -275,7 +275,7 @@ def test_fair_tree_ties_and_nesting():
     root -> X (shares 2) -> {x1, x2}; root -> Y (1) -> {y1}. No usage anywhere: every Level FS is
     infinite, so all tie: X and Y merge, x1, x2, y1 all get 3/3. With usage only on y1: X (inf)
     first -> x1, x2 tie at 3/3; then Y -> y1 = 1/3."""
-    from schedulers.slurm_priority import AccountsSpec
+    from hpctwin.schedulers.slurm_priority import AccountsSpec
     spec = AccountsSpec(account_shares={"X": 2, "Y": 1})
     fs = FairShare(["X", "X", "Y"], ["x1", "x2", "y1"], spec)
     assert fs.factors().tolist() == [1.0, 1.0, 1.0]

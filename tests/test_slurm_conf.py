@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from schedulers.slurm_conf import (SlurmConfError, SlurmConfig, apply_options, expand_hostlist,
+from hpctwin.schedulers.slurm_conf import (SlurmConfError, SlurmConfig, apply_options, expand_hostlist,
                                    load_slurm_conf, parse_slurm_conf_text, parse_time)
 
 DATA = Path(__file__).parent / "data"

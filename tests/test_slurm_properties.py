@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from twin.run import RunConfig, load_workload, run
-from twin.workload import Workload
+from hpctwin.twin.run import RunConfig, load_workload, run
+from hpctwin.twin.workload import Workload
 
 
 def _units(text: str) -> list[int]:

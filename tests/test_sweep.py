@@ -7,9 +7,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from experiments import sweep as sw
-from experiments.incentives_whatif import power_only_system
-from experiments.tables import aggregate, ci95_halfwidth
+from hpctwin.experiments import sweep as sw
+from hpctwin.experiments.incentives_whatif import power_only_system
+from hpctwin.experiments.tables import aggregate, ci95_halfwidth
 
 SMALL = """
 [sweep]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments import sweep as sw
+from hpctwin.experiments import sweep as sw
 
 SWEEP = """
 [sweep]
@@ -37,7 +37,7 @@ def test_killed_sweep_resumes(tmp_path):
     p = tmp_path / "s.toml"
     p.write_text(SWEEP)
     out = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "-m", "experiments.sweep", str(p), "--out", str(out), "--workers", "2",
+    proc = subprocess.Popen([sys.executable, "-m", "hpctwin.experiments.sweep", str(p), "--out", str(out), "--workers", "2",
                              "-q"], cwd=REPO, env=_env(), start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     pts = out / "points"
@@ -53,7 +53,7 @@ def test_killed_sweep_resumes(tmp_path):
         proc.wait()
     finished = {d.name: d.stat().st_mtime_ns for d in pts.iterdir() if sw.is_finished(d)}
     assert 2 <= len(finished) < 12, "the sweep was not interrupted midway"
-    r = subprocess.run([sys.executable, "-m", "experiments.sweep", str(p), "--out", str(out)], cwd=REPO,
+    r = subprocess.run([sys.executable, "-m", "hpctwin.experiments.sweep", str(p), "--out", str(out)], cwd=REPO,
                        env=_env(), capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert f"12 points, {len(finished)} already finished, {12 - len(finished)} to run" in r.stderr
@@ -71,7 +71,7 @@ def test_mpi_sweep_matches_serial(tmp_path):
         pytest.skip("mpiexec not on PATH")
     p = tmp_path / "s.toml"
     p.write_text(SWEEP.replace("jobs=2500", "jobs=300").replace("seed = [0, 1, 2, 3]", "seed = [0, 1]"))
-    r = subprocess.run(["mpiexec", "-n", "3", sys.executable, "-m", "mpi4py.futures", "-m", "experiments.sweep",
+    r = subprocess.run(["mpiexec", "-n", "3", sys.executable, "-m", "mpi4py.futures", "-m", "hpctwin.experiments.sweep",
                         str(p), "--out", str(tmp_path / "mpi")], cwd=REPO, env=_env(), capture_output=True,
                        text=True, timeout=180)
     assert r.returncode == 0, r.stderr

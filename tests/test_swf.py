@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from datasets.registry import default_data_dir, load_registry
-from datasets.swf import SWFError, read_swf, write_swf
+from hpctwin.datasets.registry import default_data_dir, load_registry
+from hpctwin.datasets.swf import SWFError, read_swf, write_swf
 
 HEADER = """; Version: 2.2
 ; Computer: test machine

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from datasets import synthetic as syn
-from datasets.synthetic import (BATCH, INTERACTIVE, TYPELESS, SyntheticSpecError, lublin_workload,
+from hpctwin.datasets import synthetic as syn
+from hpctwin.datasets.synthetic import (BATCH, INTERACTIVE, TYPELESS, SyntheticSpecError, lublin_workload,
                                 offered_load, parse_synthetic_spec, tsafrir_estimates)
 
 NODES = 256

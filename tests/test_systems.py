@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from power.chain import Chain
-from power.config import parse_cooling, parse_power
-from twin.system import builtin_systems, load_system
+from hpctwin.power.chain import Chain
+from hpctwin.power.config import parse_cooling, parse_power
+from hpctwin.twin.system import builtin_systems, load_system
 
 EXPECTED = {
     "frontier": (9408, 1, 4), "marconi100": (980, 2, 4), "lassen": (792, 2, 4), "fugaku": (158976, 1, 0),

@@ -7,12 +7,12 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from topology import traffic as T
-from topology.dragonfly import TopologyError, dragonfly_graph, dragonfly_plus_graph
-from topology.fattree import fat_tree_graph, leaf_spine_graph
-from topology.presets import PRESETS, build_network, network_node_group, node_groups
-from topology.routing import TorusRouter, make_router
-from topology.torus import torus_graph
+from hpctwin.topology import traffic as T
+from hpctwin.topology.dragonfly import TopologyError, dragonfly_graph, dragonfly_plus_graph
+from hpctwin.topology.fattree import fat_tree_graph, leaf_spine_graph
+from hpctwin.topology.presets import PRESETS, build_network, network_node_group, node_groups
+from hpctwin.topology.routing import TorusRouter, make_router
+from hpctwin.topology.torus import torus_graph
 
 
 def _switch_graph(G):
@@ -131,7 +131,7 @@ def test_bad_parameters():
 
 
 def test_every_system_file_builds():
-    from twin.system import builtin_systems, load_system
+    from hpctwin.twin.system import builtin_systems, load_system
     for name in builtin_systems():
         s = load_system(name)
         if not s.network or s.network.get("preset") == "fugaku":
@@ -142,7 +142,7 @@ def test_every_system_file_builds():
 
 
 def test_presets_are_complete():
-    from topology.presets import KIND_PARAMS
+    from hpctwin.topology.presets import KIND_PARAMS
     for name, p in PRESETS.items():
         assert p["description"]
         extra = set(p) - set(KIND_PARAMS[p["kind"]]) - {"kind", "description", "nodes"}

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from topology import traffic as T
-from topology.presets import build_preset
-from topology.routing import Router, TorusRouter, make_router
+from hpctwin.topology import traffic as T
+from hpctwin.topology.presets import build_preset
+from hpctwin.topology.routing import Router, TorusRouter, make_router
 
 
 def _random_traffic(rng, n_hosts):
@@ -80,7 +80,7 @@ def test_groups_spanned():
 def test_pairwise_sum_equals_numpy_sum():
     """The compiled copy of numpy's pairwise summation gives np.sum's result bit for bit, across
     the 8-value, 128-value-block and split boundaries."""
-    from topology.routing import _pairwise_sum
+    from hpctwin.topology.routing import _pairwise_sum
     rng = np.random.default_rng(11)
     for n in list(range(0, 300)) + [511, 512, 1000, 1029, 4097, 20001]:
         a = rng.standard_normal(n) * 10.0 ** rng.uniform(-8, 8, n)
@@ -218,7 +218,7 @@ def test_torus_full_fugaku_alltoall_is_analytic():
     even) carries H * (1 + ... + 11 + 12/2) / 24 = 3 H pairs, the total is the hop sum per
     dimension ((H/n)^2 * sum_{a,b} dist), and the a / c meshes of size 2 carry (H/2)^2 / (H/2)
     = H/2 on their one direction per line."""
-    from topology.presets import PRESETS
+    from hpctwin.topology.presets import PRESETS
     f = PRESETS["fugaku"]
     R = TorusRouter(f["dims"], f["block"], f["periodic"], f["bandwidth"], f["terminal_bandwidth"])
     H = R.n_hosts

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from power.accounting import (
+from hpctwin.power.accounting import (
     EnergyCharge,
     FlatPrice,
     NodeHours,
@@ -17,7 +17,7 @@ from power.accounting import (
     TimeOfUse,
     facility_cost,
 )
-from power.response import (
+from hpctwin.power.response import (
     KAMATAR2025_EFFICIENT_USERS,
     KAMATAR_GPU_ALTERNATIVES,
     UserResponse,
@@ -27,15 +27,15 @@ from power.response import (
     materialize_profiles,
     predicted_job_energy_j,
 )
-from schedulers.price_aware import (
+from hpctwin.schedulers.price_aware import (
     YANG2013,
     PriceAwareError,
     PriceAwareScheduler,
     knapsack_max_nodes,
     tou_periods,
 )
-from twin.model_api import seeded_rng
-from twin.workload import Workload
+from hpctwin.twin.model_api import seeded_rng
+from hpctwin.twin.workload import Workload
 
 H = 3600.0
 FLAT = EnergyCharge(FlatPrice(0.1))
@@ -87,8 +87,8 @@ def test_kamatar_preset_parameters_come_from_the_artifact():
 
 # ---------------------------------------------------------------- calibration
 def test_calibration_hits_the_target_and_matches_the_twin(tmp_path):
-    from experiments.incentives_whatif import power_only_system
-    from twin.run import RunConfig, run
+    from hpctwin.experiments.incentives_whatif import power_only_system
+    from hpctwin.twin.run import RunConfig, run
     wl = synthetic()
     resp, got = calibrate(wl, "frontier", 0.30, seed=1, nodes=16)
     assert got == pytest.approx(0.30, abs=0.005)
@@ -166,8 +166,8 @@ def test_accepted_cap_extends_the_request_so_the_job_is_not_killed(tmp_path):
     """GPU cap 280 W on a job at utilisation 0.5, beta 0.5: dynamic GPU power 236 -> 192 W, clock
     (192/236)^(1/2) = 0.90198, stretch 0.5 (1/0.90198 - 1) + 1 = 1.05433; a job whose request equals its
     runtime (1000 s) gets ceil(1054.33) = 1055 s and completes at 1054.33 s."""
-    from experiments.incentives_whatif import power_only_system
-    from twin.run import RunConfig, run
+    from hpctwin.experiments.incentives_whatif import power_only_system
+    from hpctwin.twin.run import RunConfig, run
     wl = one_job(util=0.5, beta=0.5, runtime=1000.0, req=1000.0)
     cap = UserResponse(cap_elasticity=1.0, cap_gpu_w=280.0)
     new, info = cap.apply(wl, FLAT, 0, system="frontier")
@@ -199,8 +199,8 @@ def test_response_names_still_import_from_accounting():
     import subprocess
     import sys
 
-    import power.accounting as acc
-    import power.response as resp
+    import hpctwin.power.accounting as acc
+    import hpctwin.power.response as resp
     for name in ("UserResponse", "calibrate", "PRESETS", "KAMATAR2025_EFFICIENT_USERS", "materialize_profiles",
                  "predicted_job_energy_j", "load_power_config"):
         assert getattr(acc, name) is getattr(resp, name)
@@ -256,8 +256,8 @@ V100_POWER_RATIO = 881.3959731543624 / 1494.6666666666667       # = energy ratio
 def test_v100_choice_runs_1063x_longer_at_0627x_energy_in_the_twin(tmp_path):
     """A job choosing V100-class hardware runs 1494 / 1405 = 1.0633 x longer at the node power giving
     0.6270 x the energy, and the twin's schedule (ends, the next job's wait) sees the longer runtime."""
-    from experiments.incentives_whatif import power_only_system
-    from twin.run import RunConfig, run
+    from hpctwin.experiments.incentives_whatif import power_only_system
+    from hpctwin.twin.run import RunConfig, run
     assert V100[1] == pytest.approx(1494.0 / 1405.0) and V100[0] / V100[1] == pytest.approx(V100_POWER_RATIO)
     # two 2-node jobs on a 2-node machine, the second submitted 10 s after the first; both pick the V100
     wl = one_job(util=0.5, n=2, runtime=1000.0, req=1000.0)
@@ -426,8 +426,8 @@ def test_price_aware_periods_and_greedy_order():
 
 
 def test_price_aware_holds_high_power_jobs_until_off_peak(tmp_path):
-    from experiments.incentives_whatif import power_only_system
-    from twin.run import RunConfig, run
+    from hpctwin.experiments.incentives_whatif import power_only_system
+    from hpctwin.twin.run import RunConfig, run
     sysf = power_only_system("frontier", tmp_path)
     # two 1-node jobs submitted at 09:00: L at idle utilisation (626.26 W), H at full (2704.26 W)
     wl = Workload.from_arrays("yang", submit=np.full(2, 9 * H), runtime=np.array([20 * H, H]),
@@ -441,11 +441,11 @@ def test_price_aware_holds_high_power_jobs_until_off_peak(tmp_path):
     easy = go("easy", {})
     assert easy.jobs["start"].tolist() == [9 * H, 9 * H]
     # budget 0.5 x 2 nodes x mean(626.26, 2704.26) W = 1665.26 W: L fits, L + H and H alone do not
-    ks = go("schedulers.price_aware:PriceAwareScheduler", {"policy": "knapsack", "budget_fraction": 0.5,
+    ks = go("hpctwin.schedulers.price_aware:PriceAwareScheduler", {"policy": "knapsack", "budget_fraction": 0.5,
                                                           "periods": tou_periods(3.0)})
     assert ks.jobs["start"].tolist() == [9 * H, 20 * H]           # H waits for the off-peak period
     tou = TimeOfUse(tou_periods(3.0))
-    from power.accounting import from_result
+    from hpctwin.power.accounting import from_result
     bill = [EnergyCharge(tou, pue_share=False).charge(from_result(r)).sum() for r in (easy, ks)]
     assert bill[1] < bill[0]
     assert bill[0] - bill[1] == pytest.approx(2704.26 * (3.0 - 1.0) / 1000.0, rel=1e-6)   # 1 h of H moved
@@ -483,14 +483,14 @@ def test_v100_choice_runs_on_its_own_partition_and_energies_add_up(tmp_path):
     time 20 s on the Frontier partition although, in the single-partition emulation, Frontier's nodes
     are busy until 2 t_v (it waits 2 t_v - 20 s there). The jobs' energies and the partitions'
     facility energies add up; the summed facility power series is the two runs' series on one grid."""
-    from experiments.incentives_whatif import (
+    from hpctwin.experiments.incentives_whatif import (
         combine_partitions,
         partitioned_ledger,
         power_only_system,
     )
-    from power.accounting import from_result, ledger
-    from power.response import HOME_PARTITION, split_by_hardware
-    from twin.run import RunConfig, run
+    from hpctwin.power.accounting import from_result, ledger
+    from hpctwin.power.response import HOME_PARTITION, split_by_hardware
+    from hpctwin.twin.run import RunConfig, run
     wl = one_job(util=0.5, n=3, runtime=1000.0, req=1000.0)            # submits 0, 10, 20 s; users 0, 1, 2
     resp = UserResponse(efficient_users=0.5, alternatives=(V100,))
     parts, info = resp.apply_partitioned(wl, FLAT, 0, system="frontier", partition_nodes=2)

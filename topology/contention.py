@@ -36,11 +36,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from topology import traffic as tr
-from topology.routing import Router, make_router
+from hpctwin.topology import traffic as tr
+from hpctwin.topology.routing import Router, make_router
 
 try:  # the engine's base class (twin/model_api.py)
-    from twin.model_api import RunModel
+    from hpctwin.twin.model_api import RunModel
 except ImportError:  # pragma: no cover - the package always ships twin.model_api
     RunModel = object  # type: ignore[misc,assignment]
 
@@ -359,7 +359,7 @@ class NetworkContentionModel(RunModel):
 
     # ------------------------------------------------------------------ setup
     def bind(self, ctx) -> None:
-        from topology.presets import build_network, network_params
+        from hpctwin.topology.presets import build_network, network_params
         self.ctx = ctx
         n = int(ctx.n_nodes)
         self.network_desc = ""
@@ -372,8 +372,8 @@ class NetworkContentionModel(RunModel):
                     table = {"preset": "generic"}
                 params = network_params(table, n, source)
                 if params["kind"] == "torus":  # route arithmetically; the graph is not needed
-                    from topology.routing import TorusRouter
-                    from topology.torus import torus_shape
+                    from hpctwin.topology.routing import TorusRouter
+                    from hpctwin.topology.torus import torus_shape
                     torus_shape(params["dims"], params.get("block"), params.get("periodic"))
                     bw = params.get("bandwidth", 6.8e9)
                     self.router = TorusRouter(params["dims"], params.get("block"), params.get("periodic"), bw,

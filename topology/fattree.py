@@ -27,7 +27,7 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 
-from topology.dragonfly import (TopologyError, _nonneg_float, _positive_float, _positive_int)
+from hpctwin.topology.dragonfly import (TopologyError, _nonneg_float, _positive_float, _positive_int)
 
 
 def fat_tree_graph(k: int, *, hosts_per_edge: int | None = None, pods: int | None = None,

@@ -48,10 +48,10 @@ from functools import lru_cache
 
 import numpy as np
 
-from topology.collectives import AlphaBetaGamma, build_schedule, global_bytes_per_step
+from hpctwin.topology.collectives import AlphaBetaGamma, build_schedule, global_bytes_per_step
 
 try:
-    from twin.model_api import RunModel
+    from hpctwin.twin.model_api import RunModel
 except ImportError:  # pragma: no cover
     RunModel = object  # type: ignore[misc,assignment]
 
@@ -118,7 +118,7 @@ class NetworkCosts:
 
 def network_costs(network_table: dict, nodes: int, gpus_per_node: int, gpu: str | GPUSpec = "H100") -> NetworkCosts:
     """`NetworkCosts` of a system's ``[network]`` table (presets of `topology.presets`)."""
-    from topology.presets import network_params  # noqa: PLC0415
+    from hpctwin.topology.presets import network_params  # noqa: PLC0415
     p = network_params(network_table, nodes)
     kind = p["kind"]
     spec = gpu if isinstance(gpu, GPUSpec) else GPU_SPECS[gpu]
@@ -322,7 +322,7 @@ class LLMIterationModel(RunModel):
             gpu = self._gpu or ctx.options.get("gpu") or SYSTEM_GPU.get(sysm.name, "H100")
             self._costs = network_costs(sysm.network, n_nodes, sysm.gpus_per_node or 8, gpu)
         if self._node_group is None and sysm is not None and sysm.network:
-            from topology.presets import node_groups  # noqa: PLC0415
+            from hpctwin.topology.presets import node_groups  # noqa: PLC0415
             self._node_group = node_groups(sysm.network, n_nodes)
         self.costs = self._costs
         self.node_group = self._node_group

@@ -44,7 +44,7 @@ import math
 
 import numpy as np
 
-from topology.placement import Placer, _contiguous, groups_spanned
+from hpctwin.topology.placement import Placer, _contiguous, groups_spanned
 
 
 class ShapeError(ValueError):

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from twin.ranges import compact_ranges as _compact_ranges
-from twin.ranges import parse_ranges as _parse_ranges
+from hpctwin.twin.ranges import compact_ranges as _compact_ranges
+from hpctwin.twin.ranges import parse_ranges as _parse_ranges
 
 PLACERS = ("first-fit", "contiguous", "group-packed", "spread", "recorded")
 

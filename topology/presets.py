@@ -25,9 +25,9 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from topology.dragonfly import TopologyError, dragonfly_graph, dragonfly_plus_graph
-from topology.fattree import fat_tree_graph, leaf_spine_graph
-from topology.torus import torus_graph
+from hpctwin.topology.dragonfly import TopologyError, dragonfly_graph, dragonfly_plus_graph
+from hpctwin.topology.fattree import fat_tree_graph, leaf_spine_graph
+from hpctwin.topology.torus import torus_graph
 
 GBIT = 1e9 / 8  # bytes/s per Gb/s
 
@@ -292,6 +292,6 @@ def node_groups(network_table: dict, nodes: int, source: str = "[network]") -> n
         return (i // int(p.get("hosts_per_edge") or half)) // half
     if kind == "leaf_spine":
         return i // int(p.get("hosts_per_leaf", 32))
-    from topology.torus import block_of, torus_shape
+    from hpctwin.topology.torus import block_of, torus_shape
     dims, block, _ = torus_shape(p["dims"], p.get("block"), p.get("periodic"))
     return block_of(np.stack(np.unravel_index(i, dims), axis=1), dims, block).astype(np.int64)

@@ -50,9 +50,9 @@ import networkx as nx
 import numpy as np
 from numba import njit
 
-from topology.dragonfly import TopologyError
-from topology.traffic import Traffic
-from topology.traffic import pattern as tr_pattern
+from hpctwin.topology.dragonfly import TopologyError
+from hpctwin.topology.traffic import Traffic
+from hpctwin.topology.traffic import pattern as tr_pattern
 
 KIND_CODES = {"terminal": 0, "local": 1, "global": 2}
 ROUTINGS = ("minimal", "valiant")
@@ -1008,7 +1008,7 @@ class TorusRouter(Router):
 
     def __init__(self, dims, block=None, periodic=None, bandwidth: float = 6.8e9,
                  terminal_bandwidth: float | None = None):
-        from topology.torus import block_of, torus_shape
+        from hpctwin.topology.torus import block_of, torus_shape
         dims, block, periodic = torus_shape(dims, block, periodic)
         self.dims, self.block = dims, block
         self.wrap = tuple(p and n > 2 for p, n in zip(periodic, dims))

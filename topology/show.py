@@ -15,8 +15,8 @@ import sys
 import networkx as nx
 import numpy as np
 
-from topology.dragonfly import TopologyError
-from topology.presets import PRESETS, build_network, build_preset
+from hpctwin.topology.dragonfly import TopologyError
+from hpctwin.topology.presets import PRESETS, build_network, build_preset
 
 DRAW_LIMIT = 600
 
@@ -34,7 +34,7 @@ SMALL = {
 def load_network(name: str) -> tuple[nx.Graph, str]:
     """Graph and a label for a system name/path or a preset name."""
     try:
-        from twin.system import load_system  # noqa: PLC0415
+        from hpctwin.twin.system import load_system  # noqa: PLC0415
         spec = load_system(name)
     except (ImportError, ValueError):
         spec = None

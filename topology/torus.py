@@ -23,7 +23,7 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 
-from topology.dragonfly import TopologyError, _nonneg_float, _positive_float, _positive_int
+from hpctwin.topology.dragonfly import TopologyError, _nonneg_float, _positive_float, _positive_int
 
 
 def _check_dims(dims, name: str = "dims") -> tuple[int, ...]:

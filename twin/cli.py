@@ -42,8 +42,8 @@ def _parse_value(v: str):
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
-    from schedulers.ordering import ORDERS  # noqa: PLC0415
-    from schedulers.registry import known_schedulers  # noqa: PLC0415
+    from hpctwin.schedulers.ordering import ORDERS  # noqa: PLC0415
+    from hpctwin.schedulers.registry import known_schedulers  # noqa: PLC0415
     p.add_argument("--workload", "-w", default="synthetic",
                    help="an .swf/.swf.gz path, a registry name (see `hpctwin datasets list`), "
                         "'synthetic' or 'synthetic:jobs=5000,nodes=256,load=0.8,seed=1' (Lublin-Feitelson "
@@ -56,7 +56,11 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backfill", choices=["none", "easy", "conservative"], default=None,
                    help="backfilling rule, overriding the scheduler's")
     p.add_argument("--out", "-o", default=None,
-                   help="run folder to write (default: runs/<workload>-<scheduler>-seed<K>)")
+                   help="run folder to write (default: runs/<workload>-<scheduler>[-<options that change "
+                        "results>]-seed<K>); an existing run folder is refused unless --force")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing run folder at --out (a folder holding anything hpctwin did not "
+                        "write is never deleted)")
     p.add_argument("--system", default=None,
                    help="built-in machine name (see `hpctwin systems`) or a .toml file; sets the "
                         "machine size unless --nodes is given")
@@ -108,17 +112,51 @@ def config_from_args(a: argparse.Namespace):
         options.setdefault("scheduler", {})["slurm_conf"] = a.slurm_conf
     if getattr(a, "failures", False):
         options.setdefault("failures", {}).setdefault("enabled", True)
-    out = a.out
-    if out is None:
-        wname = Path(a.workload).name.split(".")[0] if ("/" in a.workload or a.workload.endswith("gz")) else a.workload
-        wname = wname.replace(":", "_").replace(",", "_").replace("=", "")
-        out = str(Path("runs") / f"{wname}-{a.scheduler.replace(':', '_')}-seed{a.seed}")
+    out = a.out if a.out is not None else str(Path("runs") / default_run_name(a, options))
     return RunConfig(workload=a.workload, scheduler=a.scheduler, order=a.order, backfill=a.backfill,
                      system=a.system, nodes=a.nodes, seed=a.seed, placement=a.placement,
                      network=a.network, power=a.power, sample_dt=a.sample_dt, out=out, quiet=a.quiet,
                      kill_at_walltime=a.kill_at_walltime, data_dir=a.data_dir, estimate=a.estimate,
                      size_field=a.size_field, power_cap=a.power_cap, options=options,
-                     allocation=a.allocation, gpus_per_node=a.gpus_per_node)
+                     allocation=a.allocation, gpus_per_node=a.gpus_per_node, force=a.force)
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "._+" else "_" for c in text).strip("_") or "x"
+
+
+def default_run_name(a: argparse.Namespace, options: dict) -> str:
+    """``<workload>-<scheduler>[-<each option that changes results>]-seed<K>``.
+
+    Two runs whose options differ get different names (options given with ``--set`` and a
+    ``--slurm-conf`` are summarised by a short hash of their values).
+    """
+    import hashlib  # noqa: PLC0415
+    import json  # noqa: PLC0415
+    w = a.workload
+    wname = Path(w.split(":", 1)[1] if ":" in w and not w.startswith("synthetic") else w).name
+    wname = _slug(wname.split(".swf")[0].split(".csv")[0] if ("/" in w or "." in wname) else wname)
+    parts = [wname, _slug(a.scheduler)]
+    defaults = {"order": None, "backfill": None, "system": None, "nodes": None, "placement": "first-fit",
+                "estimate": "requested", "size_field": "auto", "allocation": "node", "gpus_per_node": None,
+                "power_cap": None}
+    for key, default in defaults.items():
+        v = getattr(a, key, default)
+        if v != default:
+            v = Path(v).stem if key == "system" and str(v).endswith(".toml") else v
+            parts.append(f"{key.replace('_', '')}{_slug(str(v))}" if key not in ("order", "backfill", "system")
+                         else (f"bf{v}" if key == "backfill" else _slug(str(v))))
+    for flag in ("power", "network", "failures"):
+        if getattr(a, flag, False):
+            parts.append(flag)
+    if not getattr(a, "kill_at_walltime", True):
+        parts.append("nokill")
+    if getattr(a, "sample_dt", 15.0) != 15.0:
+        parts.append(f"dt{_slug(str(a.sample_dt))}")
+    if options:
+        blob = json.dumps(options, sort_keys=True, default=str).encode()
+        parts.append("set" + hashlib.sha256(blob).hexdigest()[:8])
+    return "-".join(parts) + f"-seed{a.seed}"
 
 
 def format_summary(s: dict) -> str:
@@ -170,7 +208,7 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 
 def cmd_datasets(a: argparse.Namespace) -> int:
-    from datasets import registry  # noqa: PLC0415
+    from hpctwin.datasets import registry  # noqa: PLC0415
     if a.action == "list":
         rows = registry.status(a.data_dir)
         ddir = registry.default_data_dir(a.data_dir)
@@ -217,7 +255,7 @@ def cmd_collectives(a: argparse.Namespace) -> int:
     rest = list(a.rest)
     if not rest or rest[0] != "validate":
         print("usage: hpctwin collectives validate [-n N] [validator options, see "
-              "python -m topology.collectives.validate --help]", file=sys.stderr)
+              "python -m hpctwin.topology.collectives.validate --help]", file=sys.stderr)
         return 2
     rest = rest[1:]
     n = 4
@@ -227,7 +265,7 @@ def cmd_collectives(a: argparse.Namespace) -> int:
     if mpiexec is None:
         print("hpctwin: error: mpiexec not found (pip install mpich)", file=sys.stderr)
         return 2
-    return subprocess.call([mpiexec, "-n", str(n), sys.executable, "-m", "topology.collectives.validate", *rest])
+    return subprocess.call([mpiexec, "-n", str(n), sys.executable, "-m", "hpctwin.topology.collectives.validate", *rest])
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -260,13 +298,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_collectives)
     p = sub.add_parser("report", help="write a self-contained HTML report of a run folder", add_help=False)
     p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=_delegate("twin.report"))
+    p.set_defaults(func=_delegate("hpctwin.twin.report"))
     return parser
 
 
 #: commands whose whole argument list is handed to another module's main(argv)
-DELEGATES = {"topology": "topology.show", "export": "datasets.export", "sweep": "experiments.sweep",
-             "report": "twin.report"}
+DELEGATES = {"topology": "hpctwin.topology.show", "export": "hpctwin.datasets.export", "sweep": "hpctwin.experiments.sweep",
+             "report": "hpctwin.twin.report"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -281,9 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(a, "func", None):
         parser.print_help()
         return 2
-    from datasets.registry import DatasetError  # noqa: PLC0415
-    from datasets.swf import SWFError  # noqa: PLC0415
-    from schedulers.registry import UnknownSchedulerError  # noqa: PLC0415
+    from hpctwin.datasets.registry import DatasetError  # noqa: PLC0415
+    from hpctwin.datasets.swf import SWFError  # noqa: PLC0415
+    from hpctwin.schedulers.registry import UnknownSchedulerError  # noqa: PLC0415
     from .run import RunConfigError  # noqa: PLC0415
     from .simulation import SimulationError  # noqa: PLC0415
     from .system import SystemError_  # noqa: PLC0415

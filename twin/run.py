@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -20,10 +19,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from schedulers.base import JobTable
-from schedulers.registry import make_scheduler
+from hpctwin.schedulers.base import JobTable
+from hpctwin.schedulers.registry import make_scheduler
 
 from . import __version__
+from .runfolder import RunFolderError, discard, prepare_out, publish
 from .metrics import CONVENTIONS, TAU, bounded_slowdown, interval_average, sample_at, summarise
 from .model_api import ModelContext, seeded_rng
 from .ranges import parse_ranges
@@ -66,6 +66,7 @@ class RunConfig:
     allocation: str = "node"
     gpus_per_node: int | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    force: bool = False      # replace an existing run folder at ``out`` (never any other folder)
 
 
 @dataclass
@@ -76,6 +77,7 @@ class RunResult:
     timeseries: dict[str, tuple[np.ndarray, str]]
     workload: Workload | None = None
     out: Path | None = None
+    system: SystemSpec | None = None
 
 
 # ---------------------------------------------------------------------- workload loading
@@ -84,20 +86,20 @@ def load_workload(spec: str, *, data_dir: str | None = None, seed: int = 0, node
     """A workload from a path (.swf/.swf.gz), a registry name, ``synthetic[:k=v,...]`` or
     ``sacct:FILE``."""
     if spec == "synthetic" or spec.startswith("synthetic:"):
-        from datasets.synthetic import lublin_workload, parse_synthetic_spec  # noqa: PLC0415
+        from hpctwin.datasets.synthetic import lublin_workload, parse_synthetic_spec  # noqa: PLC0415
         params = parse_synthetic_spec(spec)
         params.setdefault("seed", seed)
         if nodes is not None:
             params.setdefault("nodes", nodes)
         return lublin_workload(**params)
     if spec.startswith("sacct:"):
-        from datasets.sacct import read_sacct  # noqa: PLC0415
+        from hpctwin.datasets.sacct import read_sacct  # noqa: PLC0415
         return read_sacct(spec[len("sacct:"):])
-    from datasets.swf import read_swf  # noqa: PLC0415
+    from hpctwin.datasets.swf import read_swf  # noqa: PLC0415
     p = Path(spec)
     if p.suffix in (".swf", ".gz") or p.exists() or os.sep in spec:
         return read_swf(p, size_field=size_field)
-    from datasets.registry import lookup, resolve  # noqa: PLC0415
+    from hpctwin.datasets.registry import lookup, resolve  # noqa: PLC0415
     entry = lookup(spec)
     return read_swf(resolve(spec, data_dir), size_field=size_field, name=entry.name)
 
@@ -148,7 +150,7 @@ def prepare(workload: Workload, total: int, total_source: str, *, estimate: str 
         notes.append("estimate model: exact runtimes (clairvoyant)")
     else:
         try:
-            from datasets.estimates import estimate_model  # noqa: PLC0415
+            from hpctwin.datasets.estimates import estimate_model  # noqa: PLC0415
         except ImportError:
             raise RunConfigError(f"unknown estimate model {estimate!r}; known: requested, exact") from None
         est = np.asarray(estimate_model(estimate, wl, seed), dtype=np.float64)
@@ -199,17 +201,17 @@ def _build_models(cfg: RunConfig, system: SystemSpec | None) -> list:
     if cfg.power:
         if system is None or not system.power:
             raise RunConfigError("--power on needs a --system with a [power] table")
-        from power.model import PowerModel  # noqa: PLC0415
+        from hpctwin.power.model import PowerModel  # noqa: PLC0415
         models.append(PowerModel.from_system(system, cfg.options))
     if cfg.options.get("llm", {}).get("iteration"):
         if system is None or not system.network:
             raise RunConfigError("llm.iteration needs a --system with a [network] table")
-        from topology.llm_iteration import LLMIterationModel  # noqa: PLC0415
+        from hpctwin.topology.llm_iteration import LLMIterationModel  # noqa: PLC0415
         models.append(LLMIterationModel(gpu=cfg.options["llm"].get("gpu")))
     if cfg.network:
         if system is None or not system.network:
             raise RunConfigError("--network on needs a --system with a [network] table")
-        from topology.contention import NetworkContentionModel  # noqa: PLC0415
+        from hpctwin.topology.contention import NetworkContentionModel  # noqa: PLC0415
         models.append(NetworkContentionModel.from_system(system, cfg.options))
     fopts = cfg.options.get("failures")
     if fopts and fopts.get("enabled", True):
@@ -283,7 +285,7 @@ def _build_placer(cfg: RunConfig, total: int, system: SystemSpec | None, notes: 
     node_group = None
     needs_groups = cfg.placement != "first-fit" or cfg.network
     if system is not None and system.network:
-        from topology.presets import node_groups  # noqa: PLC0415
+        from hpctwin.topology.presets import node_groups  # noqa: PLC0415
         try:
             node_group = node_groups(system.network, total, source=f"{system.path} [network]")
         except ValueError as e:
@@ -292,7 +294,7 @@ def _build_placer(cfg: RunConfig, total: int, system: SystemSpec | None, notes: 
             notes.append(f"no network groups for {total} nodes ({e}); groups_spanned not reported")
     if not needs_groups:
         return None, node_group
-    from topology.placement import make_placer  # noqa: PLC0415
+    from hpctwin.topology.placement import make_placer  # noqa: PLC0415
     placer = make_placer(cfg.placement)
     placer.bind(total, node_group, seeded_rng(cfg.seed, "placement"), jobs)
     return placer, node_group
@@ -343,7 +345,7 @@ def _gpu_mode(cfg: RunConfig, workload: Workload, system: SystemSpec | None,
     Returns (workload, G, total GPUs, size source, node -> group map or None)."""
     import dataclasses  # noqa: PLC0415
 
-    from topology.gpu_placement import whole_gpu_requests  # noqa: PLC0415
+    from hpctwin.topology.gpu_placement import whole_gpu_requests  # noqa: PLC0415
     gpn = cfg.gpus_per_node or (system.gpus_per_node if system is not None else 0)
     if not gpn or gpn < 1:
         raise RunConfigError("--allocation gpu needs the GPUs per node: --gpus-per-node G, or a --system "
@@ -375,7 +377,7 @@ def _gpu_mode(cfg: RunConfig, workload: Workload, system: SystemSpec | None,
         raise RunConfigError("--allocation gpu: machine size unknown: give --nodes (nodes) or --system")
     node_group = None
     if system is not None and system.network:
-        from topology.presets import node_groups  # noqa: PLC0415
+        from hpctwin.topology.presets import node_groups  # noqa: PLC0415
         try:
             node_group = node_groups(system.network, nodes, source=f"{system.path} [network]")
         except ValueError as e:
@@ -384,7 +386,25 @@ def _gpu_mode(cfg: RunConfig, workload: Workload, system: SystemSpec | None,
 
 
 def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
-    """Execute one run; write its folder if ``cfg.out`` is set."""
+    """Execute one run; write its folder if ``cfg.out`` is set.
+
+    ``cfg.out`` is checked before the simulation starts (see :mod:`hpctwin.twin.runfolder`): an existing
+    run folder is replaced only with ``cfg.force``, and nothing that is not a run folder is ever deleted.
+    """
+    partial = prepare_out(Path(cfg.out), force=cfg.force) if cfg.out else None
+    try:
+        result = simulate(cfg, workload)
+        if partial is not None:
+            result.out = write_run(result, Path(cfg.out), result.system, force=cfg.force, partial=partial)
+    except BaseException:
+        if partial is not None:
+            discard(partial)
+        raise
+    return result
+
+
+def simulate(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
+    """Execute one run in memory (no folder written)."""
     wall0 = time.perf_counter()
     system_explicit = cfg.system is not None
     system = load_system(cfg.system) if cfg.system else None
@@ -419,7 +439,7 @@ def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
         sched_options.setdefault("node_group", gpu_groups)
     sched = make_scheduler(cfg.scheduler, cfg.order, cfg.backfill, sched_options)
     if gpu_mode:
-        from schedulers.gpu_packing import GPUPackingScheduler  # noqa: PLC0415
+        from hpctwin.schedulers.gpu_packing import GPUPackingScheduler  # noqa: PLC0415
         if not isinstance(sched, GPUPackingScheduler):     # any policy, packed with the defaults
             gopts = dict(cfg.options.get("gpu", {}))
             sched = GPUPackingScheduler(inner=sched, policy=gopts.get("policy", "best-fit"), gpus_per_node=gpn,
@@ -430,7 +450,7 @@ def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
     if cfg.power_cap is not None:
         if not cfg.power:
             raise RunConfigError("--power-cap needs --power on (the cap is checked against the power model)")
-        from schedulers.power_aware import PowerAwareScheduler  # noqa: PLC0415
+        from hpctwin.schedulers.power_aware import PowerAwareScheduler  # noqa: PLC0415
         sched = PowerAwareScheduler(inner=sched, cap=cfg.power_cap,
                                     cooling_overhead=float(cfg.options.get("power", {}).get("cooling_overhead", 0.0)))
     models = _build_models(cfg, system)
@@ -482,10 +502,10 @@ def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
         for k, v in m.job_columns().items():
             df[k] = v
     if node_group is not None and "groups_spanned" not in df.columns:
-        from topology.placement import groups_spanned  # noqa: PLC0415
+        from hpctwin.topology.placement import groups_spanned  # noqa: PLC0415
         df["groups_spanned"] = [groups_spanned(parse_ranges(x), node_group) if x else 0 for x in df["nodes"]]
     if gpu_mode:
-        from twin.fragmentation import fragmentation_series  # noqa: PLC0415
+        from hpctwin.twin.fragmentation import fragmentation_series  # noqa: PLC0415
         held = [parse_ranges(x) for x in df["nodes"]]
         f_sub, f_start, f_end, f_units, f_gpus = _occupancy_rows(wl, res, held, models, gpn)
         lens = np.fromiter((len(u) for u in held), dtype=np.int64, count=len(held))
@@ -545,10 +565,7 @@ def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
         summary.update(m.summary())
     if any(type(m).__name__ == "FailureModel" for m in models):
         summary["failures"].update(failure_columns(df, res, wl.runtime, wl.procs))
-    result = RunResult(cfg, df, summary, ts, wl)
-    if cfg.out:
-        result.out = write_run(result, Path(cfg.out), system)
-    return result
+    return RunResult(cfg, df, summary, ts, wl, system=system)
 
 
 def _unix_start(wl: Workload) -> float | None:
@@ -561,7 +578,7 @@ def _unix_start(wl: Workload) -> float | None:
 
 # ---------------------------------------------------------------------- writing
 def resolved_config(cfg: RunConfig, summary: dict, system: SystemSpec | None) -> dict:
-    d = {k: v for k, v in asdict(cfg).items() if k not in ("options", "quiet", "out")}
+    d = {k: v for k, v in asdict(cfg).items() if k not in ("options", "quiet", "out", "force")}
     d["machine_units"] = summary.get("machine_units")
     d["machine_size_source"] = summary.get("machine_size_source")
     d["code_version"] = __version__
@@ -596,14 +613,15 @@ def _clean_json(o):
     return o
 
 
-def write_run(result: RunResult, out: Path, system: SystemSpec | None = None) -> Path:
-    """Write the run folder atomically (temporary sibling folder, then rename)."""
+def write_run(result: RunResult, out: Path, system: SystemSpec | None = None, *, force: bool = False,
+              partial: Path | None = None) -> Path:
+    """Write the run folder: into a partial sibling folder, then published atomically (``runfolder``).
+
+    ``partial`` is the folder :func:`runfolder.prepare_out` created before the run; without it, ``out``
+    is checked and prepared here. An existing run folder at ``out`` is replaced only with ``force``.
+    """
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
+    tmp = partial if partial is not None else prepare_out(out, force=force)
     try:
         (tmp / "config.toml").write_text(toml_dumps(resolved_config(result.config, result.summary, system)))
         result.jobs.to_csv(tmp / "jobs.csv", index=False)
@@ -617,10 +635,10 @@ def write_run(result: RunResult, out: Path, system: SystemSpec | None = None) ->
                 dset.attrs["units"] = unit
         summary = json.loads(json.dumps(result.summary, default=_json_default))
         (tmp / "summary.json").write_text(json.dumps(_clean_json(summary), indent=2, allow_nan=False) + "\n")
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
+    except OSError as e:
+        discard(tmp)
+        raise RunFolderError(f"--out {out}: cannot write the run folder: {e.strerror or e}") from None
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        discard(tmp)
         raise
-    return out
+    return publish(tmp, out, force=force)

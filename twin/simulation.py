@@ -27,7 +27,7 @@ from typing import Sequence
 
 import numpy as np
 
-from schedulers.base import JobTable, Scheduler, Start
+from hpctwin.schedulers.base import JobTable, Scheduler, Start
 
 from .cluster import CapacityError, Cluster
 from .ranges import ranges_of_sorted

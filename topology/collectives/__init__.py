@@ -8,7 +8,7 @@ One definition, several back-ends:
 * :func:`global_bytes` (bytes crossing group boundaries for a rank -> group map) and
   :func:`link_loads` (bytes per directed link per step on a networkx topology);
 * :func:`run_schedule` / :func:`check_schedule` (pure-numpy executor) and
-  :mod:`topology.collectives.mpi_exec` (mpi4py executor); ``python -m topology.collectives.validate``
+  :mod:`topology.collectives.mpi_exec` (mpi4py executor); ``python -m hpctwin.topology.collectives.validate``
   checks every schedule against the MPI library under ``mpiexec``.
 
 Step convention: steps count from 0; the Bine distance-doubling butterfly uses pi(r, k) at step k,

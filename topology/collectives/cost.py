@@ -223,7 +223,7 @@ def link_loads(sched: Schedule, graph_or_router, rank_host: np.ndarray, nbytes: 
     structural = hasattr(graph_or_router, "dense_loads")
     if structural:
         router = graph_or_router
-        from topology.traffic import Traffic  # lazy: only with the topology package's routers
+        from hpctwin.topology.traffic import Traffic  # lazy: only with the topology package's routers
         hosts = np.unique(rank_host)
     else:
         router = graph_or_router if isinstance(graph_or_router, ShortestPathRouter) else ShortestPathRouter(graph_or_router)

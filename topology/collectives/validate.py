@@ -1,6 +1,6 @@
 """Validate every collective schedule under MPI against the MPI library's own collective.
 
-Run ``mpiexec -n 8 python -m topology.collectives.validate [--out FILE.csv]``.  For every collective,
+Run ``mpiexec -n 8 python -m hpctwin.topology.collectives.validate [--out FILE.csv]``.  For every collective,
 every algorithm that serves the communicator size, several block sizes, dtypes and (for rooted
 collectives) two roots, rank inputs are seeded small integers (sums are exact in every dtype, so
 results are compared bit for bit).  Rank 0 writes one CSV row per case: collective, algorithm, p,
@@ -84,7 +84,7 @@ def _timed(comm, fn, reps: int) -> tuple[object, float]:
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m topology.collectives.validate", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m hpctwin.topology.collectives.validate", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="collectives_validate.csv", help="CSV written by rank 0")
     ap.add_argument("--collectives", default=",".join(COLLECTIVES), help="comma-separated subset")
     ap.add_argument("--block-elems", default="1,5,64", help="elements per block (comma-separated)")

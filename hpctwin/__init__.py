@@ -1,0 +1,55 @@
+"""hpctwin: an HPC digital twin and scheduler sandbox.
+
+The installed packages are ``hpctwin.twin`` (jobs, machine, engine, run folders, CLI),
+``hpctwin.schedulers``, ``hpctwin.datasets``, ``hpctwin.topology``, ``hpctwin.power`` and
+``hpctwin.experiments``; the repository keeps them as the top-level folders ``twin/``, ``schedulers/``...
+(setuptools ``package-dir`` mapping). The public API is re-exported here and imported lazily, so that
+``import hpctwin`` stays cheap::
+
+    import hpctwin
+    res = hpctwin.run(hpctwin.RunConfig(workload="synthetic:jobs=2000", scheduler="easy"))
+    res.jobs          # pandas DataFrame, one row per job
+    res.summary       # dict (the run's summary.json)
+    res.timeseries    # {name: (values on the sample_dt grid, unit)}
+"""
+from __future__ import annotations
+
+from importlib import import_module
+
+__version__ = "0.1.0"
+
+#: public name -> module that defines it
+_API = {
+    "run": "hpctwin.twin.run",
+    "RunConfig": "hpctwin.twin.run",
+    "RunResult": "hpctwin.twin.run",
+    "RunConfigError": "hpctwin.twin.run",
+    "load_workload": "hpctwin.twin.run",
+    "write_run": "hpctwin.twin.run",
+    "Job": "hpctwin.twin.workload",
+    "Workload": "hpctwin.twin.workload",
+    "SystemSpec": "hpctwin.twin.system",
+    "load_system": "hpctwin.twin.system",
+    "builtin_systems": "hpctwin.twin.system",
+    "Scheduler": "hpctwin.schedulers.base",
+    "Start": "hpctwin.schedulers.base",
+    "JobTable": "hpctwin.schedulers.base",
+    "ClusterView": "hpctwin.schedulers.base",
+    "make_scheduler": "hpctwin.schedulers.registry",
+    "known_schedulers": "hpctwin.schedulers.registry",
+}
+
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name: str):
+    mod = _API.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'hpctwin' has no attribute {name!r}")
+    value = getattr(import_module(mod), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,156 @@
+"""Run folders on disk: checked before a run, written atomically, never deleting a user's files.
+
+A run folder is what ``hpctwin run --out DIR`` writes: ``config.toml``, ``jobs.csv``, ``timeseries.h5``,
+``summary.json`` and, last, the marker file ``.hpctwin-run`` listing those files. Rules:
+
+* ``--out`` is checked **before** the simulation (:func:`prepare_out`): it may not exist, be an empty
+  folder, or be a complete run folder written by hpctwin (the marker is present and every entry is a
+  file hpctwin writes there) -- the last only with ``force``. Anything else (a regular file, a folder
+  with other files, the working directory or one of its parents) is refused with a one-line reason,
+  even with ``force``: hpctwin never deletes what it did not write.
+* The folder is written under a hidden sibling ``.NAME.partial-PID`` created up front (so a read-only
+  or missing parent is reported before the run, not after it), then published by renames: the old run
+  folder to ``.NAME.trash-PID``, the new one to ``NAME``, then the trash is deleted. A kill at any point
+  leaves either the old or the new complete folder under ``NAME``, or none, never a mixture.
+* Stale ``.NAME.partial-PID`` / ``.NAME.trash-PID`` siblings of processes that no longer exist are
+  removed when the next run targets the same folder.
+* ``OSError`` while writing (read-only file system, disk full, permission) becomes :class:`RunFolderError`
+  with one line naming the folder and the reason.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+from pathlib import Path
+
+MARKER = ".hpctwin-run"
+#: files hpctwin itself writes into a run folder (the run, then ``hpctwin report``/``plot``/``export``)
+RUN_FILES = frozenset({"config.toml", "jobs.csv", "timeseries.h5", "summary.json", MARKER, "report.html",
+                       "point.json", "gantt.png", "gantt.pdf", "batsim_jobs.csv", "batsim_workload.json"})
+_SIBLING_KINDS = ("partial", "trash")
+
+
+class RunFolderError(ValueError):
+    """An output folder that cannot be used (exists with other files, not writable...)."""
+
+
+def is_run_folder(path: Path) -> bool:
+    """True when ``path`` is a complete run folder written by hpctwin and holds nothing else."""
+    marker = path / MARKER
+    if not marker.is_file():
+        return False
+    try:
+        listed = set(json.loads(marker.read_text()).get("files", []))
+    except (OSError, ValueError, AttributeError):
+        return False
+    return all(p.name in RUN_FILES or p.name in listed for p in path.iterdir())
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale_siblings(out: Path) -> int:
+    """Remove ``.NAME.partial-PID`` and ``.NAME.trash-PID`` folders of dead processes. Returns how many."""
+    n = 0
+    parent = out.parent
+    if not parent.is_dir():
+        return 0
+    for kind in _SIBLING_KINDS:
+        for d in parent.glob(f".{out.name}.{kind}-*"):
+            pid_text = d.name.rsplit("-", 1)[-1]
+            if not pid_text.isdigit() or _pid_alive(int(pid_text)) or not d.is_dir():
+                continue
+            shutil.rmtree(d, ignore_errors=True)
+            n += 1
+    return n
+
+
+def _os_error(out: Path, e: OSError, doing: str) -> RunFolderError:
+    reason = {errno.EROFS: "read-only file system", errno.ENOSPC: "no space left on device",
+              errno.EACCES: "permission denied", errno.EDQUOT: "disk quota exceeded"}.get(e.errno, e.strerror or str(e))
+    return RunFolderError(f"--out {out}: cannot {doing}: {reason}")
+
+
+def check_out(out: Path, *, force: bool = False) -> Path:
+    """Refuse an ``--out`` that must not be replaced. Returns the absolute path. Touches nothing."""
+    out = Path(os.path.abspath(out))
+    cwd = Path(os.path.abspath(os.getcwd()))
+    if out == cwd or out in cwd.parents:
+        raise RunFolderError(f"--out {out}: is the working directory or one of its parents; "
+                             "name a new folder, e.g. --out runs/NAME")
+    if out.exists() or out.is_symlink():
+        if not out.is_dir() or out.is_symlink():
+            raise RunFolderError(f"--out {out}: exists and is not a folder; choose another --out")
+        if any(out.iterdir()):
+            if not is_run_folder(out):
+                foreign = sorted(p.name for p in out.iterdir() if p.name not in RUN_FILES)[:5]
+                raise RunFolderError(
+                    f"--out {out}: exists and is not an hpctwin run folder (it holds {', '.join(foreign) or 'no marker'}"
+                    f"{' ...' if len(foreign) == 5 else ''}); hpctwin never deletes it, even with --force: "
+                    "choose another --out")
+            if not force:
+                raise RunFolderError(f"--out {out}: a run folder is already there; pass --force to replace it, "
+                                     "or choose another --out")
+    return out
+
+
+def prepare_out(out: Path, *, force: bool = False) -> Path:
+    """Check ``out``, clean stale siblings and create the partial folder. Returns the partial folder."""
+    out = check_out(out, force=force)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        clean_stale_siblings(out)
+        tmp = partial_path(out)
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
+    except OSError as e:
+        raise _os_error(out, e, "create the run folder") from None
+    return tmp
+
+
+def partial_path(out: Path) -> Path:
+    out = Path(os.path.abspath(out))
+    return out.with_name(f".{out.name}.partial-{os.getpid()}")
+
+
+def discard(tmp: Path) -> None:
+    """Remove a partial folder (a run that failed or was interrupted)."""
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def publish(tmp: Path, out: Path, *, force: bool = False) -> Path:
+    """Mark ``tmp`` complete and move it to ``out``, replacing an old run folder there atomically."""
+    out = Path(os.path.abspath(out))
+    try:
+        files = sorted(p.name for p in tmp.iterdir())
+        (tmp / MARKER).write_text(json.dumps({"hpctwin_run": 1, "files": files}) + "\n")
+        check_out(out, force=force)       # re-checked: the folder may have changed during the run
+        trash = None
+        if out.exists():
+            if any(out.iterdir()):
+                trash = out.with_name(f".{out.name}.trash-{os.getpid()}")
+                os.replace(out, trash)
+            else:
+                out.rmdir()
+        os.replace(tmp, out)
+    except OSError as e:
+        discard(tmp)
+        raise _os_error(out, e, "write the run folder") from None
+    except BaseException:
+        discard(tmp)
+        raise
+    if trash is not None:
+        shutil.rmtree(trash, ignore_errors=True)
+    return out

@@ -7,21 +7,21 @@ CSV are then flagged ``oversubscribed``).
 from __future__ import annotations
 
 import csv
-import shutil
 import subprocess
 import sys
 
 import pytest
 
 from hpctwin.topology.collectives import ALGORITHMS, supports
+from hpctwin.topology.collectives.mpi_exec import find_mpiexec
 
 pytestmark = pytest.mark.mpi
 
 
 def _mpiexec() -> str:
-    exe = shutil.which("mpiexec")
+    exe = find_mpiexec()
     if exe is None:
-        pytest.skip("mpiexec not on PATH (install the mpich wheel)")
+        pytest.skip("mpiexec not found next to Python nor on PATH (install the mpich wheel)")
     return exe
 
 

@@ -248,24 +248,15 @@ def _delegate(module: str, func: str = "main"):
 
 
 def cmd_collectives(a: argparse.Namespace) -> int:
-    """``hpctwin collectives validate [-n N] [OPTIONS]``: run the schedule validator under
-    ``mpiexec -n N`` (default 4) with the mpich wheel's launcher; OPTIONS go to the validator."""
-    import shutil  # noqa: PLC0415
-    import subprocess  # noqa: PLC0415
+    """``hpctwin collectives validate [-n N] [OPTIONS]``: run the schedule validator on N ranks (default
+    4) under the mpich wheel's ``mpiexec`` (found next to the running Python first, then on PATH)."""
     rest = list(a.rest)
     if not rest or rest[0] != "validate":
         print("usage: hpctwin collectives validate [-n N] [validator options, see "
-              "python -m hpctwin.topology.collectives.validate --help]", file=sys.stderr)
+              "hpctwin collectives validate --help]", file=sys.stderr)
         return 2
-    rest = rest[1:]
-    n = 4
-    if len(rest) >= 2 and rest[0] in ("-n", "--np"):
-        n, rest = int(rest[1]), rest[2:]
-    mpiexec = shutil.which("mpiexec")
-    if mpiexec is None:
-        print("hpctwin: error: mpiexec not found (pip install mpich)", file=sys.stderr)
-        return 2
-    return subprocess.call([mpiexec, "-n", str(n), sys.executable, "-m", "hpctwin.topology.collectives.validate", *rest])
+    from hpctwin.topology.collectives.validate import launch  # noqa: PLC0415
+    return launch(rest[1:])
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -529,16 +529,23 @@ def canonical(collective: str, algorithm: str) -> str:
     return name
 
 
-def supports(collective: str, algorithm: str, p: int) -> bool:
-    """True if ``build_schedule(collective, algorithm, p)`` would succeed."""
+def unsupported_reason(collective: str, algorithm: str, p: int) -> str | None:
+    """Why ``build_schedule(collective, algorithm, p)`` cannot serve ``p`` ranks, or None if it can."""
     name = canonical(collective, algorithm)
     if p < 2:
-        return False
+        return "needs at least 2 ranks"
     if name == "bine_halving" and collective == "reduce_scatter":
-        return False
+        return "not defined for reduce_scatter (use bine_doubling)"
     if name == "bine_doubling" and collective == "allgather":
-        return False
-    return _serves_any_p(collective, name) or is_power_of_two(p)
+        return "not defined for allgather (use bine_halving)"
+    if not _serves_any_p(collective, name) and not is_power_of_two(p):
+        return f"needs a power-of-two number of ranks (p={p})"
+    return None
+
+
+def supports(collective: str, algorithm: str, p: int) -> bool:
+    """True if ``build_schedule(collective, algorithm, p)`` would succeed."""
+    return unsupported_reason(collective, algorithm, p) is None
 
 
 def build_schedule(collective: str, algorithm: str, p: int, root: int = 0) -> Schedule:

@@ -8,14 +8,29 @@ the package never needs MPI.
 """
 from __future__ import annotations
 
+import shutil
+import sys
+from pathlib import Path
+
 import numpy as np
 
 from .algorithms import build_schedule
 from .schedule import Schedule, ScheduleError
 
-__all__ = ["run_schedule_mpi", "mpi_collective", "split_count"]
+__all__ = ["run_schedule_mpi", "mpi_collective", "split_count", "find_mpiexec"]
 
 _TAG_BASE = 7100   # arbitrary; keeps schedule traffic apart from small tags user code may use
+
+
+def find_mpiexec() -> str | None:
+    """Path of ``mpiexec``: the one installed next to the running Python (the mpich wheel puts it in
+    the venv's ``bin/``, which need not be on PATH), else the first on ``PATH``, else None."""
+    here = Path(sys.executable).parent
+    for name in ("mpiexec", "mpiexec.exe", "mpiexec.hydra"):
+        cand = here / name
+        if cand.is_file():
+            return str(cand)
+    return shutil.which("mpiexec")
 
 
 def split_count(sched: Schedule, count: int, what: str) -> int:

@@ -1,29 +1,37 @@
 """Validate every collective schedule under MPI against the MPI library's own collective.
 
-Run ``mpiexec -n 8 python -m hpctwin.topology.collectives.validate [--out FILE.csv]``.  For every collective,
+Run ``hpctwin collectives validate -n 8 [--out FILE.csv]`` (or ``mpiexec -n 8 python -m
+hpctwin.topology.collectives.validate``; the CLI finds ``mpiexec`` next to the running Python first, then on
+``PATH``).  For every collective,
 every algorithm that serves the communicator size, several block sizes, dtypes and (for rooted
 collectives) two roots, rank inputs are seeded small integers (sums are exact in every dtype, so
 results are compared bit for bit).  Rank 0 writes one CSV row per case: collective, algorithm, p,
 root, dtype, elements and bytes of the reference buffer, ``ok``, and the best-of-``--reps`` wall time
 of the schedule and of the library call (seconds, ``MPI.Wtime`` between barriers).  Timings are only
 meaningful with one rank per core; ``oversubscribed`` flags runs with more ranks than cores.
-Exit status 0 if every case matched, 1 otherwise.  ``main(argv)`` is what ``hpctwin collectives
-validate`` calls.
+The CSV goes to ``runs/collectives_validate-p<N>.csv`` unless ``--out`` says otherwise.  Algorithms
+that cannot serve the communicator size (e.g. power-of-two-only ones at ``-n 6``) are listed as
+skipped, with the reason.  Exit status 0 if every case matched, 1 otherwise.  ``launch(argv)`` is
+what ``hpctwin collectives validate`` calls; ``main(argv)`` is what runs on every rank.
 """
 from __future__ import annotations
 
 import argparse
 import csv
 import os
+import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 
-from .algorithms import ALGORITHMS, build_schedule, supports
-from .mpi_exec import run_schedule_mpi
+from .algorithms import ALGORITHMS, build_schedule, supports, unsupported_reason
+from .mpi_exec import find_mpiexec, run_schedule_mpi
 from .schedule import COLLECTIVES
 
-__all__ = ["main", "library_collective"]
+__all__ = ["main", "launch", "library_collective", "skipped_algorithms"]
+
+DEFAULT_RANKS = 4
 
 _ROOTED = ("bcast", "reduce", "gather", "scatter")
 _DTYPES = {"int32": np.int32, "int64": np.int64, "float32": np.float32, "float64": np.float64}
@@ -83,24 +91,91 @@ def _timed(comm, fn, reps: int) -> tuple[object, float]:
     return res, best
 
 
-def _parse(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m hpctwin.topology.collectives.validate", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default="collectives_validate.csv", help="CSV written by rank 0")
+def build_parser(launcher: bool = False) -> argparse.ArgumentParser:
+    """The validator's options; ``launcher=True`` adds ``-n`` (ranks for ``mpiexec``), as
+    ``hpctwin collectives validate`` takes it."""
+    prog = "hpctwin collectives validate" if launcher else "python -m hpctwin.topology.collectives.validate"
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    if launcher:
+        ap.add_argument("-n", "--np", type=int, default=DEFAULT_RANKS, metavar="N",
+                        help=f"MPI ranks to launch with mpiexec (default {DEFAULT_RANKS}); algorithms that "
+                             "cannot serve N ranks (power-of-two-only ones for N = 6) are listed as skipped")
+    ap.add_argument("--out", default=None,
+                    help="CSV written by rank 0 (default runs/collectives_validate-p<N>.csv)")
     ap.add_argument("--collectives", default=",".join(COLLECTIVES), help="comma-separated subset")
     ap.add_argument("--block-elems", default="1,5,64", help="elements per block (comma-separated)")
     ap.add_argument("--dtypes", default="int32,int64,float64", help=f"subset of {','.join(_DTYPES)}")
     ap.add_argument("--reps", type=int, default=3, help="timing repetitions (best is kept)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the input data")
-    return ap.parse_args(argv)
+    return ap
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
+
+
+def skipped_algorithms(collectives: list[str], p: int) -> list[tuple[str, str, str]]:
+    """``(collective, algorithm, reason)`` for every algorithm of ``collectives`` that cannot serve p ranks."""
+    return [(c, a, r) for c in collectives for a in ALGORITHMS[c]
+            if (r := unsupported_reason(c, a, p)) is not None]
+
+
+def _skip_message(skipped: list[tuple[str, str, str]], p: int) -> str:
+    by_reason: dict[str, list[str]] = {}
+    for c, a, r in skipped:
+        by_reason.setdefault(r, []).append(f"{c}/{a}")
+    parts = [f"{', '.join(names)} ({reason})" for reason, names in by_reason.items()]
+    return f"validate: p={p}: skipping {len(skipped)} algorithms: " + "; ".join(parts)
+
+
+def launch(argv: list[str] | None = None) -> int:
+    """``hpctwin collectives validate [-n N] [OPTIONS]``: parse (``--help`` prints once, here), then run
+    :func:`main` on N ranks under ``mpiexec`` (the one next to ``sys.executable`` first, then PATH)."""
+    ap = build_parser(launcher=True)
+    try:
+        a, _ = ap.parse_known_args(argv)
+        ap.parse_args(argv)          # unknown options: argparse's own error, before launching anything
+    except SystemExit as e:          # --help (status 0) or a bad option (status 2)
+        return int(e.code or 0)
+    if a.np < 2:
+        print(f"hpctwin collectives validate: -n {a.np}: needs at least 2 MPI ranks (e.g. -n 8)", file=sys.stderr)
+        return 2
+    mpiexec = find_mpiexec()
+    if mpiexec is None:
+        print(f"hpctwin: error: mpiexec not found next to {sys.executable} nor on PATH (pip install mpich)",
+              file=sys.stderr)
+        return 2
+    rest = _drop_np(list(argv or []))
+    return subprocess.call([mpiexec, "-n", str(a.np), sys.executable, "-m", "hpctwin.topology.collectives.validate",
+                            *rest])
+
+
+def _drop_np(argv: list[str]) -> list[str]:
+    out, i = [], 0
+    while i < len(argv):
+        x = argv[i]
+        if x in ("-n", "--np"):
+            i += 2
+            continue
+        if x.startswith("--np=") or (x.startswith("-n") and x[2:].isdigit()):
+            i += 1
+            continue
+        out.append(x)
+        i += 1
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point (also for ``hpctwin collectives validate``); returns the exit status."""
     from mpi4py import MPI
 
-    args = _parse(argv)
     comm = MPI.COMM_WORLD
     p, rank = comm.Get_size(), comm.Get_rank()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if rank != 0 and ("-h" in argv or "--help" in argv):
+        return 0                     # rank 0 prints the help, once
+    args = _parse(argv)
+    out = Path(args.out) if args.out else Path("runs") / f"collectives_validate-p{p}.csv"
     colls = [c.strip() for c in args.collectives.split(",") if c.strip()]
     for c in colls:
         if c not in ALGORITHMS:
@@ -121,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
         if rank == 0:
             print("validate needs at least 2 MPI ranks (mpiexec -n 8 ...)", file=sys.stderr)
         return 2
+    skipped = skipped_algorithms(colls, p)
+    if rank == 0 and skipped:
+        print(_skip_message(skipped, p), file=sys.stderr)
     for coll in colls:
         for alg in ALGORITHMS[coll]:
             if not supports(coll, alg, p):
@@ -148,12 +226,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"validate: p={p}: no algorithm of {', '.join(colls)} serves {p} ranks", file=sys.stderr)
         return 2
     if rank == 0:
-        with open(args.out, "w", newline="") as fh:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with open(out, "w", newline="") as fh:
             w = csv.DictWriter(fh, fieldnames=list(rows[0]))
             w.writeheader()
             w.writerows(rows)
         nbad = sum(not r["ok"] for r in rows)
-        print(f"validate: p={p}: {len(rows)} cases, {nbad} mismatches -> {args.out}")
+        print(f"validate: p={p}: {len(rows)} cases, {nbad} mismatches -> {out}")
     return 0 if all_ok else 1
 
 

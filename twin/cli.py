@@ -58,6 +58,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", "-o", default=None,
                    help="run folder to write (default: runs/<workload>-<scheduler>[-<options that change "
                         "results>]-seed<K>); an existing run folder is refused unless --force")
+    p.add_argument("--config", default=None, metavar="RUN/config.toml",
+                   help="re-run a run from its config.toml (or its folder): same config, same jobs.csv bytes; "
+                        "options given explicitly override the file's")
     p.add_argument("--force", action="store_true",
                    help="replace an existing run folder at --out (a folder holding anything hpctwin did not "
                         "write is never deleted)")
@@ -99,8 +102,32 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="extra option for models/schedulers (repeatable), e.g. --set scheduler.bf_interval=30")
 
 
+def _config_from_file(a: argparse.Namespace):
+    """``--config RUN/config.toml``: the run's own configuration; options given explicitly override it."""
+    from .rerun import load_run_config, run_config_fields  # noqa: PLC0415
+    p = argparse.ArgumentParser(add_help=False)
+    add_run_arguments(p)
+    defaults = vars(p.parse_args([]))
+    if a.options or a.slurm_conf:
+        raise ValueError("--config: --set and --slurm-conf cannot be combined with --config; edit a copy of "
+                         "the config file instead")
+    fields = run_config_fields()
+    overrides = {k: v for k, v in vars(a).items()
+                 if k in fields and k in defaults and k not in ("out", "force", "quiet") and v != defaults[k]}
+    cfg = load_run_config(a.config, **overrides)
+    if a.failures:
+        cfg.options.setdefault("failures", {})["enabled"] = True
+    cfg.quiet, cfg.force = a.quiet, a.force
+    src = Path(a.config)
+    folder = src if src.is_dir() else src.parent
+    cfg.out = a.out if a.out is not None else str(Path("runs") / f"{Path(folder).resolve().name}-rerun")
+    return cfg
+
+
 def config_from_args(a: argparse.Namespace):
     from .run import RunConfig  # noqa: PLC0415
+    if getattr(a, "config", None):
+        return _config_from_file(a)
     options: dict = {}
     for k, v in a.options:
         d = options

@@ -410,7 +410,8 @@ def simulate(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
     system = load_system(cfg.system) if cfg.system else None
     if system is None and (cfg.workload == "synthetic" or cfg.workload.startswith("synthetic:")) and cfg.nodes is None:
         system = load_system(DEFAULT_SYSTEM)   # the built-in default machine for synthetic runs
-        cfg.system = DEFAULT_SYSTEM
+    # cfg is not mutated: config.toml must say whether the system was given, for a byte-identical re-run
+    system_name = cfg.system or (DEFAULT_SYSTEM if system is not None else None)
     if cfg.sample_dt <= 0:
         raise RunConfigError(f"sample_dt must be > 0 s, got {cfg.sample_dt}")
     if workload is None:
@@ -432,8 +433,8 @@ def simulate(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
                    kill_at_walltime=cfg.kill_at_walltime, seed=cfg.seed)
     jobs = job_table(prep)
     sched_options = dict(cfg.options.get("scheduler", {}))
-    if cfg.scheduler == "llm" and cfg.system:
-        sched_options.setdefault("system", cfg.system)
+    if cfg.scheduler == "llm" and system_name:
+        sched_options.setdefault("system", system_name)
     if gpu_mode and cfg.scheduler == "gpu-pack":
         sched_options.setdefault("gpus_per_node", gpn)
         sched_options.setdefault("node_group", gpu_groups)

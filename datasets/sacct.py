@@ -55,6 +55,7 @@ import pandas as pd
 
 from hpctwin.twin.workload import Workload
 
+from .hostlist import HostlistError, expand_hostlist, node_ids
 from .textio import read_text
 
 
@@ -80,8 +81,15 @@ UNFINISHED_STATES = {"PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED", 
                      "REQUEUE_HOLD", "REQUEUE_FED", "SPECIAL_EXIT", "RESV_DEL_HOLD"}
 _NO_VALUE = {"", "unknown", "none", "n/a"}
 _UNLIMITED = {"unlimited", "partition_limit", "infinite"}
-_JOBID_RE = re.compile(r"^(\d+)(?:_(\d+|\[[^\]]*\]))?(?:\+(\d+))?(?:\.(.+))?$")
-_GPU_RE = re.compile(r"gres/gpu(?::[^=,]+)?=(\d+)")
+_JOBID_RE = re.compile(r"^([0-9]{1,19})(?:_([0-9]{1,19}|\[[^\]]*\]))?(?:\+([0-9]{1,9}))?(?:\.(.+))?$")
+_GPU_RE = re.compile(r"gres/gpu(?::[^=,]+)?=([0-9]+)")
+_INT_RE = re.compile(r"([0-9]{1,18})(?:\.([0-9]+))?([KMGTkmgt]?)\Z")
+_FLOAT_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\Z")
+_DUR_NUM_RE = re.compile(r"[0-9]{1,12}\Z")
+_SEC_RE = re.compile(r"[0-9]{1,12}(?:\.[0-9]*)?\Z")
+_INT64_MAX = 2 ** 63 - 1
+#: largest accepted time or duration (s), as for SWF logs (about 3,170 years)
+MAX_SECONDS = 1e11
 
 
 # ---------------------------------------------------------------------------------------- parsing
@@ -97,7 +105,7 @@ def parse_slurm_duration(text: str) -> float:
     days = 0
     if "-" in s:
         d, s = s.split("-", 1)
-        if not d.isdigit():
+        if not _DUR_NUM_RE.match(d):
             raise ValueError(f"bad day count {d!r}")
         days = int(d)
         parts = s.split(":")
@@ -119,13 +127,13 @@ def parse_slurm_duration(text: str) -> float:
             h, m, sec = parts
         else:
             raise ValueError(f"bad time {text!r}")
-    try:
-        hh, mm, ss = int(h), int(m), float(sec)
-    except ValueError:
-        raise ValueError(f"bad time {text!r}") from None
-    if hh < 0 or mm < 0 or ss < 0:
-        raise ValueError(f"negative time {text!r}")
-    return days * 86400.0 + hh * 3600.0 + mm * 60.0 + ss
+    if not (_DUR_NUM_RE.match(h) and _DUR_NUM_RE.match(m) and _SEC_RE.match(sec)):
+        raise ValueError(f"bad time {text[:40]!r} (expected [D-]HH:MM:SS, MM:SS or M)")
+    hh, mm, ss = int(h), int(m), float(sec)
+    total = days * 86400.0 + hh * 3600.0 + mm * 60.0 + ss
+    if total > MAX_SECONDS:
+        raise ValueError(f"time {text[:40]!r} is beyond {MAX_SECONDS:g} s")
+    return total
 
 
 def format_slurm_duration(seconds: float) -> str:
@@ -144,8 +152,12 @@ def _parse_time(text: str, tz) -> float:
     s = text.strip()
     if s.lower() in _NO_VALUE:
         return math.nan
-    if s.isdigit():
+    if s.isascii() and s.isdigit():
+        if len(s) > 12 or float(s) > MAX_SECONDS:
+            raise ValueError(f"epoch {s[:40]!r} is beyond {MAX_SECONDS:g} s")
         return float(s)
+    if not s.isascii() or len(s) > 40:
+        raise ValueError(s)
     dt = datetime.fromisoformat(s)
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=tz)
@@ -176,7 +188,7 @@ class _Names:
 
 
 def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
-               name: str | None = None) -> Workload:
+               name: str | None = None, *, duplicate_ids: str = "error") -> Workload:
     """Read a ``sacct -P`` dump into a `Workload` (see the module docstring for the conventions).
 
     Parameters
@@ -186,9 +198,17 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
     tz: a ``datetime.tzinfo`` for timestamps without a zone (default UTC).
     name: workload name (default: the file stem).
 
+    duplicate_ids: ``"error"`` (default) refuses a repeated job id naming both lines;
+        ``"renumber"`` gives repeats new ids above the largest (said in the notes).
+
+    NodeList (a Slurm hostlist, `datasets.hostlist`) fills ``columns["recorded_nodes"]`` (node ids
+    by `datasets.hostlist.node_ids`) for the ``recorded`` placer; names in ``["node_names"]``.
+
     Raises `SacctError` (a ValueError) naming the file, line and field on malformed input.
     """
     p = Path(path)
+    if duplicate_ids not in ("error", "renumber"):
+        raise ValueError(f"duplicate_ids must be error or renumber, got {duplicate_ids!r}")
     if unit not in ("nodes", "cpus"):
         raise ValueError(f"read_sacct: unit must be 'nodes' or 'cpus', got {unit!r}")
     tz = tz or timezone.utc
@@ -206,6 +226,9 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
         raw_cols = raw_cols[:-1]
     cols = [c.strip().lower() for c in raw_cols]
     col = {c: i for i, c in enumerate(cols)}
+    if len(col) != len(cols):
+        rep = next(c for c in cols if cols.count(c) > 1)
+        raise SacctError(f"{p}:{hl + 1}: header names field {rep!r} twice")
     for need in ("jobid", "submit", "state"):
         if need not in col:
             raise SacctError(f"{p}:{hl + 1}: header has no {need!r} field "
@@ -223,13 +246,14 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
     rec: dict[str, list] = {k: [] for k in (
         "job_id", "submit", "runtime", "req", "procs", "user", "account", "partition", "qos",
         "status", "state", "start", "eligible", "nnodes", "ncpus", "gpus", "prio", "energy",
-        "array_job", "array_task", "line")}
+        "array_job", "array_task", "line", "nodelist")}
     skipped_steps = 0
     dropped_unstarted = 0
     dropped_running = 0
     unlimited = 0
     het = 0
     seen_ids: dict[int, int] = {}
+    renumber: list[int] = []       # rows whose repeated id is replaced after the loop
 
     def field(values: list[str], key: str) -> str | None:
         i = col.get(key)
@@ -277,17 +301,18 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
             v = field(values, key)
             if v is None or v.strip().lower() in _NO_VALUE:
                 return default
-            s = v.strip()
-            mult = 1
-            if s[-1:] in ("K", "k"):
-                mult, s = 1000, s[:-1]
-            elif s[-1:] in ("M", "m"):
-                mult, s = 1000000, s[:-1]
-            try:
-                return int(float(s) * mult)
-            except ValueError:
-                raise SacctError(f"{p}:{lineno}: field {raw_cols[col[key]]}: {v!r} is not an "
-                                 "integer") from None
+            mi = _INT_RE.match(v.strip())
+            if not mi:
+                raise SacctError(f"{p}:{lineno}: field {raw_cols[col[key]]}: {v[:40]!r} is not a "
+                                 "non-negative integer")
+            mult = {"": 1, "k": 1000, "m": 10 ** 6, "g": 10 ** 9, "t": 10 ** 12}[mi.group(3).lower()]
+            value = int(mi.group(1)) * mult + (int(float("0." + mi.group(2)) * mult) if mi.group(2) else 0)
+            if mi.group(2) and not mi.group(3):
+                raise SacctError(f"{p}:{lineno}: field {raw_cols[col[key]]}: {v[:40]!r} is not an integer")
+            if value > _INT64_MAX:
+                raise SacctError(f"{p}:{lineno}: field {raw_cols[col[key]]}: {v[:40]!r} is out of range "
+                                 "for a 64-bit integer")
+            return value
 
         state_str = values[col["state"]].strip()
         state = state_str.split()[0].upper() if state_str else ""
@@ -334,6 +359,9 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
             job_id = int(rm.group(1))
             if rm.group(3) is not None:   # het component in raw form: id+offset
                 job_id = int(rm.group(1)) + int(rm.group(3))
+            if job_id > _INT64_MAX:
+                raise SacctError(f"{p}:{lineno}: field JobIDRaw: {raw.strip()[:40]!r} is out of range "
+                                 "for a 64-bit integer")
         else:
             job_id = int(m.group(1))
             if m.group(3) is not None:
@@ -341,12 +369,19 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
             if m.group(2) is not None:
                 raise SacctError(f"{p}:{lineno}: array task {jid!r} needs the JobIDRaw field "
                                  "for a unique job id")
+            if job_id > _INT64_MAX:
+                raise SacctError(f"{p}:{lineno}: field JobID: {jid[:40]!r} is out of range for a "
+                                 "64-bit integer")
         if m.group(3) is not None:
             het += 1
         if job_id in seen_ids:
-            raise SacctError(f"{p}:{lineno}: field JobIDRaw: job id {job_id} repeats line "
-                             f"{seen_ids[job_id]}")
-        seen_ids[job_id] = lineno
+            if duplicate_ids == "error":
+                raise SacctError(f"{p}:{lineno}: field {'JobIDRaw' if 'jobidraw' in col else 'JobID'}: job id "
+                                 f"{job_id} repeats line {seen_ids[job_id]} (renumber repeated ids with "
+                                 "--set workload.duplicate_ids=renumber)")
+            renumber.append(len(rec["job_id"]))
+        else:
+            seen_ids[job_id] = lineno
         req = dur("timelimit")
         if "timelimit" in col and math.isnan(req):
             unlimited += 1
@@ -359,7 +394,17 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
         tres = field(values, "alloctres")
         if tres is None or not tres.strip():
             tres = field(values, "reqtres") or ""
-        g = sum(int(x) for x in _GPU_RE.findall(tres)) if tres else 0
+        gl = _GPU_RE.findall(tres) if tres else []
+        if any(len(x) > 9 for x in gl):
+            raise SacctError(f"{p}:{lineno}: field {'AllocTRES' if 'alloctres' in col else 'ReqTRES'}: "
+                             "GPU count out of range")
+        g = sum(int(x) for x in gl)
+        nl = field(values, "nodelist")
+        try:
+            hosts = expand_hostlist(nl) if nl is not None else []
+        except HostlistError as e:
+            raise SacctError(f"{p}:{lineno}: field NodeList: {e}") from None
+        rec["nodelist"].append(hosts)
         rec["job_id"].append(job_id)
         rec["submit"].append(submit)
         rec["runtime"].append(elapsed)
@@ -381,16 +426,20 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
         if en is None or not en.strip():
             rec["energy"].append(math.nan)
         else:
-            try:
-                rec["energy"].append(float(en))
-            except ValueError:
-                raise SacctError(f"{p}:{lineno}: field ConsumedEnergyRaw: {en!r} is not a "
-                                 "number") from None
+            ev = float(en) if _FLOAT_RE.match(en.strip()) else math.nan
+            if not (math.isfinite(ev) and ev >= 0):
+                raise SacctError(f"{p}:{lineno}: field ConsumedEnergyRaw: {en[:40]!r} is not a finite "
+                                 "number >= 0 (joules)")
+            rec["energy"].append(ev)
         rec["array_job"].append(int(m.group(1)) if m.group(2) is not None else -1)
         rec["array_task"].append(int(m.group(2)) if m.group(2) is not None else -1)
         rec["line"].append(lineno)
 
     n = len(rec["job_id"])
+    if renumber:
+        top = max(rec["job_id"])
+        for k, i in enumerate(renumber, start=1):
+            rec["job_id"][i] = top + k
     if n == 0:
         raise SacctError(f"{p}: no finished jobs to replay ({skipped_steps} steps skipped, "
                          f"{dropped_unstarted} never started, {dropped_running} still running)")
@@ -417,6 +466,13 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
         columns["recorded_priority"] = np.array(rec["prio"], dtype=np.int64)
     if "consumedenergyraw" in col:
         columns["consumed_energy_j"] = np.array(rec["energy"])
+    if any(rec["nodelist"]):
+        ids = node_ids([h for hs in rec["nodelist"] for h in hs])
+        recorded = np.empty(n, dtype=object)
+        for i, hs in enumerate(rec["nodelist"]):
+            recorded[i] = np.array([ids[h] for h in hs], dtype=np.int64) if hs else None
+        columns["recorded_nodes"] = recorded
+        columns["node_names"] = np.array([",".join(hs) for hs in rec["nodelist"]], dtype=object)
     if any(a >= 0 for a in rec["array_job"]):
         columns["array_job_id"] = np.array(rec["array_job"], dtype=np.int64)
         columns["array_task_id"] = np.array(rec["array_task"], dtype=np.int64)
@@ -439,12 +495,18 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
     ]
     if het:
         notes.append(f"{het} heterogeneous-job components kept as separate jobs")
+    if renumber:
+        notes.append(f"{len(renumber)} repeated job ids renumbered above the largest id (duplicate_ids=renumber)")
+    if "recorded_nodes" in columns:
+        notes.append("NodeList -> recorded_nodes (node ids: the names' numbers, from 0; see datasets.hostlist)")
     wl = Workload.from_arrays(
         name or p.name.split(".")[0], submit=submit - t0, runtime=np.array(rec["runtime"]),
         procs=np.array(rec["procs"], dtype=np.int64), requested_time=np.array(rec["req"]),
         job_id=np.array(rec["job_id"], dtype=np.int64), user=rec["user"], group=rec["account"],
         partition=rec["partition"], status=rec["status"], columns=columns,
-        header=header, notes=notes, source=str(p))
+        header=header, notes=notes, source=str(p),
+        dropped={k: v for k, v in (("job_steps", skipped_steps), ("never_started", dropped_unstarted),
+                                   ("still_running", dropped_running)) if v})
     return wl.sorted()
 
 

@@ -19,8 +19,10 @@ Conventions of this reader (stated in every run summary through ``Workload.notes
 """
 from __future__ import annotations
 
+import csv
 import gzip
 import io
+import math
 import os
 import re
 from pathlib import Path
@@ -35,10 +37,20 @@ from .textio import read_text
 FIELDS = ("job", "submit", "wait", "run", "alloc_procs", "avg_cpu", "used_mem", "req_procs",
           "req_time", "req_mem", "status", "user", "group", "exe", "queue", "partition",
           "prec_job", "think")
-#: fields whose value must be an integer (all but average CPU time)
+#: fields whose value may be fractional (all others must be integers)
 _FLOAT_OK = {"avg_cpu"}
-_HEADER_RE = re.compile(r"^;\s*([A-Za-z][A-Za-z0-9_ ]*?)\s*:\s*(.*?)\s*$")
-_INT_RE = re.compile(r"^\s*(-?\d+)")
+#: fields in seconds: their magnitude is bounded by `MAX_SECONDS`
+_TIME_FIELDS = {"submit", "wait", "run", "avg_cpu", "req_time", "think"}
+#: largest accepted time (s): about 3,170 years; float64 keeps 1e-5 s resolution up to there.
+MAX_SECONDS = 1e11
+#: integer fields are held as int64
+_INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+#: a job line of 18 numbers is a few hundred characters; longer lines go to the exact line parser
+_LONG_LINE = 4096
+_NUM_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\Z")   # ASCII digits only
+_DIGITS_RE = re.compile(r"[+-]?[0-9]+\Z")
+_INT_RE = re.compile(r"\s*([+-]?[0-9]+)")
+_HOSTS_RE = re.compile(r"\{([0-9]+(?:,[0-9]+)*)?\}\Z")
 
 
 class SWFError(ValueError):
@@ -50,131 +62,242 @@ def _open_text(path: Path) -> str:
 
 
 def parse_header(lines: list[str]) -> dict[str, str]:
-    """``; Key: value`` comment lines -> dict (first occurrence wins; repeated keys such as
-    ``Queue`` are joined with ``|``)."""
+    """``; Key: value`` comment lines -> dict (repeated keys such as ``Queue`` are joined with
+    ``|``). Linear in the line length (no backtracking pattern)."""
     header: dict[str, str] = {}
     for ln in lines:
-        m = _HEADER_RE.match(ln)
-        if m:
-            k, v = m.group(1).strip(), m.group(2)
+        k, v = _header_item(ln)
+        if k is not None:
             header[k] = f"{header[k]}|{v}" if k in header else v
     return header
 
 
-def header_int(header: dict[str, str], key: str, path: Path | str = "") -> int | None:
+def _header_item(line: str) -> tuple[str | None, str]:
+    body = line.lstrip()
+    if not body.startswith(";"):
+        return None, ""
+    key, sep, value = body[1:].partition(":")
+    key = key.strip()
+    if not sep or not key or not key[0].isalpha() or not all(c.isalnum() or c in "_ " for c in key):
+        return None, ""
+    return key, value.strip()
+
+
+def header_int(header: dict[str, str], key: str, path: Path | str = "",
+               line: int | None = None) -> int | None:
     """Leading integer of a header value (``"338 (batch partition; 512 total)"`` -> 338)."""
     if key not in header:
         return None
+    where = f"{path}:{line}" if line else f"{path}"
     m = _INT_RE.match(header[key])
     if not m:
-        raise SWFError(f"{path}: header field {key}: {header[key]!r} is not an integer")
+        raise SWFError(f"{where}: header field {key}: {header[key][:80]!r} is not an integer")
+    if len(m.group(1).lstrip("+-")) > 18:
+        raise SWFError(f"{where}: header field {key}: {m.group(1)[:40]!r} is out of range")
     return int(m.group(1))
 
 
-def _locate_bad_line(path: Path, text: str) -> None:
-    """Slow path: find the first malformed job line and raise an SWFError naming it."""
-    for lineno, ln in enumerate(text.splitlines(), start=1):
-        s = ln.strip()
-        if not s or s.startswith(";"):
-            continue
-        toks = s.split()
-        if len(toks) != len(FIELDS):
-            raise SWFError(f"{path}: line {lineno}: expected {len(FIELDS)} fields, found {len(toks)}: {s[:80]!r}")
-        for k, (name, tok) in enumerate(zip(FIELDS, toks), start=1):
-            try:
-                v = float(tok)
-            except ValueError:
-                raise SWFError(f"{path}: line {lineno}: field {k} ({name}): {tok!r} is not a number") from None
-            if not np.isfinite(v):
-                raise SWFError(f"{path}: line {lineno}: field {k} ({name}): {tok!r} is not finite")
-            if name not in _FLOAT_OK and v != int(v):
-                raise SWFError(f"{path}: line {lineno}: field {k} ({name}): {tok!r} is not an integer")
-    raise SWFError(f"{path}: could not parse job lines")  # pragma: no cover - defensive
+def parse_swf_token(tok: str, k: int, where: str) -> float | int:
+    """One SWF field: an int for the integer fields (int64 range), a float for ``avg_cpu``;
+    times finite and within `MAX_SECONDS`. Raises `SWFError` naming ``where`` (``file:line``)."""
+    name = FIELDS[k]
+    label = f"{where}: field {k + 1} ({name})"
+    if not _NUM_RE.match(tok):
+        raise SWFError(f"{label}: {tok[:40]!r} is not a number")
+    if name not in _FLOAT_OK and _DIGITS_RE.match(tok):
+        if len(tok.lstrip("+-")) > 19 or not (_INT64_MIN <= (v := int(tok)) <= _INT64_MAX):
+            raise SWFError(f"{label}: {tok[:40]!r} is out of range for a 64-bit integer")
+    else:
+        v = float(tok)
+        if not math.isfinite(v):
+            raise SWFError(f"{label}: {tok[:40]!r} is not finite")
+        if name not in _FLOAT_OK:
+            if v != int(v):
+                raise SWFError(f"{label}: {tok[:40]!r} is not an integer")
+            if not (_INT64_MIN <= int(v) <= _INT64_MAX):
+                raise SWFError(f"{label}: {tok[:40]!r} is out of range for a 64-bit integer")
+            v = int(v)
+    if name in _TIME_FIELDS and abs(v) > MAX_SECONDS:
+        raise SWFError(f"{label}: {tok[:40]!r} s is beyond {MAX_SECONDS:g} s (about 3,170 years)")
+    return v
 
 
-def _read_alea(path: Path, lines: list[str], data_lineno: np.ndarray) -> pd.DataFrame:
-    """The Alea simulator's extended SWF: the 18 fields, then the assigned node ids in braces
-    (one per CPU), the queue name and the node-property request (21 columns, no header)."""
-    rows, hosts, queues = [], [], []
+def _parse_lines(path: Path, lines: list[str], data_lineno: np.ndarray, extra: int = 0
+                 ) -> tuple[dict[str, np.ndarray], list[list[str]]]:
+    """Exact line-by-line parser (linear in the input size): the 18 fields of every job line
+    (ints as int64, times as float64) and the ``extra`` trailing tokens of each line."""
+    n = len(data_lineno)
+    want = len(FIELDS) + extra
+    vals: list[list] = []
+    tails: list[list[str]] = []
     for ln_no in data_lineno.tolist():
-        toks = lines[ln_no - 1].split()
-        if len(toks) != len(FIELDS) + 3:
-            raise SWFError(f"{path}: line {ln_no}: expected {len(FIELDS) + 3} fields (Alea extended SWF), "
-                           f"found {len(toks)}")
-        try:
-            rows.append([float(x) for x in toks[: len(FIELDS)]])
-        except ValueError:
-            _locate_bad_line(path, "\n".join(" ".join(lines[i - 1].split()[: len(FIELDS)]) if i == ln_no else ""
-                                             for i in range(1, ln_no + 1)))
-        hosts.append(toks[len(FIELDS)].strip("{}"))
-        queues.append(toks[len(FIELDS) + 1])
-    df = pd.DataFrame(rows, columns=list(FIELDS), dtype=np.float64)
-    df.attrs["alea_hosts"] = hosts
-    df.attrs["alea_queues"] = queues
-    return df
+        body = lines[ln_no - 1].split(";", 1)[0]
+        toks = body.split()
+        if len(toks) != want:
+            kind = " (Alea extended SWF: 18 fields, hosts, queue, properties)" if extra else ""
+            raise SWFError(f"{path}:{ln_no}: expected {want} fields{kind}, found {len(toks)}: {body.strip()[:80]!r}")
+        where = f"{path}:{ln_no}"
+        vals.append([parse_swf_token(t, k, where) for k, t in enumerate(toks[: len(FIELDS)])])
+        if extra:
+            tails.append(toks[len(FIELDS):])
+    cols: dict[str, np.ndarray] = {}
+    for k, name in enumerate(FIELDS):
+        kind = np.float64 if (name in _TIME_FIELDS or name in _FLOAT_OK) else np.int64
+        cols[name] = np.fromiter((row[k] for row in vals), dtype=kind, count=n)
+    return cols, tails
+
+
+def _parse_fast(text: str, n: int) -> dict[str, np.ndarray] | None:
+    """pandas' C parser; None when any line needs the exact parser (wrong field count, a token
+    that is not a finite number, a fractional integer, an integer beyond 2**53, a huge time)."""
+    try:
+        df = pd.read_csv(io.StringIO(text), sep=r"\s+", comment=";", header=None, dtype=np.float64,
+                         engine="c", skip_blank_lines=True, quoting=csv.QUOTE_NONE)
+    except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError):
+        return None
+    arr = df.to_numpy()
+    if arr.shape != (n, len(FIELDS)) or not np.isfinite(arr).all():
+        return None
+    cols: dict[str, np.ndarray] = {}
+    for k, name in enumerate(FIELDS):
+        a = arr[:, k]
+        if name in _TIME_FIELDS and np.abs(a).max(initial=0.0) > MAX_SECONDS:
+            return None
+        if name in _FLOAT_OK or name in _TIME_FIELDS:
+            if name not in _FLOAT_OK and not np.array_equal(a, np.round(a)):
+                return None
+            cols[name] = a.copy()
+        else:
+            if np.abs(a).max(initial=0.0) >= 2.0 ** 53 or not np.array_equal(a, np.round(a)):
+                return None
+            cols[name] = a.astype(np.int64)
+    return cols
+
+
+def _alea_hosts(path: Path, tails: list[list[str]], data_lineno: np.ndarray) -> list[np.ndarray]:
+    """Per job, the host id of each of its CPUs (Alea's ``{h1,h2,...}`` column)."""
+    out = []
+    for toks, ln_no in zip(tails, data_lineno.tolist()):
+        m = _HOSTS_RE.match(toks[0])
+        if not m:
+            raise SWFError(f"{path}:{ln_no}: field 19 (hosts): {toks[0][:60]!r} is not a {{id,id,...}} host list")
+        out.append(np.array(m.group(1).split(","), dtype=np.int64) if m.group(1) else np.zeros(0, np.int64))
+    return out
 
 
 def read_swf_table(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, str], np.ndarray]:
-    """Parse an SWF (or .swf.gz) file into a DataFrame of the 18 fields (float64), the header,
-    and the 1-based file line number of each job row. Raises `SWFError` naming file/line/field."""
+    """Parse an SWF (or .swf.gz) file into a DataFrame of the 18 fields (int64 for the integer
+    fields, float64 for times), the header, and the 1-based file line number of each job row.
+    Raises `SWFError` naming file:line and field. Linear in the file size; a UTF-8 BOM and CRLF
+    line ends are accepted. ``df.attrs["header_lines"]`` maps header keys to their line."""
     path = Path(path)
     text = _open_text(path)
-    lines = text.splitlines()
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
     is_comment = [ln.lstrip().startswith(";") for ln in lines]
+    header_lines: dict[str, int] = {}
+    for i, (ln, c) in enumerate(zip(lines, is_comment)):
+        if c:
+            k, _ = _header_item(ln)
+            if k is not None:
+                header_lines.setdefault(k, i + 1)
     header = parse_header([ln for ln, c in zip(lines, is_comment) if c])
     data_lineno = np.array([i + 1 for i, (ln, c) in enumerate(zip(lines, is_comment))
-                            if not c and ln.strip()], dtype=np.int64)
+                            if not c and ln.split(";", 1)[0].strip()], dtype=np.int64)
+    attrs = {"header_lines": header_lines}
     if len(data_lineno) == 0:
-        return pd.DataFrame({f: np.empty(0) for f in FIELDS}), header, data_lineno
-    first = lines[int(data_lineno[0]) - 1].split()
+        df = pd.DataFrame({f: np.empty(0) for f in FIELDS})
+        df.attrs.update(attrs)
+        return df, header, data_lineno
+    first = lines[int(data_lineno[0]) - 1].split(";", 1)[0].split()
+    cols = None
     if len(first) == len(FIELDS) + 3 and first[len(FIELDS)].startswith("{"):
-        return _read_alea(path, lines, data_lineno), header, data_lineno
-    try:
-        df = pd.read_csv(io.StringIO(text), sep=r"\s+", comment=";", header=None, names=FIELDS,
-                         dtype=np.float64, engine="c", skip_blank_lines=True)
-    except (ValueError, pd.errors.ParserError):
-        _locate_bad_line(path, text)
-        raise  # pragma: no cover
-    arr = df.to_numpy()
-    if len(df) != len(data_lineno) or np.isnan(arr).any():
-        _locate_bad_line(path, text)
-    ints = np.delete(arr, FIELDS.index("avg_cpu"), axis=1)
-    if not np.array_equal(ints, np.round(ints)):
-        _locate_bad_line(path, text)
+        cols, tails = _parse_lines(path, lines, data_lineno, extra=3)
+        attrs["alea_hosts"] = _alea_hosts(path, tails, data_lineno)
+        attrs["alea_queues"] = [t[1] for t in tails]
+        attrs["alea_props"] = [t[2] for t in tails]
+    else:
+        if max(len(lines[i - 1]) for i in data_lineno.tolist()) <= _LONG_LINE:
+            cols = _parse_fast(text, len(data_lineno))
+        if cols is None:
+            cols, _ = _parse_lines(path, lines, data_lineno)
+    df = pd.DataFrame(cols)
+    df.attrs.update(attrs)
     return df, header, data_lineno
 
 
-def read_swf(path: str | os.PathLike, size_field: str = "auto", name: str | None = None) -> Workload:
+def _check_duplicates(path: Path, job: np.ndarray, lineno: np.ndarray, how: str) -> tuple[np.ndarray, int]:
+    """Job ids must be unique: ``how="error"`` raises naming both lines; ``"renumber"`` gives each
+    repeated id a new id above the largest one (returns the ids and how many were renumbered)."""
+    if len(job) < 2:
+        return job, 0
+    order = np.argsort(job, kind="stable")
+    s = job[order]
+    rep = np.flatnonzero(s[1:] == s[:-1]) + 1
+    if not len(rep):
+        return job, 0
+    if how == "error":
+        later = order[rep]
+        first_dup = int(later[np.argmin(lineno[later])])
+        prev = int(np.flatnonzero(job == job[first_dup])[0])
+        raise SWFError(f"{path}:{int(lineno[first_dup])}: field 1 (job): job id {int(job[first_dup])} repeats "
+                       f"line {int(lineno[prev])} (renumber repeated ids with --set workload.duplicate_ids=renumber)")
+    job = job.copy()
+    later = np.sort(order[rep])
+    job[later] = int(job.max()) + 1 + np.arange(len(later))
+    return job, len(later)
+
+
+def read_swf(path: str | os.PathLike, size_field: str = "auto", name: str | None = None, *,
+             duplicate_ids: str = "error", header_check: bool = True) -> Workload:
     """Read an SWF log into a `Workload` (times in seconds relative to the log's time 0).
 
-    Checks that the header agrees with the data: more job lines than ``MaxRecords`` (or
-    ``MaxJobs``), a negative submit time, or submit times out of order by more than the file's own
-    sorting are errors naming the line and field. Jobs are *not* filtered here: the run decides what
-    to skip (runtime <= 0, too large) and counts it.
+    Checks that the header agrees with the data, each an `SWFError` naming file:line and field:
+    more job lines than ``MaxRecords`` (or ``MaxJobs``); a job that ran on more processors
+    (field 5, with a run time > 0) than the machine size the header gives (``header_check=False``
+    turns this off); a negative submit time other than -1; a repeated job id (``duplicate_ids=
+    "renumber"`` gives repeats new ids above the largest, said in the notes). Jobs are *not*
+    filtered here: the run decides what to skip (runtime <= 0, too large) and counts it.
+
+    The Alea simulator's extended SWF (MetaCentrum) has each job's hosts: with its ``.machines``
+    file they fill ``columns["recorded_nodes"]`` (see `alea_placements`).
     """
+    from hpctwin.twin.workload import MAX_UNITS  # noqa: PLC0415
     path = Path(path)
     if size_field not in ("auto", "requested", "allocated"):
         raise ValueError(f"size_field must be auto, requested or allocated, got {size_field!r}")
+    if duplicate_ids not in ("error", "renumber"):
+        raise ValueError(f"duplicate_ids must be error or renumber, got {duplicate_ids!r}")
     df, header, lineno = read_swf_table(path)
+    hl = df.attrs.get("header_lines", {})
     n = len(df)
+    notes: list[str] = []
     for key in ("MaxRecords", "MaxJobs"):
-        limit = header_int(header, key, path)
+        limit = header_int(header, key, path, hl.get(key))
         if limit is not None and n > limit:
-            raise SWFError(f"{path}: header field {key} says {limit} but the file has {n} job lines "
-                           f"(line {int(lineno[limit])} is job line {limit + 1})")
-    max_procs = header_int(header, "MaxProcs", path)
-    max_nodes = header_int(header, "MaxNodes", path)
+            raise SWFError(f"{path}:{int(lineno[limit])}: header field {key} (line {hl.get(key)}) says {limit} "
+                           f"job lines but this is job line {limit + 1}")
+    mr = header_int(header, "MaxRecords", path, hl.get("MaxRecords"))
+    if mr is not None and 0 < n < mr:
+        notes.append(f"header MaxRecords says {mr} but the file has {n} job lines (a truncated copy?)")
+    max_procs = header_int(header, "MaxProcs", path, hl.get("MaxProcs"))
+    max_nodes = header_int(header, "MaxNodes", path, hl.get("MaxNodes"))
     if "UnixStartTime" in header:
-        header_int(header, "UnixStartTime", path)
+        header_int(header, "UnixStartTime", path, hl.get("UnixStartTime"))
     for key, v in (("MaxProcs", max_procs), ("MaxNodes", max_nodes)):
-        if v is not None and v <= 0:
-            raise SWFError(f"{path}: header field {key}: {v} is not a positive machine size")
+        if v is not None and not 0 < v <= MAX_UNITS:
+            raise SWFError(f"{path}:{hl.get(key)}: header field {key}: {v} is not a machine size "
+                           f"(1 to {MAX_UNITS:,} units)")
 
     col = {f: df[f].to_numpy() for f in FIELDS}
     submit = col["submit"]
     if n and submit.min() < -1:      # -1 is SWF's "unknown"; the run skips and counts those jobs
         i = int(np.argmin(submit))
-        raise SWFError(f"{path}: line {int(lineno[i])}: field 2 (submit): negative submit time {submit[i]:g}")
+        raise SWFError(f"{path}:{int(lineno[i])}: field 2 (submit): negative submit time {submit[i]:g}")
+    job_id, renumbered = _check_duplicates(path, col["job"].astype(np.int64), lineno, duplicate_ids)
+    if renumbered:
+        notes.append(f"{renumbered} repeated job ids renumbered above the largest id (duplicate_ids=renumber)")
     req_p = col["req_procs"].astype(np.int64)
     alloc_p = col["alloc_procs"].astype(np.int64)
     if size_field == "requested":
@@ -183,46 +306,136 @@ def read_swf(path: str | os.PathLike, size_field: str = "auto", name: str | None
         procs = alloc_p
     else:
         procs = np.where(req_p > 0, req_p, alloc_p)
-    req_time = col["req_time"].copy()
+    req_time = col["req_time"].astype(np.float64)
     req_time[req_time < 0] = np.nan
 
     machines = path.with_name((path.name[:-3] if path.name.endswith(".gz") else path.name) + ".machines")
+    clusters = None
     if max_procs is None and max_nodes is None and machines.exists():
-        try:
-            cpus = [int(r.split()[2]) * int(r.split()[3]) for r in machines.read_text().splitlines() if r.strip()]
-        except (ValueError, IndexError):
-            raise SWFError(f"{machines}: expected 'id name nodes cpus_per_node speed ram' per line") from None
-        max_procs = sum(cpus)
+        clusters = read_machines(machines)
+        max_procs = sum(c[1] * c[2] for c in clusters)
+        if not 0 < max_procs <= MAX_UNITS:
+            raise SWFError(f"{machines}: {max_procs} processors in total is not a machine size (1 to {MAX_UNITS:,})")
         header["MaxProcs"] = str(max_procs)
         header["MachinesFile"] = str(machines)
     if max_procs is not None:
         size, src = max_procs, ("header MaxProcs" if "MachinesFile" not in header else "Alea .machines file")
+        size_key = "MaxProcs"
     elif max_nodes is not None:
-        size, src = max_nodes, "header MaxNodes"
+        size, src, size_key = max_nodes, "header MaxNodes", "MaxNodes"
     else:
-        size, src = None, ""
-    notes = [f"job size: {'requested processors (field 8), else allocated (field 5)' if size_field == 'auto' else size_field + ' processors'}",
-             "requested time (field 9) is the estimate and the kill limit"]
+        size, src, size_key = None, "", ""
+    if size is not None and header_check:
+        ran = (col["run"] > 0) & (alloc_p > size)
+        if ran.any():
+            i = int(np.flatnonzero(ran)[0])
+            where = f"line {hl[size_key]}" if size_key in hl else str(machines)
+            raise SWFError(f"{path}:{int(lineno[i])}: field 5 (alloc_procs): the job ran on {int(alloc_p[i])} "
+                           f"processors but the header's {size_key} ({where}) says the machine has {size}: the "
+                           f"header contradicts the data ({int(ran.sum())} such jobs; fix the header, or "
+                           "--set workload.header_check=off to skip them as larger than the machine)")
+    notes += [f"job size: {'requested processors (field 8), else allocated (field 5)' if size_field == 'auto' else size_field + ' processors'}",
+              "requested time (field 9) is the estimate and the kill limit"]
+    extra: dict[str, np.ndarray] = {}
+    if "alea_hosts" in df.attrs:
+        extra["recorded_hosts"] = np.array([",".join(map(str, h)) for h in df.attrs["alea_hosts"]], dtype=object)
+        extra["queue_name"] = np.array(df.attrs["alea_queues"], dtype=object)
+        if clusters is not None:
+            placements, note = alea_placements(df.attrs["alea_hosts"], df.attrs["alea_props"], clusters)
+            extra["recorded_nodes"] = placements
+            notes.append(note)
+        else:
+            notes.append("Alea host lists present but no .machines file: recorded placements unavailable")
     stem = path.name
     for suf in (".gz", ".swf"):
         if stem.endswith(suf):
             stem = stem[: -len(suf)]
     wl = Workload.from_arrays(
         name or stem,
-        job_id=col["job"].astype(np.int64), submit=submit, runtime=col["run"],
+        job_id=job_id, submit=submit, runtime=col["run"],
         requested_time=req_time, procs=procs,
         user=col["user"].astype(np.int64), group=col["group"].astype(np.int64),
         queue=col["queue"].astype(np.int64), partition=col["partition"].astype(np.int64),
         status=col["status"].astype(np.int64),
         columns={"wait_recorded": col["wait"], "alloc_procs": alloc_p, "req_procs": req_p,
-                 "avg_cpu": col["avg_cpu"], "used_mem": col["used_mem"], "req_mem": col["req_mem"],
-                 "executable": col["exe"].astype(np.int64), "line": lineno,
-                 **({"recorded_hosts": np.array(df.attrs["alea_hosts"], dtype=object),
-                     "queue_name": np.array(df.attrs["alea_queues"], dtype=object)}
-                    if "alea_hosts" in df.attrs else {})},
+                 "avg_cpu": col["avg_cpu"], "used_mem": col["used_mem"].astype(np.float64),
+                 "req_mem": col["req_mem"].astype(np.float64),
+                 "executable": col["exe"].astype(np.int64), "line": lineno, **extra},
         machine_size=size, machine_size_source=src, header=header, notes=notes, source=str(path),
     )
     return wl
+
+
+def read_machines(path: Path) -> list[tuple[str, int, int]]:
+    """An Alea ``.machines`` file: one cluster a line, ``id name nodes cpus_per_node speed ram``
+    -> [(name, nodes, cpus_per_node)] in file order."""
+    out = []
+    for i, row in enumerate(read_text(path, SWFError).split("\n"), start=1):
+        t = row.split()
+        if not t:
+            continue
+        if len(t) < 4 or not (_DIGITS_RE.match(t[2]) and _DIGITS_RE.match(t[3])) or int(t[2]) < 1 or int(t[3]) < 1 \
+                or len(t[2]) > 9 or len(t[3]) > 9:
+            raise SWFError(f"{path}:{i}: expected 'id name nodes cpus_per_node speed ram' with positive "
+                           f"integer nodes and CPUs, got {row.strip()[:80]!r}")
+        out.append((t[1], int(t[2]), int(t[3])))
+    if not out:
+        raise SWFError(f"{path}: empty .machines file")
+    return out
+
+
+def alea_placements(hosts: list[np.ndarray], props: list[str], clusters: list[tuple[str, int, int]]
+                    ) -> tuple[np.ndarray, str]:
+    """Recorded placements of an Alea log as `HostRequest` objects (units are processors).
+
+    Alea numbers hosts globally and lists one host id per CPU of a job. Each host is given to a
+    cluster of the ``.machines`` file: the cluster a ``cl_NAME`` property of a job on it names
+    (the PBS/MetaCentrum convention), else the only cluster whose nodes have enough CPUs for the
+    most CPUs one job used on it. Hosts of a cluster take its node slots in increasing id order;
+    node slot ``s`` of cluster ``k`` holds processors ``offset_k + s * cpus_k ...``. A job whose
+    host cannot be placed that way has no recorded placement (None); the note says how many.
+    """
+    from hpctwin.twin.workload import HostRequest  # noqa: PLC0415
+    names = [c[0] for c in clusters]
+    label: dict[int, set] = {}
+    most: dict[int, int] = {}
+    for h, pr in zip(hosts, props):
+        if not len(h):
+            continue
+        ids, cnt = np.unique(h, return_counts=True)
+        tags = {tok.split("#")[0][3:] for tok in pr.split(":") if tok.startswith("cl_")}
+        for x, c in zip(ids.tolist(), cnt.tolist()):
+            most[x] = max(most.get(x, 0), c)
+            label.setdefault(x, set()).update(t for t in tags if t in names)
+    assign: dict[int, int] = {}
+    for x in sorted(most):
+        lab = label.get(x, set())
+        if len(lab) == 1:
+            assign[x] = names.index(next(iter(lab)))
+        elif not lab:
+            fits = [k for k, c in enumerate(clusters) if c[2] >= most[x]]
+            if len(fits) == 1:
+                assign[x] = fits[0]
+    offsets = np.cumsum([0] + [c[1] * c[2] for c in clusters])
+    units: dict[int, np.ndarray] = {}
+    for k, (_, nodes, cpn) in enumerate(clusters):
+        members = sorted(x for x, kk in assign.items() if kk == k)
+        for s, x in enumerate(members[:nodes]):
+            if most[x] <= cpn:
+                units[x] = offsets[k] + s * cpn + np.arange(cpn, dtype=np.int64)
+    out = np.empty(len(hosts), dtype=object)
+    usable = 0
+    for j, h in enumerate(hosts):
+        out[j] = None
+        if not len(h):
+            continue
+        ids, cnt = np.unique(h, return_counts=True)
+        if all(x in units for x in ids.tolist()):
+            out[j] = HostRequest(tuple(units[x] for x in ids.tolist()), tuple(int(c) for c in cnt))
+            usable += 1
+    note = (f"recorded placements: {usable} of {len(hosts)} jobs have Alea hosts mapped to processors "
+            f"({len(units)} of {len(most)} hosts placed on the {', '.join(names)} clusters of the .machines file)")
+    return out, note
 
 
 def write_swf(workload: Workload, path: str | os.PathLike, header: dict[str, str] | None = None,

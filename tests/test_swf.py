@@ -53,10 +53,10 @@ def test_machine_size_falls_back_to_maxnodes(tmp_path):
 
 
 @pytest.mark.parametrize("line, message", [
-    ("4 30 0 10 1 -1 -1 1 10 -1 1 1 1 -1 1 -1 -1", r"line 11: expected 18 fields, found 17"),
-    ("4 30 0 1x0 1 -1 -1 1 10 -1 1 1 1 -1 1 -1 -1 -1", r"line 11: field 4 \(run\): '1x0' is not a number"),
-    ("4 30 0 10 1.5 -1 -1 1 10 -1 1 1 1 -1 1 -1 -1 -1", r"line 11: field 5 \(alloc_procs\): '1.5' is not an integer"),
-    ("4 -30 0 10 1 -1 -1 1 10 -1 1 1 1 -1 1 -1 -1 -1", r"line 11: field 2 \(submit\): negative submit time"),
+    ("4 30 0 10 1 -1 -1 1 10 -1 1 1 1 -1 1 -1 -1", r"log.swf:11: expected 18 fields, found 17"),
+    ("4 30 0 1x0 1 -1 -1 1 10 -1 1 1 1 -1 1 -1 -1 -1", r"log.swf:11: field 4 \(run\): '1x0' is not a number"),
+    ("4 30 0 10 1.5 -1 -1 1 10 -1 1 1 1 -1 1 -1 -1 -1", r"log.swf:11: field 5 \(alloc_procs\): '1.5' is not an integer"),
+    ("4 -30 0 10 1 -1 -1 1 10 -1 1 1 1 -1 1 -1 -1 -1", r"log.swf:11: field 2 \(submit\): negative submit time"),
 ])
 def test_malformed_lines_name_file_line_and_field(tmp_path, line, message):
     hdr = HEADER.replace("MaxJobs: 3", "MaxJobs: 9").replace("MaxRecords: 3", "MaxRecords: 9")
@@ -68,13 +68,13 @@ def test_malformed_lines_name_file_line_and_field(tmp_path, line, message):
 
 def test_header_contradicting_data(tmp_path):
     p = write(tmp_path, GOOD + ["4 30 0 10 1 -1 -1 1 10 -1 1 1 1 -1 1 -1 -1 -1"])
-    with pytest.raises(SWFError, match=r"header field MaxRecords says 3 but the file has 4 job lines"):
+    with pytest.raises(SWFError, match=r"log.swf:11: header field MaxRecords \(line 4\) says 3 job lines but this is job line 4"):
         read_swf(p)
     bad = HEADER.replace("; MaxProcs: 16", "; MaxProcs: many")
-    with pytest.raises(SWFError, match=r"header field MaxProcs: 'many' is not an integer"):
+    with pytest.raises(SWFError, match=r"b.swf:6: header field MaxProcs: 'many' is not an integer"):
         read_swf(write(tmp_path, GOOD, bad, "b.swf"))
     zero = HEADER.replace("; MaxProcs: 16", "; MaxProcs: 0")
-    with pytest.raises(SWFError, match=r"MaxProcs: 0 is not a positive machine size"):
+    with pytest.raises(SWFError, match=r"c.swf:6: header field MaxProcs: 0 is not a machine size"):
         read_swf(write(tmp_path, GOOD, zero, "c.swf"))
 
 

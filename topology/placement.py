@@ -16,8 +16,9 @@ Policies (`make_placer` names):
   remainder. Inside a group the lowest free ids. Without a group map it is ``contiguous``.
 * ``spread``: a uniformly random set of free nodes (seeded from the run's random stream).
 * ``recorded``: the node ids the replayed log recorded (``jobs.columns["recorded_nodes"]``, an
-  object array of int arrays or None) when they are exactly ``procs`` free nodes; otherwise
-  first-fit, counted in ``fallbacks``.
+  object array of int arrays, `twin.workload.HostRequest` per-host requests, or None) when they
+  are exactly ``procs`` free nodes; otherwise first-fit, counted in ``fallbacks`` (``warning()``
+  says how many, and the run prints it).
 """
 from __future__ import annotations
 
@@ -157,6 +158,12 @@ class Recorded(Placer):
 
     def _place(self, job, procs, free_mask):
         rec = None if self.recorded is None else self.recorded[job]
+        if hasattr(rec, "pick"):                 # twin.workload.HostRequest: hosts, not units
+            ids = rec.pick(free_mask)
+            if ids is not None and len(ids) == procs:
+                self.used += 1
+                return ids
+            rec = None
         if rec is not None:
             ids = np.unique(np.asarray(rec, dtype=np.int64))
             if (len(ids) == procs and len(np.asarray(rec).ravel()) == procs and ids[0] >= 0
@@ -169,6 +176,15 @@ class Recorded(Placer):
     def describe(self) -> dict:
         return {"name": self.name, "recorded_used": getattr(self, "used", 0),
                 "fallbacks": getattr(self, "fallbacks", 0)}
+
+    def warning(self) -> str | None:
+        """How many starts could use their recorded nodes (None when all could)."""
+        used, fb = getattr(self, "used", 0), getattr(self, "fallbacks", 0)
+        if not fb:
+            return None
+        have = 0 if self.recorded is None else int(sum(r is not None for r in self.recorded))
+        return (f"placement recorded: {used} of {used + fb} starts used their recorded nodes ({have} jobs "
+                "had a recorded placement); the others fell back to first-fit")
 
 
 _CLASSES = {c.name: c for c in (FirstFit, Contiguous, GroupPacked, Spread, Recorded)}

@@ -19,6 +19,40 @@ import numpy as np
 INT_FIELDS = ("job_id", "procs", "user", "group", "queue", "partition", "status")
 #: Float columns every workload carries (seconds).
 FLOAT_FIELDS = ("submit", "runtime", "requested_time")
+#: Largest machine, in allocation units, that a run accepts (2**26 = 67,108,864): the engine keeps
+#: a few per-unit arrays, so this bounds memory at a few hundred MB. For scale: Frontier has 9,408
+#: nodes (37,632 GPUs), CEA-Curie 93,312 cores (the largest SWF log here).
+MAX_UNITS = 2 ** 26
+
+
+@dataclass(frozen=True)
+class HostRequest:
+    """A recorded placement known per host, not per unit (Alea logs list hosts, not CPUs):
+    ``counts[k]`` units among ``pools[k]`` (int64 unit ids of host k). Read by the ``recorded``
+    placer through ``columns["recorded_nodes"]``, beside plain int arrays of exact unit ids."""
+
+    pools: tuple
+    counts: tuple
+
+    def pick(self, free_mask: np.ndarray) -> np.ndarray | None:
+        """The lowest free units of each host, ``counts[k]`` of host k (sorted), or None when a
+        host has too few free units or a unit id is outside the machine."""
+        out = []
+        n = len(free_mask)
+        for pool, c in zip(self.pools, self.counts):
+            if len(pool) and (pool[0] < 0 or pool[-1] >= n):
+                return None
+            free = pool[free_mask[pool]]
+            if len(free) < c:
+                return None
+            out.append(free[:c])
+        return np.sort(np.concatenate(out)) if out else None
+
+    def __len__(self) -> int:
+        return int(sum(self.counts))
+
+    def __repr__(self) -> str:
+        return f"HostRequest({len(self.pools)} hosts, {len(self)} units)"
 
 
 @dataclass(frozen=True)
@@ -61,6 +95,8 @@ class Workload:
     header: the log's header fields (``MaxProcs``, ``UnixStartTime``...), as strings.
     notes: human-readable notes on how the log was read (always printed in summaries).
     source: path of the file or the generator specification.
+    dropped: records of the file the reader did not turn into jobs, by reason (e.g. sacct job
+        steps, jobs never started); with the run's skipped jobs every record is accounted for.
     """
 
     name: str
@@ -80,6 +116,7 @@ class Workload:
     header: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     source: str = ""
+    dropped: dict[str, int] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -143,7 +180,8 @@ class Workload:
         kw = {name: getattr(self, name)[idx].copy() for name in INT_FIELDS + FLOAT_FIELDS}
         return Workload(name=self.name, columns={k: v[idx].copy() for k, v in self.columns.items()},
                         machine_size=self.machine_size, machine_size_source=self.machine_size_source,
-                        header=dict(self.header), notes=list(self.notes), source=self.source, **kw)
+                        header=dict(self.header), notes=list(self.notes), source=self.source,
+                        dropped=dict(self.dropped), **kw)
 
     def sorted(self) -> "Workload":
         """Rows in (submit, job_id) order: the order in which the engine submits them."""
@@ -151,3 +189,17 @@ class Workload:
         if np.all(order == np.arange(len(order))):
             return self
         return self.take(order)
+
+
+def job_accounting(records: int, dropped: dict[str, int], skipped: dict[str, int], status) -> dict:
+    """Where every record of the input went: dropped by the reader (by reason), skipped by the run
+    (by reason), or simulated and then completed, killed at walltime, failed, or never started.
+
+    ``status`` is the simulated jobs' status column (``"completed"``, ``"killed"``, ``"failed"``,
+    ``"not_started"``). ``balanced`` is True when the parts add up to ``records``.
+    """
+    values, counts = np.unique(np.asarray(status, dtype=object).astype(str), return_counts=True)
+    outcome = {str(v): int(c) for v, c in zip(values, counts)}
+    total = sum(dropped.values()) + sum(skipped.values()) + sum(outcome.values())
+    return {"records": int(records), "dropped_by_reader": dict(dropped), "skipped_by_run": dict(skipped),
+            "simulated": outcome, "balanced": bool(total == records)}

@@ -79,6 +79,14 @@ class QueueScheduler(Scheduler):
         #: conservative: every job's first reserved start), for tests and diagnostics
         self.first_reservation: dict[int, float] | None = None
 
+    @property
+    def guarantees(self) -> frozenset:
+        """Reservation guarantees checked by `schedulers.checks`: EASY with FCFS order protects its
+        head ("easy_head"); conservative never delays a first reservation ("conservative")."""
+        if self.backfill == "easy" and self.order_name == "fcfs":
+            return frozenset({"easy_head"})
+        return frozenset({"conservative"}) if self.backfill == "conservative" else frozenset()
+
     def describe(self) -> dict:
         return {"name": self.name, "order": self.order_name, "backfill": self.backfill}
 

@@ -104,6 +104,10 @@ class PredictiveEasy(QueueScheduler):
     name: label in results.
     """
 
+    #: no reservation guarantee for `schedulers.checks`: the head's shadow time comes from predicted
+    #: ends, which are corrected upwards when a job outlives its prediction
+    guarantees = frozenset()
+
     def __init__(self, predictor: str = "user-average", correction: str = "tsafrir", sjbf: bool = False,
                  retrain_every: int = 500, window: int = 20000, min_train: int = 200,
                  gbm_params: dict | None = None, name: str | None = None):

@@ -1,26 +1,17 @@
-"""Property tests over random workloads for every built-in scheduler.
+"""The engine's FCFS / EASY / conservative schedules equal, start for start, those of a
+deliberately naive reference implementation written from the textbook definitions below, on random
+workloads.
 
-Invariants: no unit used by two jobs at once, capacity never exceeded, no job before its submit
-time, every job finishes with end - start = min(runtime, request). EASY never starts the
-reserved head later than its reservation, conservative never starts any job later than its first
-reservation. And the engine's FCFS / EASY / conservative schedules equal those of a deliberately
-naive reference implementation written from the textbook definitions below.
+The invariants every scheduler must keep (no unit used twice, capacity, no start before submit,
+walltime kills, EASY head and conservative reservations) are checked for every registered scheduler
+by the conformance suite, `hpctwin.schedulers.checks` (tests/test_conformance.py).
 """
 from __future__ import annotations
 
-import math
-
-import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hpctwin.schedulers.backfill import QueueScheduler
-from hpctwin.twin.ranges import parse_ranges
 from tests.helpers import simulate
-
-SCHEDULERS = [("fcfs", None, None), ("easy", None, None), ("conservative", None, None),
-              ("sjf", None, None), ("easy", "sjf", None), ("easy", "wfp3", None),
-              ("conservative", "unicep", None), ("ljf", None, "easy"), ("saf", None, "conservative")]
 
 
 @st.composite
@@ -140,33 +131,6 @@ def reference(rows, total, policy):
     return start
 
 
-# ---------------------------------------------------------------------------- invariants
-def check_invariants(res, prep, total):
-    wl = prep.workload
-    assert not np.isnan(res.start).any(), "every job starts"
-    assert not np.isnan(res.end).any(), "every job finishes"
-    assert (res.start >= wl.submit).all(), "no job before its submit time"
-    expected_run = np.minimum(wl.runtime, prep.kill_limit)
-    np.testing.assert_allclose(res.end - res.start, expected_run)
-    # capacity and exclusive units: sweep over all start/end instants
-    events = sorted(set(res.start) | set(res.end))
-    for t in events:
-        live = np.flatnonzero((res.start <= t) & (t < res.end))
-        units = np.concatenate([parse_ranges(res.nodes[j]) for j in live]) if len(live) else np.empty(0, int)
-        assert len(units) == prep.workload.procs[live].sum() <= total
-        assert len(np.unique(units)) == len(units), f"a unit is used twice at t={t}"
-        assert (units >= 0).all() and (units < total).all()
-
-
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(workloads())
-def test_invariants_every_scheduler(wl):
-    total, rows = wl
-    for name, order, backfill in SCHEDULERS:
-        res, prep, _ = simulate(rows, total, name, order=order, backfill=backfill)
-        check_invariants(res, prep, total)
-
-
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(workloads())
 def test_engine_matches_reference(wl):
@@ -176,15 +140,3 @@ def test_engine_matches_reference(wl):
         got = {int(j): float(s) for j, s in zip(prep.workload.job_id, res.start)}
         want = reference(rows, total, policy)
         assert got == want, policy
-
-
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(workloads())
-def test_reservations_never_delayed(wl):
-    total, rows = wl
-    for backfill in ("easy", "conservative"):
-        sched = QueueScheduler("fcfs", backfill)
-        sched.first_reservation = {}
-        res, prep, _ = simulate(rows, total, sched_obj=sched)
-        for j, t in sched.first_reservation.items():
-            assert res.start[j] <= t + 1e-9, (backfill, int(prep.workload.job_id[j]), res.start[j], t)

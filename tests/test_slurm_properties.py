@@ -1,5 +1,6 @@
-"""Core invariants under the Slurm-like scheduler (random workloads and configurations), and its
-agreement with the core's EASY on a real log when configured EASY-like."""
+"""Core invariants under the Slurm-like scheduler over random configurations (the conformance suite,
+tests/test_conformance.py, checks fixed Slurm variants on its workloads), and its agreement with the
+core's EASY on a real log when configured EASY-like."""
 from __future__ import annotations
 
 import os
@@ -10,44 +11,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hpctwin.schedulers.checks import assert_exclusive_units
 from hpctwin.twin.run import RunConfig, load_workload, run
 from hpctwin.twin.workload import Workload
 
 
-def _units(text: str) -> list[int]:
-    out = []
-    for part in str(text).split(","):
-        if "-" in part:
-            a, b = part.split("-")
-            out += range(int(a), int(b) + 1)
-        elif part:
-            out.append(int(part))
-    return out
-
-
 def check_invariants(df, total: int, cpn: int) -> None:
+    """Every job starts, after its submission, ends at start + min(runtime, limit); no node held twice
+    (the conformance suite's unit check, whole nodes of ``cpn`` units)."""
     assert df.start.notna().all(), "every job starts"
     assert (df.start >= df.submit).all(), "no job starts before its submission"
     expect_end = df.start + np.minimum(df.run_actual, df.requested_time)
     assert np.allclose(df.end, expect_end), "ends at start + min(runtime, limit)"
-    # sweep: no unit (or, with cpus_per_node > 1, no node) held by two jobs at once
-    events = sorted([(e, 0, i) for i, e in enumerate(df.end)] + [(s, 1, i) for i, s in enumerate(df.start)])
-    owner: dict[int, int] = {}
-    units = [_units(x) for x in df.nodes]
-    busy = 0
-    for _, kind, i in events:
-        keys = sorted({u // cpn for u in units[i]})
-        if kind == 0:
-            for k in keys:
-                owner.pop(k, None)
-            busy -= len(units[i])
-        else:
-            assert len(units[i]) == df.procs.iloc[i]
-            for k in keys:
-                assert k not in owner, f"node {k} used by two jobs"
-                owner[k] = i
-            busy += len(units[i])
-            assert busy <= total
+    assert_exclusive_units(df, total, "slurm random configuration", units_per_node=cpn)
 
 
 jobs_st = st.lists(st.tuples(st.integers(0, 600), st.integers(1, 8), st.integers(1, 400),

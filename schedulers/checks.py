@@ -1,0 +1,598 @@
+"""Conformance suite for schedulers, after scikit-learn's ``check_estimator``.
+
+`check_scheduler(target)` yields ``(name, check)`` pairs; each ``check()`` runs the scheduler through
+the real engine on small generated workloads and raises `ConformanceError` (an AssertionError)
+naming the scheduler, the workload, the job and the time when a rule is broken. `targets()` lists
+every registered scheduler (each built-in name, every queue order x backfill pair, the Slurm-like
+policy's variants, every name of `schedulers.registry.known_schedulers`, including entry points)
+plus the wrappers, so a name added to the registry is checked with no test edit.
+
+Checks every scheduler gets (DESIGN.md sections 4 to 6):
+
+* ``exclusive_units``: no unit is held by two jobs at once; units exist (0 <= u < machine units);
+  a job holds exactly its requested number of units (capacity is then never exceeded);
+* ``no_start_before_submit``;
+* ``every_job_accounted``: every job of the log runs to an end or is reported unrunnable (counted
+  in ``jobs_skipped``); the engine raises on a deadlock;
+* ``walltime``: a job whose runtime exceeds its requested time ends at start + requested time with
+  status ``killed``; at full speed (no rate-changing model) every other job runs exactly its runtime;
+* ``deterministic``: the same configuration twice gives identical start, end and units for every job;
+* ``overrun``: with ``kill_at_walltime = false`` jobs outlive their estimates; the scheduler must
+  still never start a job on units that are still held (it must read the view, not trust its plan).
+
+Checks a scheduler gets when it declares them (tags, like scikit-learn's estimator tags):
+
+* ``guarantees`` (a set-like attribute of the scheduler): ``"easy_head"`` (EASY, Mu'alem and
+  Feitelson 2001: the first job that cannot start gets a reservation at its shadow time, computed
+  from the running jobs' expected ends, and never starts later than it); ``"conservative"`` (every
+  waiting job's first reservation is never delayed). A scheduler declaring either must record
+  reservations in ``first_reservation`` (a dict job index -> first reserved start, s) when the
+  suite sets it to ``{}`` before the run. For ``easy_head`` the suite recomputes the shadow time
+  independently from the view the scheduler was given and, for FCFS order (``order_name ==
+  "fcfs"``), checks that the reserved job is the first waiting job in arrival order.
+* ``supports_failures`` (attribute, default True; False on the scheduler or any policy it wraps
+  through ``inner`` opts out): under random node failures (`twin.failures.FailureModel`) no job
+  runs on a down unit, no unit is held twice, and for every job that completes, time queued + time
+  held = end - submit.
+
+Which run a scheduler needs is read from the object, as `twin.run` does: ``power_model = None``
+means it needs the power model (the run gets ``power = True`` on the generic system);
+`schedulers.gpu_packing.GPUPackingScheduler` needs ``allocation = "gpu"``;
+`schedulers.llm.LLMScheduler` gets the ``dgx-h100`` system for its node groups.
+
+Workloads (`workloads`): a few dozen jobs on 16 units, generated with a fixed seed: ``mixed``
+(Poisson arrivals, sizes 1-16 skewed small, runtimes 1 s-2 h, requested times 0.6-3x the runtime so
+some jobs are killed, a few with no request), ``burst`` (every job at two instants: ties) and
+``exact`` (requested = runtime, so reservations are exact). A check takes about 0.05-0.5 s.
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from hpctwin.twin.workload import Workload
+
+#: declared guarantees this suite knows how to check
+KNOWN_GUARANTEES = frozenset({"easy_head", "conservative"})
+#: machine size (units) of the generated workloads
+UNITS = 16
+#: GPUs per node in the GPU-allocation runs (2 nodes x 8 GPUs = 16 units)
+GPUS_PER_NODE = 8
+
+
+class ConformanceError(AssertionError):
+    """A scheduler broke a rule of the conformance suite."""
+
+
+@dataclass
+class Target:
+    """A scheduler to check, given as the run configuration that builds it.
+
+    ``scheduler``, ``order``, ``backfill`` and ``options`` (scheduler options) go to
+    `schedulers.registry.make_scheduler`; ``run`` holds other `twin.run.RunConfig` fields (power,
+    system, allocation, power_cap...). ``label`` names the target in test ids and errors.
+    """
+
+    label: str
+    scheduler: str
+    order: str | None = None
+    backfill: str | None = None
+    options: dict = field(default_factory=dict)
+    run: dict = field(default_factory=dict)
+    #: why the scheduler could not be built when the target was listed (None: it could)
+    error: str | None = None
+
+    def key(self) -> str:
+        return json.dumps([self.label, self.scheduler, self.order, self.backfill, self.options, self.run],
+                          sort_keys=True, default=str)
+
+    def make(self):
+        from hpctwin.schedulers.registry import make_scheduler  # noqa: PLC0415
+        return make_scheduler(self.scheduler, self.order, self.backfill, copy.deepcopy(self.options))
+
+
+# ====================================================================== tags
+def _chain(sched) -> Iterator[Any]:
+    while sched is not None:
+        yield sched
+        sched = getattr(sched, "inner", None)
+
+
+def scheduler_tags(sched) -> dict:
+    """The tags of a scheduler object: ``guarantees`` (frozenset of `KNOWN_GUARANTEES` names) and
+    ``supports_failures`` (False when it or a policy it wraps says so), ``units_per_node`` (units of
+    one node the policy allocates whole: `schedulers.slurm.SlurmScheduler.cpn`, else 1)."""
+    g = frozenset(getattr(sched, "guarantees", None) or ())
+    unknown = g - KNOWN_GUARANTEES
+    if unknown:
+        raise ConformanceError(f"scheduler {getattr(sched, 'name', sched)!r} declares unknown guarantees "
+                               f"{sorted(unknown)}; known: {sorted(KNOWN_GUARANTEES)}")
+    return {"guarantees": g,
+            "supports_failures": all(getattr(s, "supports_failures", True) is not False for s in _chain(sched)),
+            # whole-node allocation of a policy whose node has several units (Slurm's cpus_per_node)
+            "units_per_node": int(getattr(sched, "cpn", None) or 1)}
+
+
+def run_requirements(sched) -> dict:
+    """`RunConfig` fields a scheduler object needs (read from the object, as `twin.run` does)."""
+    from hpctwin.schedulers.gpu_packing import GPUPackingScheduler  # noqa: PLC0415
+    from hpctwin.schedulers.llm import LLMScheduler  # noqa: PLC0415
+    req: dict = {}
+    if any(getattr(s, "power_model", False) is None for s in _chain(sched)):
+        req.update(power=True, system="generic")
+    if any(isinstance(s, GPUPackingScheduler) for s in _chain(sched)):
+        req.update(allocation="gpu", gpus_per_node=GPUS_PER_NODE)
+    if any(isinstance(s, LLMScheduler) for s in _chain(sched)):
+        req.update(system="dgx-h100")
+    return req
+
+
+def target_for(label: str, scheduler: str, order: str | None = None, backfill: str | None = None,
+               options: dict | None = None, run: dict | None = None) -> Target:
+    """A `Target` whose run fields include what the scheduler needs (`run_requirements`)."""
+    t = Target(label, scheduler, order, backfill, dict(options or {}), {})
+    try:
+        t.run = {**run_requirements(t.make()), **(run or {})}
+    except Exception as e:              # reported by the "constructs" check, not at collection
+        t.run = dict(run or {})
+        t.error = f"{type(e).__name__}: {e}"
+    return t
+
+
+# ====================================================================== targets
+def slurm_variants() -> dict[str, dict]:
+    """Slurm-like configurations to check, as scheduler options by label.
+
+    Read from ``schedulers.slurm.CONFORMANCE_VARIANTS`` when the module defines it (its owners list
+    the SelectType / priority combinations there); otherwise the default configuration, each modelled
+    ``PriorityType``, the builtin (no backfill) scheduler type, and a tight backfill configuration
+    (the parameter ranges of the former random Slurm property test).
+    """
+    from hpctwin.schedulers import slurm as slurm_mod  # noqa: PLC0415
+    declared = getattr(slurm_mod, "CONFORMANCE_VARIANTS", None)
+    if declared:
+        return {str(k): dict(v) for k, v in dict(declared).items()}
+    return {
+        "slurm": {},
+        "slurm[priority/basic]": {"PriorityType": "priority/basic"},
+        "slurm[sched/builtin]": {"SchedulerType": "sched/builtin"},
+        "slurm[tight-backfill]": {"bf_interval": 7, "bf_resolution": 60, "bf_window": 1, "bf_max_job_test": 2,
+                                  "bf_job_part_count_reserve": 2, "default_queue_depth": 1,
+                                  "node_order": "index", "PriorityWeightAge": 1000,
+                                  "PriorityWeightJobSize": 1000, "PriorityWeightFairshare": 10000,
+                                  "PriorityCalcPeriod": 5, "PriorityFlags": "NO_FAIR_TREE"},
+        "slurm[cpus_per_node=2]": {"cpus_per_node": 2, "bf_job_part_count_reserve": 1,
+                                   "PriorityWeightFairshare": 10000},
+    }
+
+
+def targets() -> list[Target]:
+    """Every registered scheduler and wrapper, each with the run it needs."""
+    from hpctwin.schedulers.backfill import BACKFILLS  # noqa: PLC0415
+    from hpctwin.schedulers.ordering import ORDERS  # noqa: PLC0415
+    from hpctwin.schedulers.registry import BUILTIN, known_schedulers  # noqa: PLC0415
+    out: list[Target] = []
+    seen: set[tuple] = set()
+
+    def add(t: Target) -> None:
+        out.append(t)
+
+    for name in known_schedulers():
+        if name in BUILTIN:
+            continue                        # covered by the order x backfill grid below
+        if name == "slurm":
+            for label, opts in slurm_variants().items():
+                add(target_for(label, "slurm", options=opts))
+            continue
+        add(target_for(name, name))
+    for order in ORDERS:
+        for backfill in BACKFILLS:
+            builtin = [n for n, ob in BUILTIN.items() if ob == (order, backfill)]
+            label = builtin[0] if builtin else f"{order}+{backfill}"
+            if (order, backfill) not in seen:
+                seen.add((order, backfill))
+                add(target_for(label, "fcfs", order=order, backfill=backfill))
+    # wrappers
+    add(target_for("power-aware(easy)", "easy", run={"power": True, "system": "generic", "power_cap": 20000.0}))
+    add(target_for("power-aware(conservative)", "conservative",
+                   run={"power": True, "system": "generic", "power_cap": 20000.0}))
+    add(target_for("energy-fairshare", "hpctwin.power.accounting:EnergyFairShare"))
+    add(target_for("llm(conservative)", "llm", backfill="conservative"))
+    add(target_for("gpu-pack(block)", "gpu-pack", options={"on_unpackable": "block"}))
+    add(target_for("easy+gpu-allocation", "easy", run={"allocation": "gpu", "gpus_per_node": GPUS_PER_NODE}))
+    return out
+
+
+# ====================================================================== workloads
+def workloads(units: int = UNITS, seed: int = 7) -> dict[str, Workload]:
+    """The generated workloads (see the module docstring); deterministic for a given seed."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    n = 48
+    submit = np.cumsum(rng.exponential(60.0, n)).round()
+    runtime = np.maximum(1.0, np.exp(rng.uniform(0.0, math.log(7200.0), n)).round())
+    procs = np.minimum(units, np.maximum(1, (units * rng.power(0.35, n)).round())).astype(int)
+    req = (runtime * rng.uniform(0.6, 3.0, n)).round()
+    req[rng.random(n) < 0.08] = np.nan
+    req = np.where(np.isnan(req), np.nan, np.maximum(req, 1.0))
+    out["mixed"] = _make("mixed", submit, runtime, procs, req, rng)
+    n = 30
+    submit = np.where(np.arange(n) < 18, 0.0, 600.0)
+    runtime = rng.integers(1, 1500, n).astype(float)
+    procs = rng.integers(1, units + 1, n)
+    req = (runtime * rng.uniform(0.8, 2.0, n)).round()
+    out["burst"] = _make("burst", submit, runtime, procs, np.maximum(req, 1.0), rng)
+    n = 36
+    submit = np.cumsum(rng.exponential(200.0, n)).round()
+    runtime = rng.integers(10, 3000, n).astype(float)
+    procs = rng.integers(1, units + 1, n)
+    out["exact"] = _make("exact", submit, runtime, procs, runtime.copy(), rng)
+    return out
+
+
+def _make(name, submit, runtime, procs, req, rng) -> Workload:
+    n = len(submit)
+    return Workload.from_arrays(f"conformance-{name}", submit=submit, runtime=runtime, procs=procs,
+                                requested_time=req, user=rng.integers(0, 4, n), group=rng.integers(0, 2, n),
+                                columns={"gpus": np.asarray(procs, dtype=float)}, machine_size=UNITS)
+
+
+class _ByName(dict):
+    """Workloads by name: ``mixed`` (seed 7) or ``mixed@K`` (the same generator with seed K)."""
+
+    def __missing__(self, name: str) -> Workload:
+        base, _, seed = name.partition("@")
+        wl = workloads(seed=int(seed) if seed else 7)[base]
+        self[name] = wl
+        return wl
+
+
+@functools.lru_cache(maxsize=1)
+def _workloads() -> dict[str, Workload]:
+    return _ByName()
+
+
+# ====================================================================== running
+@dataclass
+class Outcome:
+    """One run of a target: the jobs table (`twin.run.RunResult.jobs`) and the summary."""
+
+    jobs: Any
+    summary: dict
+    wall_s: float = 0.0
+
+
+def run_target(target: Target, workload: str, *, fresh: bool = False) -> Outcome:
+    """Run ``target`` on a generated workload through `twin.run.simulate` (cached unless ``fresh``)."""
+    if fresh:
+        return _run(target.key(), workload)
+    return _run_cached(target.key(), workload)
+
+
+def _run(key: str, workload: str) -> Outcome:
+    import time  # noqa: PLC0415
+
+    from hpctwin.twin.run import RunConfig, simulate  # noqa: PLC0415
+    label, scheduler, order, backfill, options, run = json.loads(key)
+    t0 = time.perf_counter()
+    cfg = RunConfig(workload=f"conformance-{workload.replace('@', '-seed')}", scheduler=scheduler, order=order, backfill=backfill,
+                    nodes=UNITS // GPUS_PER_NODE if run.get("allocation") == "gpu" else UNITS,
+                    options={"scheduler": options} if options else {}, **run)
+    res = simulate(cfg, copy.deepcopy(_workloads()[workload]))
+    return Outcome(res.jobs, res.summary, time.perf_counter() - t0)
+
+
+_run_cached = functools.lru_cache(maxsize=256)(_run)
+
+
+def _fail(target: Target, workload: str, msg: str) -> None:
+    raise ConformanceError(f"scheduler {target.label!r} on workload {workload!r}: {msg}")
+
+
+# ====================================================================== generic checks
+def _units_of(text: str) -> np.ndarray:
+    from hpctwin.twin.ranges import parse_ranges  # noqa: PLC0415
+    return np.asarray(parse_ranges(text), dtype=np.int64) if text else np.zeros(0, dtype=np.int64)
+
+
+def _overlaps(rows: list[tuple[int, float, float, str]]) -> str | None:
+    """First pair of (unit, start, end, who) intervals sharing a unit at the same time, as text."""
+    rows = sorted(rows)
+    for a, b in zip(rows, rows[1:]):
+        if a[0] == b[0] and b[1] < a[2]:
+            return f"{a[0]}: {a[3]} holds [{a[1]:g}, {a[2]:g}) s and {b[3]} holds [{b[1]:g}, {b[2]:g}) s"
+    return None
+
+
+def assert_exclusive_units(df, total: int, where: str = "run", units_per_node: int = 1) -> None:
+    """Raise `ConformanceError` unless every job of the jobs table ``df`` (columns job_id, start,
+    end, procs, nodes) holds exactly ``procs`` distinct units in ``0..total-1`` and no unit (or, with
+    ``units_per_node`` > 1, no node of that many units: whole-node allocation) is held by two jobs
+    at the same time."""
+    rows = []
+    for jid, s, e, p, txt in zip(df.job_id, df.start, df.end, df.procs, df.nodes):
+        if not np.isfinite(s):
+            continue
+        u = _units_of(txt)
+        if len(u) != p:
+            raise ConformanceError(f"{where}: job {jid} holds {len(u)} units for a request of {p}")
+        if len(np.unique(u)) != len(u):
+            raise ConformanceError(f"{where}: job {jid} holds a unit twice ({txt})")
+        if len(u) and (u.min() < 0 or u.max() >= total):
+            raise ConformanceError(f"{where}: job {jid} holds units {txt} outside 0..{total - 1}")
+        if e > s:
+            rows += [(int(x), float(s), float(e), f"job {jid}") for x in np.unique(u // units_per_node)]
+    bad = _overlaps(rows)
+    if bad:
+        what = "unit" if units_per_node == 1 else f"node (of {units_per_node} units)"
+        raise ConformanceError(f"{where}: a {what} is used twice: {bad}")
+
+
+def check_exclusive_units(target: Target, workload: str) -> None:
+    out = run_target(target, workload)
+    assert_exclusive_units(out.jobs, int(out.summary["machine_units"]),
+                           f"scheduler {target.label!r} on workload {workload!r}",
+                           scheduler_tags(target.make())["units_per_node"])
+
+
+def check_no_start_before_submit(target: Target, workload: str) -> None:
+    df = run_target(target, workload).jobs
+    early = df[df.start < df.submit]
+    if len(early):
+        r = early.iloc[0]
+        _fail(target, workload, f"job {r.job_id} starts at {r.start:g} s before its submission at {r.submit:g} s")
+
+
+def check_every_job_accounted(target: Target, workload: str) -> None:
+    out = run_target(target, workload)
+    df, s = out.jobs, out.summary
+    skipped = sum(s.get("jobs_skipped", {}).values())
+    if s["jobs_simulated"] + skipped != s["jobs_in_log"]:
+        _fail(target, workload, f"{s['jobs_in_log']} jobs in the log but {s['jobs_simulated']} simulated and "
+                                f"{skipped} reported skipped")
+    never = df[~(np.isfinite(df.start) & np.isfinite(df.end))]
+    if len(never):
+        _fail(target, workload, f"job {never.job_id.iloc[0]} never ran ({len(never)} jobs), none reported unrunnable")
+    bad = df[~df.status.isin(["completed", "killed"])]
+    if len(bad):
+        _fail(target, workload, f"job {bad.job_id.iloc[0]} ends with status {bad.status.iloc[0]!r}")
+
+
+def check_walltime(target: Target, workload: str) -> None:
+    out = run_target(target, workload)
+    df = out.jobs
+    wl = _workloads()[workload].sorted()
+    runtime = dict(zip(wl.job_id.tolist(), wl.runtime.tolist()))
+    full_speed = not target.run.get("power_cap")
+    for jid, run, req, status in zip(df.job_id, df.run, df.requested_time, df.status):
+        rt = runtime[int(jid)]
+        limit = req if (np.isfinite(req) and req > 0) else math.inf
+        if rt > limit:
+            if status != "killed" or not math.isclose(run, limit, rel_tol=1e-12, abs_tol=1e-9):
+                _fail(target, workload, f"job {jid} (runtime {rt:g} s, limit {limit:g} s) ran {run:g} s with "
+                                        f"status {status!r}: it must be killed at its limit")
+        elif run > limit * (1 + 1e-12) + 1e-9:
+            _fail(target, workload, f"job {jid} ran {run:g} s, beyond its limit {limit:g} s")
+        elif full_speed and status != "killed" and not math.isclose(run, rt, rel_tol=1e-12, abs_tol=1e-9):
+            _fail(target, workload, f"job {jid} ran {run:g} s at full speed, its runtime is {rt:g} s")
+
+
+def check_deterministic(target: Target, workload: str) -> None:
+    a = run_target(target, workload).jobs
+    b = run_target(target, workload, fresh=True).jobs
+    for col in ("start", "end", "nodes", "status"):
+        x, y = a[col].to_numpy(), b[col].to_numpy()
+        same = (x == y) | (np.asarray(a[col].isna()) & np.asarray(b[col].isna()))
+        if not same.all():
+            i = int(np.flatnonzero(~same)[0])
+            _fail(target, workload, f"not deterministic: job {a.job_id.iloc[i]} {col} = {x[i]!r} then {y[i]!r} "
+                                    "with the same configuration")
+
+
+def check_overrun(target: Target, workload: str) -> None:
+    """Jobs that outlive their estimate (``kill_at_walltime = False``; also checkpoint overheads and
+    throttled jobs) leave their units later than the scheduler believed: it must still never start
+    a job on units still held (the engine refuses such a start with a SimulationError)."""
+    t = Target(target.label + "[no kill]", target.scheduler, target.order, target.backfill, target.options,
+               {**target.run, "kill_at_walltime": False})
+    try:
+        check_exclusive_units(t, workload)
+        check_every_job_accounted(t, workload)
+    except ConformanceError:
+        raise
+    except Exception as e:          # the engine's SimulationError, or the policy's own error
+        _fail(target, workload, f"with jobs running past their estimate (kill_at_walltime = false): "
+                                f"{type(e).__name__}: {e}")
+
+
+# ====================================================================== declared guarantees
+def _engine(target: Target, workload: str, models=(), record: bool = False):
+    """Run ``target``'s scheduler object through `twin.simulation.Simulation` directly (node
+    allocation, no other model unless given). Returns (result, prepared workload, scheduler, passes)
+    where ``passes`` lists, when ``record``, (now, queue, free, running ends, running units, starts,
+    new reservations) per scheduling pass."""
+    from hpctwin.twin.run import job_table, prepare  # noqa: PLC0415
+    from hpctwin.twin.simulation import Simulation  # noqa: PLC0415
+    prep = prepare(copy.deepcopy(_workloads()[workload]), UNITS, "conformance")
+    sched = target.make()
+    passes: list = []
+    if record:
+        sched.first_reservation = {}
+        inner = sched.schedule
+
+        def schedule(now, queue, cluster):
+            before = dict(sched.first_reservation)
+            view = (float(now), np.array(queue), int(cluster.free), np.array(cluster.running_expected_end, dtype=float),
+                    np.array(cluster.running_procs, dtype=np.int64))
+            starts = list(inner(now, queue, cluster))
+            new = {j: t for j, t in sched.first_reservation.items() if j not in before}
+            passes.append(view + ([int(getattr(s, "job", s)) for s in starts], new))
+            return starts
+        sched.schedule = schedule
+    sim = Simulation(job_table(prep), prep.workload.runtime, prep.kill_limit, sched, UNITS, models=list(models))
+    return sim.run(), prep, sched, passes
+
+
+def _shadow(now: float, free: int, ends: np.ndarray, units: np.ndarray, need: int) -> float:
+    """Earliest time >= now at which ``need`` units are free, from running jobs' expected ends."""
+    if free >= need:
+        return now
+    order = np.argsort(np.maximum(ends, now), kind="stable")
+    avail = free + np.cumsum(units[order])
+    k = int(np.searchsorted(avail, need))
+    return float(max(ends[order][k], now)) if k < len(order) else math.inf
+
+
+def check_easy_head(target: Target, workload: str) -> None:
+    res, prep, sched, passes = _engine(target, workload, record=True)
+    procs, est, jid = prep.workload.procs, prep.estimate, prep.workload.job_id
+    fcfs = getattr(sched, "order_name", None) == "fcfs"
+    seen_any = False
+    first_shadow: dict[int, tuple[float, float]] = {}     # FCFS head -> (time it became head, shadow)
+    for now, queue, free, ends, units, starts, new in passes:
+        s_free = free - int(sum(procs[s] for s in starts))
+        s_ends = np.concatenate((ends, [now + est[s] for s in starts]))
+        s_units = np.concatenate((units, [procs[s] for s in starts])).astype(np.int64)
+        if fcfs:
+            started = set(starts)
+            waiting = [q for q in queue.tolist() if q not in started]
+            if waiting and waiting[0] not in first_shadow:
+                h = waiting[0]
+                first_shadow[h] = (now, _shadow(now, s_free, s_ends, s_units, int(procs[h])))
+        if not new:
+            continue
+        seen_any = True
+        if len(new) > 1:
+            _fail(target, workload, f"at t={now:g} s EASY reserved {len(new)} jobs in one pass (only the head)")
+        (j, t), = new.items()
+        if j in starts or j not in set(queue.tolist()):
+            _fail(target, workload, f"at t={now:g} s job {jid[j]} got a reservation but is not a waiting job")
+        if fcfs and waiting and waiting[0] != j:
+            _fail(target, workload, f"at t={now:g} s the reserved job is {jid[j]}, the FCFS head is {jid[waiting[0]]}")
+        want = _shadow(now, s_free, s_ends, s_units, int(procs[j]))
+        if not math.isclose(t, want, rel_tol=0, abs_tol=1e-6):
+            _fail(target, workload, f"at t={now:g} s head job {jid[j]} reserved at {t:g} s; its shadow time from "
+                                    f"the running jobs' expected ends is {want:g} s")
+        if res.start[j] > t + 1e-9:
+            _fail(target, workload, f"head job {jid[j]} reserved at {t:g} s (at t={now:g} s) starts later, at "
+                                    f"{res.start[j]:g} s")
+    for h, (t_head, shadow) in first_shadow.items():
+        if res.start[h] > shadow + 1e-9:
+            _fail(target, workload, f"FCFS head job {jid[h]} (head from t={t_head:g} s, shadow time {shadow:g} s "
+                                    f"from the running jobs' expected ends) starts later, at {res.start[h]:g} s")
+    if not seen_any and workload == "mixed":
+        _fail(target, workload, "declares easy_head but recorded no reservation in first_reservation")
+
+
+def check_conservative(target: Target, workload: str) -> None:
+    res, prep, sched, passes = _engine(target, workload, record=True)
+    jid = prep.workload.job_id
+    if not sched.first_reservation and workload == "mixed":
+        _fail(target, workload, "declares conservative but recorded no reservation in first_reservation")
+    for now, queue, free, ends, units, starts, new in passes:
+        for j, t in new.items():
+            if t < now - 1e-9:
+                _fail(target, workload, f"at t={now:g} s job {jid[j]} was reserved in the past ({t:g} s)")
+    for j, t in sched.first_reservation.items():
+        if res.start[j] > t + 1e-9:
+            _fail(target, workload, f"job {jid[j]} first reserved at {t:g} s starts later, at {res.start[j]:g} s")
+
+
+def check_node_failures(target: Target, workload: str, seed: int = 0) -> None:
+    from hpctwin.twin.failures import FailureConfig, FailureModel  # noqa: PLC0415
+    regimes = ["requeue", "checkpoint_restart", "fast_recovery", "fail"]
+    # a node failure takes down the units of one node of the policy (Slurm's cpus_per_node > 1)
+    upn = scheduler_tags(target.make())["units_per_node"]
+    model = FailureModel(FailureConfig(node_mtbf_s=30000.0 * upn, repair_s=400.0, checkpoint_s=20.0,
+                                       restart_s=30.0, interval=300.0, units_per_node=upn,
+                                       regimes={"default": regimes[seed % 4]}))
+    try:
+        res, prep, _, _ = _engine(target, workload, models=[model])
+    except Exception as e:
+        _fail(target, workload, f"under node failures (regime {regimes[seed % 4]}): {type(e).__name__}: {e}")
+    jid, submit = prep.workload.job_id, prep.workload.submit
+    if not model.node_failures:
+        _fail(target, workload, "the failure model injected no failure (the check needs some)")
+    if not np.isfinite(res.end).all():
+        _fail(target, workload, f"job {jid[int(np.flatnonzero(~np.isfinite(res.end))[0])]} never ends under failures")
+    rows = [(int(u), s0, e0, f"job {jid[j]} (interrupted run)") for j, s0, e0, txt in res.segments
+            for u in _units_of(txt)]
+    for j in range(len(jid)):
+        if not res.failed[j]:
+            rows += [(int(u), float(res.last_start[j]), float(res.end[j]), f"job {jid[j]}")
+                     for u in _units_of(res.nodes[j])]
+    rows += [(int(u), t0, t1, f"down node {node}") for node, t0, t1 in model.outages
+             for u in range(node * upn, (node + 1) * upn)]
+    bad = _overlaps([r for r in rows if r[2] > r[1]])
+    if bad:
+        _fail(target, workload, f"under node failures a unit is used twice or while down: {bad}")
+    ok = ~res.failed
+    resp = res.end - submit
+    diff = np.abs(res.queued + res.held - resp)
+    if (diff[ok] > 1e-6 * np.maximum(1.0, resp[ok])).any():
+        j = int(np.flatnonzero(ok & (diff > 1e-6 * np.maximum(1.0, resp)))[0])
+        _fail(target, workload, f"job {jid[j]}: queued {res.queued[j]:g} s + held {res.held[j]:g} s != response "
+                                f"{resp[j]:g} s")
+
+
+# ====================================================================== the suite
+GENERIC_CHECKS: tuple[tuple[str, Callable, tuple[str, ...]], ...] = (
+    ("exclusive_units", check_exclusive_units, ("mixed", "burst", "exact")),
+    ("no_start_before_submit", check_no_start_before_submit, ("mixed", "burst", "exact")),
+    ("every_job_accounted", check_every_job_accounted, ("mixed", "burst", "exact")),
+    ("walltime", check_walltime, ("mixed", "burst")),
+    ("deterministic", check_deterministic, ("mixed",)),
+    ("overrun", check_overrun, ("mixed", "burst")),
+)
+
+
+def check_scheduler(target: Target) -> Iterator[tuple[str, Callable[[], None]]]:
+    """Yield ``(check name, check)`` for ``target``: the generic checks, then the checks of the
+    guarantees and tags its scheduler object declares (see the module docstring). A scheduler that
+    cannot be built gets one failing check, ``constructs``."""
+    try:
+        tags = scheduler_tags(target.make())
+    except Exception as e:
+        msg = f"scheduler {target.label!r} cannot be built: {type(e).__name__}: {e}"
+
+        def constructs() -> None:
+            raise ConformanceError(msg)
+        yield "constructs", constructs
+        return
+    for name, fn, wls in GENERIC_CHECKS:
+        yield name, functools.partial(_each, fn, target, wls)
+    engine_ok = not target.run            # the direct engine path has node allocation and no model
+    if "easy_head" in tags["guarantees"]:
+        yield "easy_head", functools.partial(_each, check_easy_head, target, ("mixed", "exact", "burst"))
+    if "conservative" in tags["guarantees"]:
+        yield "conservative", functools.partial(_each, check_conservative, target, ("mixed", "exact", "burst"))
+    if tags["supports_failures"] and engine_ok:
+        yield "node_failures", functools.partial(_failures, target)
+
+
+def _each(fn: Callable, target: Target, wls: tuple[str, ...]) -> None:
+    for w in wls:
+        fn(target, w)
+
+
+def _failures(target: Target) -> None:
+    for seed in range(4):
+        check_node_failures(target, "mixed", seed)
+
+
+def run_checks(target: Target) -> dict[str, str]:
+    """Run every check of ``target``; returns {check: "ok" or the error text}."""
+    out = {}
+    for name, check in check_scheduler(target):
+        try:
+            check()
+            out[name] = "ok"
+        except ConformanceError as e:
+            out[name] = str(e)
+    return out

@@ -70,14 +70,17 @@ Simplifications (each also listed in ``describe()``)
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from bisect import bisect_left as _bisect_left, bisect_right as _bisect_right
 from collections import defaultdict
 
 import numpy as np
 
 from .base import ClusterView, JobTable, Scheduler, Start
-from .slurm_conf import (SlurmConfError, SlurmConfig, apply_options, load_slurm_conf)
+from .slurm_conf import (SlurmConfError, SlurmConfig, apply_options, load_slurm_conf,
+                         not_modelled_line, report_ignored)
 from .slurm_priority import AccountsSpec, FairShare, MultifactorPriority, QOSDef, load_accounts
+from .slurm_select import GroupedRunning, RunningSet, bits as _bits, job_test, to_mask as _to_mask
 
 NODE_ORDERS = ("time-fit", "index")
 _INF = math.inf
@@ -111,6 +114,7 @@ class SlurmScheduler(Scheduler):
             raise ValueError(f"slurm: node_order must be one of {', '.join(NODE_ORDERS)}, "
                              f"got {node_order!r}")
         self.node_order = node_order
+        self.linear = self.cfg.select_type == "select/linear"
         if not bf_poll > 0:
             raise ValueError(f"slurm: bf_poll must be > 0 s, got {bf_poll}")
         self.bf_poll = float(bf_poll)
@@ -262,7 +266,7 @@ class SlurmScheduler(Scheduler):
                 k = aid[key] = len(aid)
             jassoc[i] = k
         self.jassoc = jassoc
-        prm = cfg.priority
+        prm = self._applied_priority(cfg)
         self.use_fs = prm.type == "priority/multifactor" and prm.weight_fairshare > 0
         self.fs = FairShare([a for a, _ in aid], [u for _, u in aid], spec,
                             half_life=prm.decay_half_life, fair_tree=prm.fair_tree,
@@ -271,7 +275,10 @@ class SlurmScheduler(Scheduler):
             prm, submit=self.submit, nodes=self.req, cpus=procs, time_limit=self.tl,
             part_factor=part_factor[jpart], qos_factor=qos_factor, assoc=jassoc,
             total_nodes=NN, total_cpus=total)
-        self.time_varying = prm.type == "priority/multifactor" and self.prio_calc.time_varying
+        # priority_multifactor.c: without slurmdbd there is no decay thread, so priorities are
+        # set at submit and never recalculated (the remaining factors do not change anyway)
+        self.time_varying = (prm.type == "priority/multifactor" and cfg.with_slurmdbd
+                             and self.prio_calc.time_varying)
         self.fs_factor = self.fs.factors() if self.fs is not None else None
         self.last_tick = 0.0                 # time of the last PriorityCalcPeriod tick
         self.static_order = (not self.time_varying and P == 1
@@ -297,6 +304,32 @@ class SlurmScheduler(Scheduler):
         self.bf_change = None                # first change after bf_last (time) or None
         self.bf_dirty = False                # change since the last *computed* cycle
         self.bf_on = sp.backfill
+
+    def _applied_priority(self, cfg: SlurmConfig):
+        """The priority parameters that apply, as ``priority_p_init`` (priority_multifactor.c)
+        sets them: without ``AccountingStorageType=accounting_storage/slurmdbd`` the age and
+        fair-share weights are dropped ("PriorityWeightAge can only be used with SlurmDBD,
+        ignoring") and no decay thread recalculates priorities. Records the outcome in
+        ``self.priority_applied`` and prints it on one line."""
+        prm = cfg.priority
+        if prm.type != "priority/multifactor":
+            self.priority_applied = f"{prm.type}: FIFO by submit time (job id on ties)"
+        elif cfg.with_slurmdbd:
+            self.priority_applied = (
+                f"priority/multifactor with slurmdbd: age (max {prm.max_age:g} s) and fair-share "
+                f"(half-life {prm.decay_half_life:g} s) recalculated every "
+                f"PriorityCalcPeriod={prm.calc_period:g} s")
+        else:
+            dropped = [f"{name} can only be used with SlurmDBD, ignoring" for name, w in
+                       (("PriorityWeightAge", prm.weight_age),
+                        ("PriorityWeightFairshare", prm.weight_fairshare)) if w]
+            prm = replace(prm, weight_age=0, weight_fairshare=0)
+            self.priority_applied = (
+                "priority/multifactor without slurmdbd (AccountingStorageType="
+                f"{cfg.accounting_storage_type}): job size, partition and QOS factors set at "
+                "submit, never recalculated" + (f"; {'; '.join(dropped)}" if dropped else ""))
+        print(f"slurm: {self.priority_applied}")
+        return prm
 
     # ================================================================== hooks
     def _touch(self, now: float) -> None:
@@ -544,7 +577,10 @@ class SlurmScheduler(Scheduler):
             cand = idle & avail & self.pmask[k]
             need = int(self.req[j])
             if int(cand.sum()) >= need:
-                nodes = np.flatnonzero(cand)[:need]
+                if self.linear:         # _run_now -> _job_test (select_linear.c)
+                    nodes = np.asarray(_bits(job_test(self._to_int(cand), need)), dtype=np.int64)
+                else:
+                    nodes = np.flatnonzero(cand)[:need]
                 starts.append(self._apply_start(now, j, nodes))
                 idle[nodes] = False
                 n_idle -= need
@@ -593,25 +629,16 @@ class SlurmScheduler(Scheduler):
         full = (1 << self.NN) - 1
         ns_b: list[float] = [begin0]
         ns_av: list[int] = [full]
-        # nodes by the time they become free (running jobs' expected ends): distinct times T[m]
-        # and cumulative bitsets C[m] = nodes free by T[m]; T[0] = now (idle nodes)
-        node_end = self.node_end
-        idle_arr = node_end == -_INF
-        idle = self._to_int(idle_arr)
-        T: list[float] = [now]
-        G: list[int] = [idle]
+        # running jobs in will-run order (select/linear: one at a time, `RunningSet`;
+        # cons_tres/cons_res: grouped by end time, `GroupedRunning`)
+        idle = self._to_int(self.node_end == -_INF)
         jm = self.job_mask
-        for t, j in sorted((e, j) for j, e in self.run_end.items()):
-            if t <= now:
-                G[0] |= jm[j]
-            elif t == T[-1]:
-                G[-1] |= jm[j]
-            else:
-                T.append(t)
-                G.append(jm[j])
-        C = list(G)
-        for m in range(1, len(C)):
-            C[m] |= C[m - 1]
+        jid = self.job_id
+        running = [(e, int(jid[j]), jm[j]) for j, e in self.run_end.items()]
+        if self.linear:
+            rs = RunningSet(idle, running)
+        else:
+            rs = GroupedRunning(now, idle, running)
         n_idle = idle.bit_count()
         pm_int = [self._to_int(r) for r in self.pmask]
         req = self.req
@@ -713,14 +740,7 @@ class SlurmScheduler(Scheduler):
             touched_idle = False
             # earliest time enough of the partition's nodes are free, ignoring reservations: a
             # lower bound of every will-run start of this job
-            lo_m, hi_m = 0, len(C) - 1
-            while lo_m < hi_m:
-                mid = (lo_m + hi_m) // 2
-                if (pm & C[mid]).bit_count() >= need:
-                    hi_m = mid
-                else:
-                    lo_m = mid + 1
-            t_min = T[lo_m]
+            t_min = self._earliest(rs, pm, need, now)
             for _attempt in range(len(ns_b) + 8):
                 start_res = later
                 later = 0.0
@@ -763,40 +783,25 @@ class SlurmScheduler(Scheduler):
                 if not counted:
                     test_cnt += 1
                     counted = True
-                # will-run: earliest T[m] with enough available nodes free
-                lo, hi = 0, len(C) - 1
-                if (avail & C[hi]).bit_count() < need:   # cannot happen: avail nodes all end
+                # will-run (select plugin): earliest start on the available nodes, and where
+                wr = self._will_run(rs, avail, need, now)
+                if wr is None:          # cannot happen: the available nodes all end
                     break
-                while lo < hi:
-                    mid = (lo + hi) // 2
-                    if (avail & C[mid]).bit_count() >= need:
-                        hi = mid
-                    else:
-                        lo = mid + 1
-                start = max(start_res, T[lo])
+                start = max(start_res, wr[0])
                 if start <= now:
-                    cand = avail & idle
-                    nodes_l = self._choose_now(cand, need, ns_b, ns_av)
-                    nodes = 0
-                    for x in nodes_l:
-                        nodes |= 1 << x
+                    if self.linear:     # _run_now -> _job_test on the idle available nodes
+                        nodes = wr[1]
+                        nodes_l = _bits(nodes)
+                    else:
+                        nodes_l = self._choose_now(avail & rs.idle, need, ns_b, ns_av)
+                        nodes = _to_mask(nodes_l)
                     arr = np.asarray(nodes_l, dtype=np.int64)
                     starts.append(self._apply_start(now, j, arr))
-                    idle &= ~nodes
                     n_idle -= need
-                    # the nodes now free at now + estimate
-                    t_end = now + float(self.est[j])
-                    m = bisect_l(T, t_end)
-                    for q in range(m):
-                        C[q] &= ~nodes
-                    G[0] &= ~nodes
-                    if not (m < len(T) and T[m] == t_end):
-                        T.insert(m, t_end)
-                        C.insert(m, C[m - 1] | nodes)
-                        G.insert(m, nodes)
-                    else:
-                        G[m] |= nodes
-                    add_resv(begin0, math.ceil((now + tlj) / res) * res, nodes)
+                    rs.start(now + float(self.est[j]), int(jid[j]), nodes)
+                    idle = rs.idle
+                    # _bf_reserve_running: end floored to bf_resolution (22.05)
+                    add_resv(begin0, math.floor((now + tlj) / res) * res, nodes)
                     start_cnt += 1
                     touched_idle = True
                     if sp.bf_max_job_start and start_cnt >= sp.bf_max_job_start:
@@ -807,8 +812,8 @@ class SlurmScheduler(Scheduler):
                 if later and start > later:
                     continue
                 st_slot = math.floor(start / res) * res
-                en_slot = math.ceil((start + tlj) / res) * res
-                nodes = self._choose_future(avail, need, lo, C, G)
+                en_slot = math.floor((start + tlj) / res) * res   # end_reserve floored (22.05)
+                nodes = wr[1] if self.linear else self._choose_future(avail, need, wr[1], rs.C, rs.G)
                 lo_s = max(bisect_r(ns_b, st_slot) - 1, 0)
                 hi_s = bisect_l(ns_b, en_slot)
                 clash = False
@@ -832,6 +837,22 @@ class SlurmScheduler(Scheduler):
             if touched_idle and n_idle and not anyone_fits(pos):
                 break
         return starts
+
+    def _earliest(self, rs, pm: int, need: int, now: float) -> float:
+        """Will-run start of a ``need``-node job on the partition nodes ``pm`` ignoring the
+        backfill map: a lower bound of every will-run start of the job in this cycle."""
+        if self.linear:
+            return rs.earliest(pm, need, now)
+        m = rs.first_free(pm, need)
+        return rs.T[m] if m < len(rs.T) else _INF
+
+    def _will_run(self, rs, avail: int, need: int, now: float) -> tuple[float, int] | None:
+        """The select plugin's will-run test on ``avail``: (start, nodes bitset) under
+        select/linear (``_will_run_test``), (start, index m of the end group) under cons_tres."""
+        if self.linear:
+            return rs.will_run(avail, need, now)
+        m = rs.first_free(avail, need)
+        return (rs.T[m], m) if m < len(rs.T) else None
 
     def _choose_now(self, cand: int, need: int, ns_b: list, ns_av: list) -> list[int]:
         """Nodes for a job starting now: ``time-fit`` takes the candidates whose next reservation
@@ -926,6 +947,14 @@ class SlurmScheduler(Scheduler):
              "cpus_per_node": self.cpn, "accounts": self.accounts.path if self.accounts else None}
         d.update(self.cfg.describe())
         d["notes"] = list(self.notes)
+        d["priority_applied"] = getattr(self, "priority_applied", None)
+        d["select"] = ("select/linear: _job_test consecutive best fit, _will_run_test removing "
+                       "running jobs one at a time (as Slurm 22.05)" if self.linear else
+                       f"{self.cfg.select_type}: approximated (best effort): whole nodes, "
+                       f"node_order={self.node_order}, exact earliest will-run time")
+        line = not_modelled_line(self.cfg)
+        if line:
+            d["warning"] = line
         d["stats"] = dict(self.stats)
         d["simplifications"] = [
             "passes take no time (bf_continue, bf_yield_interval, bf_max_time have no effect)",
@@ -947,6 +976,7 @@ def make_slurm_scheduler(conf_path: str | None, options: dict | None) -> SlurmSc
     options = dict(options or {})
     cfg = load_slurm_conf(conf_path) if conf_path else SlurmConfig()
     cfg = apply_options(cfg, options)
+    report_ignored(cfg)
     acc = options.get("accounts")
     accounts = load_accounts(acc) if acc else None
     cpn = options.get("cpus_per_node")
@@ -954,3 +984,44 @@ def make_slurm_scheduler(conf_path: str | None, options: dict | None) -> SlurmSc
                           cpus_per_node=int(cpn) if cpn is not None else None,
                           node_order=str(options.get("node_order", "time-fit")),
                           bf_poll=float(options.get("bf_poll", 1.0)))
+
+
+def _conformance_variants() -> dict[str, dict]:
+    """Every SelectType x priority type x ``bf_job_part_count_reserve`` (0: every tested job
+    reserves, 1: only the top job, EASY-like), plus the builtin scheduler, a tight backfill
+    configuration and whole nodes of 2 CPUs."""
+    prio = {
+        "basic": {"PriorityType": "priority/basic"},
+        "multifactor+slurmdbd": {"PriorityType": "priority/multifactor",
+                                 "AccountingStorageType": "accounting_storage/slurmdbd",
+                                 "PriorityWeightAge": 1000, "PriorityWeightFairshare": 10000,
+                                 "PriorityWeightJobSize": 1000, "PriorityCalcPeriod": 5},
+    }
+    out: dict[str, dict] = {}
+    for sel in ("select/linear", "select/cons_tres", "select/cons_res"):
+        for pname, popts in prio.items():
+            for reserve in (0, 1):
+                out[f"slurm[{sel},{pname},bf_job_part_count_reserve={reserve}]"] = {
+                    "SelectType": sel, **popts, "bf_job_part_count_reserve": reserve}
+    out["slurm[multifactor without slurmdbd]"] = {"PriorityType": "priority/multifactor",
+                                                  "PriorityWeightAge": 1000,
+                                                  "PriorityWeightJobSize": 1000}
+    out["slurm[sched/builtin]"] = {"SchedulerType": "sched/builtin"}
+    out["slurm[tight-backfill]"] = {
+        "bf_interval": 7, "bf_resolution": 60, "bf_window": 1, "bf_max_job_test": 2,
+        "bf_job_part_count_reserve": 2, "default_queue_depth": 1, "SelectType": "select/cons_tres",
+        "node_order": "index", "PriorityType": "priority/multifactor",
+        "AccountingStorageType": "accounting_storage/slurmdbd", "PriorityWeightAge": 1000,
+        "PriorityWeightJobSize": 1000, "PriorityWeightFairshare": 10000, "PriorityCalcPeriod": 5,
+        "PriorityFlags": "NO_FAIR_TREE"}
+    out["slurm[cpus_per_node=2]"] = {"cpus_per_node": 2, "bf_job_part_count_reserve": 1,
+                                     "PriorityType": "priority/multifactor",
+                                     "AccountingStorageType": "accounting_storage/slurmdbd",
+                                     "PriorityWeightFairshare": 10000}
+    return out
+
+
+#: Slurm-like configurations the conformance suite (`schedulers.checks`) runs, by label
+CONFORMANCE_VARIANTS: dict[str, dict] = _conformance_variants()
+#: the same configurations as a list of scheduler-option dicts
+CONFORMANCE_CONFIGS: list[dict] = list(CONFORMANCE_VARIANTS.values())

@@ -37,6 +37,8 @@ from typing import Any
 
 from hpctwin.datasets.sacct import parse_slurm_duration
 
+from .slurm_keys import CONF_KEYS, NODE_ATTRS, PARTITION_ATTRS, SCHED_PARAMS, suggest
+
 
 class SlurmConfError(ValueError):
     """A malformed slurm.conf entry or option (the message names file, line and key)."""
@@ -144,7 +146,7 @@ class SchedParams:
 class PriorityParams:
     """Priority plugin settings (times in seconds)."""
 
-    type: str = "priority/multifactor"    # default plugin in current Slurm (priority_multifactor.html)
+    type: str = "priority/basic"          # 22.05 read_config.h DEFAULT_PRIORITY_TYPE
     weight_age: int = 0
     weight_fairshare: int = 0
     weight_jobsize: int = 0
@@ -184,11 +186,20 @@ class SlurmConfig:
     partitions: list[PartitionDef] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
     path: str = ""
+    select_type: str = "select/linear"                    # 22.05 DEFAULT_SELECT_TYPE (non-Cray)
+    accounting_storage_type: str = "accounting_storage/none"  # DEFAULT_ACCOUNTING_STORAGE_TYPE
+
+    @property
+    def with_slurmdbd(self) -> bool:
+        """``slurm_with_slurmdbd()``: age and fair-share factors need slurmdbd accounting."""
+        return self.accounting_storage_type == "accounting_storage/slurmdbd"
 
     def describe(self) -> dict:
         d: dict[str, Any] = {"slurm_conf": self.path or None}
         d.update({f"sched.{f.name}": getattr(self.sched, f.name) for f in fields(self.sched)})
         d.update({f"priority.{f.name}": getattr(self.priority, f.name) for f in fields(self.priority)})
+        d["select_type"] = self.select_type
+        d["accounting_storage_type"] = self.accounting_storage_type
         d["nodes"] = len(self.node_names) or None
         d["cpus_per_node"] = self.cpus_per_node
         d["partitions"] = [p.name for p in self.partitions]
@@ -223,7 +234,13 @@ _PRIORITY_WEIGHTS = {
     "priorityweightpartition": "weight_partition",
     "priorityweightqos": "weight_qos",
 }
-_NODE_ATTRS_IGNORED_OK = set()  # every other NodeName attribute is reported as ignored
+#: SelectType values modelled (select/linear exactly; cons_tres/cons_res approximated)
+SELECT_TYPES = ("select/linear", "select/cons_tres", "select/cons_res")
+ACCOUNTING_TYPES = ("accounting_storage/none", "accounting_storage/slurmdbd")
+_CONF_KEYS_LOWER = {k.lower() for k in CONF_KEYS}
+_SCHED_PARAMS_LOWER = {k.lower() for k in SCHED_PARAMS}
+_NODE_ATTRS_LOWER = {k.lower() for k in NODE_ATTRS}
+_PART_ATTRS_LOWER = {k.lower() for k in PARTITION_ATTRS}
 
 
 class _Parser:
@@ -264,6 +281,9 @@ class _Parser:
         k = k.strip().lower()
         spec = _SCHED_KEYS.get(k)
         if spec is None:
+            if k not in _SCHED_PARAMS_LOWER:
+                raise self.err(line, "SchedulerParameters",
+                               f"unknown option {k!r}{suggest(k, SCHED_PARAMS)}")
             self.ignore(f"SchedulerParameters {k}", line)
             return
         name, kind, lo, hi = spec
@@ -337,11 +357,29 @@ class _Parser:
                 if value.strip().upper() != "NONE":
                     raise self.err(line, key, f"{value!r}: only NONE is modelled (usage is never "
                                               "reset; it decays with PriorityDecayHalfLife)")
+            elif k == "selecttype":
+                v = value.strip().lower()
+                if v not in SELECT_TYPES:
+                    raise self.err(line, key, f"{value!r}: only {', '.join(SELECT_TYPES)} are "
+                                              "modelled")
+                self.cfg.select_type = v
+            elif k == "accountingstoragetype":
+                v = value.strip().lower()
+                if v not in ACCOUNTING_TYPES:
+                    raise self.err(line, key, f"{value!r}: expected one of "
+                                              f"{', '.join(ACCOUNTING_TYPES)}")
+                self.cfg.accounting_storage_type = v
             elif k in ("priorityweighttres", "priorityweightassoc", "priorityparameters",
-                       "prioritysiteplugins"):
+                       "prioritysitefactorplugin", "prioritysitefactorparameters"):
                 self.ignore(f"{key} (TRES, association and site factors are not modelled)", line)
-            else:
+            elif k in _CONF_KEYS_LOWER:
                 self.ignore(key, line)
+            else:
+                known = CONF_KEYS
+                if not line:        # a run option may also be a SchedulerParameters name
+                    known = CONF_KEYS | SCHED_PARAMS | frozenset(SCHEDULER_OPTION_KEYS)
+                raise self.err(line, key, f"not a slurm.conf key of Slurm 22.05"
+                                          f"{suggest(key, known)}")
         except SlurmConfError:
             raise
         except ValueError as e:
@@ -354,8 +392,11 @@ class _Parser:
         for k, v in pairs[1:]:
             if k.lower() == "cpus":
                 cpus = self.number(line, k, v, 1, 10**6)
-            else:
+            elif k.lower() in _NODE_ATTRS_LOWER:
                 self.ignore(f"NodeName attribute {k}", line)
+            else:
+                raise self.err(line, f"NodeName {k}",
+                               f"not a NodeName attribute{suggest(k, NODE_ATTRS)}")
         if names_v.upper() == "DEFAULT":
             if cpus is not None:
                 self.node_default_cpus = cpus
@@ -401,8 +442,11 @@ class _Parser:
                     if s not in ("UP", "DOWN", "DRAIN", "INACTIVE"):
                         raise ValueError(f"unknown state {v!r}")
                     p.state = s
-                else:
+                elif k in _PART_ATTRS_LOWER:
                     self.ignore(f"PartitionName attribute {orig}", line)
+                else:
+                    raise self.err(line, f"PartitionName {orig}",
+                                   f"not a PartitionName attribute{suggest(orig, PARTITION_ATTRS)}")
             except SlurmConfError:
                 raise
             except ValueError as e:
@@ -487,20 +531,26 @@ def parse_slurm_conf_text(text: str, path: str = "<string>") -> SlurmConfig:
 
 
 def load_slurm_conf(path: str | Path) -> SlurmConfig:
-    """Read and parse a slurm.conf-style file; ignored keys are reported once (warning)."""
+    """Read and parse a slurm.conf-style file. Keys read but not modelled are collected in
+    ``ignored`` (see `not_modelled_line`); unknown keys raise `SlurmConfError`."""
     p = Path(path)
     if not p.exists():
         raise SlurmConfError(f"{p}: file not found")
-    cfg = parse_slurm_conf_text(p.read_text(), str(p))
-    report_ignored(cfg)
-    return cfg
+    return parse_slurm_conf_text(p.read_text(), str(p))
+
+
+def not_modelled_line(cfg: SlurmConfig) -> str | None:
+    """The one warning line listing every key read but not modelled (None if there is none)."""
+    if not cfg.ignored:
+        return None
+    return (f"{cfg.path or 'slurm options'}: read but not modelled: " + "; ".join(cfg.ignored))
 
 
 def report_ignored(cfg: SlurmConfig) -> None:
-    """Warn once, listing every ignored key of ``cfg``."""
-    if cfg.ignored:
-        warnings.warn(f"{cfg.path or 'slurm options'}: ignored (not modelled): "
-                      + "; ".join(cfg.ignored), stacklevel=3)
+    """Warn once (one line) listing every key of ``cfg`` read but not modelled."""
+    line = not_modelled_line(cfg)
+    if line:
+        warnings.warn(line, stacklevel=3)
 
 
 #: option keys (besides slurm.conf keys and SchedulerParameters names) that the scheduler itself
@@ -513,14 +563,13 @@ def apply_options(cfg: SlurmConfig, options: dict[str, Any]) -> SlurmConfig:
 
     Keys may be slurm.conf keys (``PriorityWeightAge``, ``SchedulerParameters``, case-insensitive)
     or SchedulerParameters names (``bf_interval``, ``bf_window`` in minutes, as in the file).
-    Keys in `SCHEDULER_OPTION_KEYS` are left for the scheduler; any other key is reported once as
-    ignored.
+    Keys in `SCHEDULER_OPTION_KEYS` are left for the scheduler; a slurm.conf key read but not
+    modelled is added to ``ignored``; any other key is a `SlurmConfError` with a suggestion.
     """
     p = _Parser("options")
     p.cfg = replace(cfg, sched=replace(cfg.sched), priority=replace(cfg.priority),
                     partitions=list(cfg.partitions), node_names=list(cfg.node_names),
                     ignored=list(cfg.ignored))
-    before = len(p.cfg.ignored)
     for key, value in (options or {}).items():
         k = str(key)
         if k.lower() in SCHEDULER_OPTION_KEYS:
@@ -544,8 +593,4 @@ def apply_options(cfg: SlurmConfig, options: dict[str, Any]) -> SlurmConfig:
                                  "slurm.conf file")
         else:
             p.scalar(0, k, str(v))
-    new = p.cfg
-    if len(new.ignored) > before:
-        warnings.warn("options ignored (not modelled): " + "; ".join(new.ignored[before:]),
-                      stacklevel=2)
-    return new
+    return p.cfg

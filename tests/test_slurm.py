@@ -218,7 +218,8 @@ def test_priority_orders_the_queue():
     30 s from 0; D is reserved at 200 on C's nodes). Without weights (FIFO) B and C start at 100."""
     jobs = [dict(submit=0, procs=4, run=100), dict(submit=1, procs=1, run=100),
             dict(submit=2, procs=3, run=100), dict(submit=3, procs=2, run=100)]
-    st, _ = simulate(jobs, PriorityWeightJobSize=1000, bf_resolution=1)
+    st, _ = simulate(jobs, PriorityType="priority/multifactor", PriorityWeightJobSize=1000,
+                     bf_resolution=1)
     assert st == {1: 0, 2: 120, 3: 100, 4: 200}
     st, _ = simulate(jobs, bf_resolution=1)
     assert st == {1: 0, 2: 100, 3: 100, 4: 200}
@@ -253,7 +254,8 @@ def test_fairshare_usage_history_by_hand():
                       partition=np.full(n, -1),
                       columns={"user_name": np.array([j["user_name"] for j in jobs], dtype=object),
                                "account_name": np.array([j["account_name"] for j in jobs], dtype=object)})
-        cfg = SlurmConfig()
+        cfg = SlurmConfig(accounting_storage_type="accounting_storage/slurmdbd")
+        cfg.priority.type = "priority/multifactor"
         cfg.priority.weight_fairshare = 10000
         cfg.priority.decay_half_life = 693.0
         cfg.priority.fair_tree = fair_tree
@@ -305,3 +307,48 @@ def test_make_scheduler_options():
     assert s.units_required == 4
     with pytest.raises(ValueError, match="node_order"):
         make_slurm_scheduler(None, {"node_order": "random"})
+
+
+# ----------------------------------------------------------------------------- Slurm 22.05 rules
+@pytest.mark.parametrize("limit, start", [(70, 200), (69, 30)])
+def test_backfill_may_not_end_at_a_reservation_start(limit, start):
+    """4 nodes, bf_resolution 1. A (3 nodes) runs 0-100; B (4 nodes, submitted 1) is reserved at
+    the cycle at 30 on all nodes from 100 (A's end). C (1 node, submitted 2): a 70 s limit ends
+    at 100 = the reservation's start; _attempt_backfill intersects the records with
+    ``begin_time <= end_time`` (inclusive), so node 3 is not available and C waits for B (200).
+    With 69 s it ends at 99, before the reservation, and backfills at 30."""
+    jobs = [dict(submit=0, procs=3, run=100), dict(submit=1, procs=4, run=100),
+            dict(submit=2, procs=1, run=limit)]
+    st, _ = simulate(jobs, bf_resolution=1)
+    assert st == {1: 0, 2: 100, 3: start}
+
+
+def test_age_and_fairshare_need_slurmdbd(capsys):
+    """priority_multifactor.c ``init``: without slurmdbd the age and fair-share weights are
+    ignored ("can only be used with SlurmDBD, ignoring") and there is no decay thread: no
+    PriorityCalcPeriod ticks. With slurmdbd the ticks run and the weights apply."""
+    jobs = [dict(submit=0, procs=4, run=1000), dict(submit=10, procs=1, run=100),
+            dict(submit=20, procs=2, run=100)]
+    opts = dict(PriorityType="priority/multifactor", PriorityWeightAge=1000,
+                PriorityWeightFairshare=5000, PriorityWeightJobSize=100)
+    _, r = simulate(jobs, **opts)
+    sp = r.summary["scheduler_params"]
+    assert "PriorityWeightAge can only be used with SlurmDBD, ignoring" in sp["priority_applied"]
+    assert "PriorityWeightFairshare can only be used with SlurmDBD, ignoring" in sp["priority_applied"]
+    assert sp["stats"]["priority_ticks"] == 0
+    out = capsys.readouterr().out
+    assert out.count("slurm: priority/multifactor without slurmdbd") == 1
+    _, r = simulate(jobs, AccountingStorageType="accounting_storage/slurmdbd", **opts)
+    sp = r.summary["scheduler_params"]
+    assert sp["priority_applied"].startswith("priority/multifactor with slurmdbd")
+    assert sp["stats"]["priority_ticks"] >= 3       # ticks at 300, 600, 900 (job A runs to 1000)
+
+
+def test_not_modelled_keys_in_one_summary_line():
+    jobs = [dict(submit=0, procs=1, run=10)]
+    with pytest.warns(UserWarning, match="read but not modelled: ClusterName; SchedulerParameters "
+                                         "bf_yield_interval"):
+        _, r = simulate(jobs, ClusterName="twin", SchedulerParameters="bf_yield_interval=10")
+    assert r.summary["scheduler_params"]["warning"].count("not modelled") == 1
+    with pytest.raises(SlurmConfError, match="did you mean bf_window"):
+        simulate(jobs, bf_windw=10)

@@ -7,25 +7,30 @@ from pathlib import Path
 import pytest
 
 from hpctwin.schedulers.slurm_conf import (SlurmConfError, SlurmConfig, apply_options, expand_hostlist,
-                                   load_slurm_conf, parse_slurm_conf_text, parse_time)
+                                   load_slurm_conf, not_modelled_line, parse_slurm_conf_text,
+                                   parse_time)
 
 DATA = Path(__file__).parent / "data"
 
 
-def test_defaults_are_current_slurm():
+def test_defaults_are_slurm_22_05():
+    """Defaults of Slurm 22.05 (read_config.h DEFAULT_SELECT_TYPE, DEFAULT_PRIORITY_TYPE,
+    DEFAULT_ACCOUNTING_STORAGE_TYPE; backfill.c BACKFILL_INTERVAL etc.)."""
     c = SlurmConfig()
+    assert c.select_type == "select/linear"
+    assert c.accounting_storage_type == "accounting_storage/none" and not c.with_slurmdbd
     s, p = c.sched, c.priority
     assert (s.bf_interval, s.bf_resolution, s.bf_window, s.bf_max_job_test) == (30, 60, 86400, 500)
     assert (s.default_queue_depth, s.sched_interval, s.bf_job_part_count_reserve) == (100, 60, 0)
     assert s.backfill and not s.bf_continue
-    assert p.type == "priority/multifactor" and p.fair_tree
+    assert p.type == "priority/basic" and p.fair_tree
     assert (p.max_age, p.decay_half_life, p.calc_period) == (7 * 86400, 7 * 86400, 300)
     assert p.weight_age == p.weight_fairshare == p.weight_jobsize == 0
 
 
 def test_full_file():
-    with pytest.warns(UserWarning, match="ignored") as rec:
-        c = load_slurm_conf(DATA / "slurm_test.conf")
+    c = load_slurm_conf(DATA / "slurm_test.conf")
+    assert c.select_type == "select/cons_tres"
     s, p = c.sched, c.priority
     assert s.bf_interval == 45 and s.bf_resolution == 120
     assert s.bf_window == 2880 * 60          # minutes in the file
@@ -47,13 +52,14 @@ def test_full_file():
     assert gpu.priority_job_factor == 4 and gpu.priority_tier == 2
     assert allp.nodes is None and allp.max_time == math.inf
     assert allp.priority_tier == allp.priority_job_factor == 3
-    # every unmodelled key is reported, once, in one warning
-    msg = str(rec[0].message)
-    for key in ("ClusterName", "SlurmctldHost", "SelectType", "bf_yield_interval",
+    # every key read but not modelled is listed in one line
+    msg = not_modelled_line(c)
+    assert "\n" not in msg and msg.startswith(str(DATA / "slurm_test.conf"))
+    for key in ("ClusterName", "SlurmctldHost", "bf_yield_interval",
                 "PriorityFlags CALCULATE_RUNNING", "NodeName attribute RealMemory",
                 "NodeName attribute State", "PartitionName attribute OverSubscribe"):
         assert key in msg, key
-    assert len(rec) == 1
+    assert "SelectType" not in msg            # modelled
     assert any("ClusterName (line 2)" in x for x in c.ignored)
 
 
@@ -81,8 +87,10 @@ def test_options_overlay():
     assert c.sched.bf_interval == 45 and c.sched.bf_resolution == 1 and c.sched.bf_window == 600
     assert c.sched.bf_continue and c.priority.weight_age == 7
     assert base.sched.bf_resolution == 60  # the original is untouched
-    with pytest.warns(UserWarning, match="options ignored .*frobnicate"):
+    with pytest.raises(SlurmConfError, match="options: frobnicate: not a slurm.conf key"):
         apply_options(base, {"frobnicate": 3})
+    c = apply_options(base, {"ClusterName": "x"})     # a real key, read but not modelled
+    assert c.ignored == ["ClusterName"]
     with pytest.raises(SlurmConfError, match="options: SchedulerParameters bf_max_job_test"):
         apply_options(base, {"bf_max_job_test": "many"})
 
@@ -98,3 +106,30 @@ def test_helpers():
     assert parse_time("2-12") == 2 * 86400 + 12 * 3600
     assert parse_time("10:30") == 630         # M:S
     assert parse_time("UNLIMITED") == math.inf
+
+
+@pytest.mark.parametrize("text, where, hint", [
+    ("SelectTyp=select/linear", "x.conf:1: SelectTyp", "did you mean SelectType?"),
+    ("SchedulerParameters=bf_windw=60", "x.conf:1: SchedulerParameters", "did you mean bf_window?"),
+    ("NodeName=n[0-3] CPU=4", "x.conf:1: NodeName CPU", "did you mean CPUs?"),
+    ("NodeName=n0\nPartitionName=p Nodes=n0 MaxTim=60", "x.conf:2: PartitionName MaxTim",
+     "did you mean MaxTime?"),
+])
+def test_unknown_keys_are_errors_with_a_suggestion(text, where, hint):
+    with pytest.raises(SlurmConfError) as e:
+        parse_slurm_conf_text(text, "x.conf")
+    assert str(e.value).startswith(where) and hint in str(e.value)
+
+
+def test_select_and_accounting_keys():
+    c = parse_slurm_conf_text("SelectType=select/cons_res\n"
+                              "AccountingStorageType=accounting_storage/slurmdbd", "x.conf")
+    assert c.select_type == "select/cons_res" and c.with_slurmdbd
+    with pytest.raises(SlurmConfError, match="x.conf:1: SelectType: 'select/bluegene'"):
+        parse_slurm_conf_text("SelectType=select/bluegene", "x.conf")
+    with pytest.raises(SlurmConfError, match="x.conf:1: AccountingStorageType"):
+        parse_slurm_conf_text("AccountingStorageType=accounting_storage/mysql", "x.conf")
+    # documented ranges (backfill.c MAX_BACKFILL_WINDOW = 30 days, in minutes in the file)
+    assert parse_slurm_conf_text("SchedulerParameters=bf_window=43200").sched.bf_window == 30 * 86400
+    with pytest.raises(SlurmConfError, match=r"bf_window: 43201 outside \[1, 43200\]"):
+        parse_slurm_conf_text("SchedulerParameters=bf_window=43201", "x.conf")

@@ -46,6 +46,8 @@ import pandas as pd
 from hpctwin.topology.collectives import PAIRS, AlphaBetaGamma, build_schedule, global_bytes, supports
 from hpctwin.topology.collectives.algorithms import ALGORITHMS
 
+from .tables import write_table_files
+
 __all__ = ["traffic_by_job", "summarize", "default_data_dir", "load_leonardo", "load_lumi", "parse_compact_ranges",
            "load_group_map", "load_jobs_csv", "alpha_beta_table", "main"]
 
@@ -329,21 +331,8 @@ def _caption(systems: str) -> str:
 
 
 def _write_tables(summary: pd.DataFrame, out: Path, caption: str) -> None:
-    summary.to_csv(out / "results.csv", index=False, float_format="%.3f")
-    fmt = summary.copy()
-    for c in ("median_reduction_pct", "mean_reduction_pct", "share_bine_more_pct"):
-        fmt[c] = fmt[c].map(lambda v: "" if pd.isna(v) else f"{v:.1f}")
-    cols = list(fmt.columns)
-    md = [f"{caption}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    md += ["| " + " | ".join(str(v) for v in row) + " |" for row in fmt.itertuples(index=False)]
-    (out / "results.md").write_text("\n".join(md) + "\n")
-    esc = lambda s: str(s).replace("_", r"\_").replace("%", r"\%").replace(">=", r"$\geq$")  # noqa: E731
-    tex = [r"\begin{table}", r"\centering", r"\small", r"\begin{tabular}{" + "l" * 5 + "r" * (len(cols) - 5) + "}",
-           r"\hline", " & ".join(esc(c) for c in cols) + r" \\", r"\hline"]
-    tex += [" & ".join(esc(v) for v in row) + r" \\" for row in fmt.itertuples(index=False)]
-    tex += [r"\hline", r"\end{tabular}", r"\caption{" + esc(caption).replace("$\\geq$", "$\\geq$") + "}",
-            r"\label{tab:bine-traffic}", r"\end{table}"]
-    (out / "results.tex").write_text("\n".join(tex) + "\n")
+    write_table_files(summary, out, caption, by=["system", "collective", "bine", "classic", "bucket"],
+                      label="tab:bine-traffic")
 
 
 def _boxplot(df: pd.DataFrame, out: Path) -> None:
@@ -376,14 +365,6 @@ def _boxplot(df: pd.DataFrame, out: Path) -> None:
     fig.tight_layout()
     fig.savefig(out / "reduction_boxplot.png", dpi=120)
     plt.close(fig)
-
-
-def _md_table(df: pd.DataFrame, path: Path, caption: str) -> None:
-    cols = list(df.columns)
-    lines = [caption, "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in row) + " |"
-              for row in df.itertuples(index=False)]
-    path.write_text("\n".join(lines) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -445,19 +426,16 @@ def main(argv: list[str] | None = None) -> int:
     ps = [2 ** k for k in range(1, 13) if 2 ** k <= args.max_p]
     model = AlphaBetaGamma(args.alpha, args.beta, args.gamma)
     ab = alpha_beta_table(model, [8 * 2 ** 10, 16 * 2 ** 20], ps)
-    ab.to_csv(out / "alpha_beta.csv", index=False, float_format="%.6e")
-    _md_table(ab, out / "alpha_beta.md",
-              f"Alpha-beta-gamma time (s) per collective algorithm; alpha={args.alpha:g} s, beta={args.beta:g} s/B, "
-              f"gamma={args.gamma:g} s/B; step = alpha*msgs + beta*max bytes in/out of a rank + gamma*max bytes reduced.")
+    write_table_files(ab, out, f"Alpha-beta-gamma time (s) per collective algorithm; alpha={args.alpha:g} s, beta={args.beta:g} s/B, "
+              f"gamma={args.gamma:g} s/B; step = alpha*msgs + beta*max bytes in/out of a rank + gamma*max bytes reduced.",
+                      by=["collective", "algorithm"], label="tab:alpha-beta", stem="alpha_beta")
     if not args.no_linkload:
         ll = link_load_table(args.preset, ps, args.linkload_bytes, args.alpha, args.seed)
         if ll is not None:
-            ll.to_csv(out / "link_load.csv", index=False, float_format="%.6e")
-            _md_table(ll, out / "link_load.md",
-                      f"Link-load time (s) on preset {args.preset!r}, n={args.linkload_bytes:g} B, one rank per host, "
+            write_table_files(ll, out, f"Link-load time (s) on preset {args.preset!r}, n={args.linkload_bytes:g} B, one rank per host, "
                       f"placements: first p hosts / seeded random (seed {args.seed}); minimal routing with ECMP "
                       f"(topology.routing); "
-                      f"step = alpha + max link bytes / bandwidth.")
+                      f"step = alpha + max link bytes / bandwidth.", label="tab:link-load", stem="link_load")
     print(f"wrote {out} in {time.perf_counter() - t0:.1f} s")
     return 0
 

@@ -92,7 +92,6 @@ def main(argv: list[str] | None = None) -> int:
     df = pd.DataFrame(rows)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    df.to_csv(out / "results.csv", index=False)
     write_table_files(df, out, caption(df), by=["log", "policy"], metrics=METRICS,
                       label="tab:compare-schedulers")
     plot(df, out / "mean_bsld.png")

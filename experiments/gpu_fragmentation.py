@@ -574,7 +574,6 @@ def main(argv: list[str] | None = None) -> int:
                     "none waits), frag_expected_gpus = FGD metric.")
     df = pd.concat(frames, ignore_index=True)
     text = " ".join(conv)
-    df.to_csv(out / "results.csv", index=False)
     write_table_files(df, out, "GPU packing policies on the Alibaba GPU 2023 (openb) trace. " + text,
                       label="tab:gpu-fragmentation")
     plot(fser, rser, info["gpus"], out / "fragmentation.png", "Alibaba GPU 2023 (openb), GPU packing policies")

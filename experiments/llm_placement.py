@@ -528,7 +528,6 @@ def main(argv: list[str] | None = None) -> int:
     keys = [c for c in ("machine", "policy", "regime", "node_mtbf_days") if c in df.columns]
     df[keys + ["sim_seconds"]].to_csv(out / "timings.csv", index=False)
     df = df.drop(columns="sim_seconds")
-    df.to_csv(out / "results.csv", index=False)
     write_table_files(df, out, "LLM placement and recovery what-if. " + conv, label="tab:llm-placement")
     plot_goodput(sizes, a.systems, a.mtbf_days, out / "goodput_vs_size.png")
     show = ["machine", "policy", "regime", "node_mtbf_days", "mean_wait_s", "mean_bsld", "mean_iter_slowdown",

@@ -86,7 +86,6 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     df, spans = run_grid(a.log, a.systems, a.jobs, a.seed)
-    df.to_csv(out / "results.csv", index=False)
     conv = ("EASY backfilling, requested times as estimates, kill at walltime; wait = start - submit; "
             "bsld = max(1, (wait + run) / max(run, 10 s)); stretch = wall time / isolated runtime from "
             "max-min link sharing; communication fractions and kinds drawn from the network model's "

@@ -28,6 +28,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hpctwin.experiments.tables import write_table_files
+
 from hpctwin.power.chain import Chain
 from hpctwin.power.config import parse_power
 from hpctwin.twin.run import RunConfig, run
@@ -65,15 +67,6 @@ def one(log: str, system: str, nodes: int, mode: str, cap_w: float | None, seed:
     return row, (r.timeseries["time"][0], fac)
 
 
-def markdown_table(df: pd.DataFrame) -> str:
-    """A GitHub Markdown table (4 significant digits) without optional dependencies."""
-    def fmt(v):
-        return f"{v:.4g}" if isinstance(v, float) else str(v)
-    lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
-    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.itertuples(index=False)]
-    return "\n".join(lines)
-
-
 def main(argv=None) -> pd.DataFrame:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--log", default="KTH-SP2")
@@ -98,11 +91,10 @@ def main(argv=None) -> pd.DataFrame:
             series[(mode, frac)] = ts
             print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
     df = pd.DataFrame(rows)
-    df.to_csv(out / "results.csv", index=False)
     head = (f"Log {args.log} on {args.nodes} {args.system} nodes (peak electrical {peak / 1e6:.3f} MW), "
             f"EASY, seed {args.seed}. wait = start - submit; bsld tau = 10 s; energy/power = facility "
-            "(IT + losses + cooling); peak over 15 s averages.\n\n")
-    (out / "results.md").write_text(head + markdown_table(df) + "\n")
+            "(IT + losses + cooling); peak over 15 s averages.")
+    write_table_files(df, out, head, by=["mode"], label="tab:power-cap")
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -7,10 +7,12 @@ PriorityWeightFairshare=10000, PriorityWeightAge=1000, Fair Tree, equal shares p
 utilisation, and per-user wait fairness: the spread (standard deviation, s) of the users' mean
 waits and Jain's index of those means (1 = all users wait the same).
 
-Writes ``results.csv``, ``results.md`` (Markdown table), ``results.tex`` (LaTeX) and
-``slurm_tuning.png`` to ``--out``. Usage::
+Writes ``results.csv``, ``results.md`` (Markdown table), ``results.tex`` (LaTeX, booktabs) through
+:mod:`hpctwin.experiments.tables`, and ``slurm_tuning.png`` to ``--out``; run times go to
+``timings.csv`` so the tables are the same bytes for the same options. Usage::
 
     python -m hpctwin.experiments.slurm_tuning --log KTH-SP2 --max-jobs 10000 --out runs/slurm_tuning
+    python -m hpctwin.experiments.slurm_tuning --log synthetic:jobs=300,nodes=64 --out /tmp/st   # a tiny check
 
 Conventions (printed with every table): wait = start - submit; bsld = max(1, (wait + run) /
 max(run, 10 s)); utilisation = used node-seconds / (nodes x span); no warm-up excluded; estimates =
@@ -25,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from hpctwin.experiments.tables import write_table_files
 
 BASELINE = {"PriorityWeightFairshare": 10000, "PriorityWeightAge": 1000}
 SWEEP = {
@@ -69,13 +73,7 @@ def one_run(args: tuple) -> dict:
             "wall_s": round(time.perf_counter() - t0, 1)}
 
 
-def table_md(df: pd.DataFrame, header: str) -> str:
-    cols = ["parameter", "value", "mean_wait_s", "mean_bsld", "utilisation", "user_wait_spread_s",
-            "user_wait_jain"]
-    lines = [header, "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for _, r in df[cols].iterrows():
-        lines.append("| " + " | ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in r) + " |")
-    return "\n".join(lines) + "\n"
+TABLE_METRICS = ["mean_wait_s", "mean_bsld", "utilisation", "user_wait_spread_s", "user_wait_jain"]
 
 
 def plot(df: pd.DataFrame, path: Path, title: str) -> None:
@@ -140,11 +138,10 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
             "requested times; wait = start - submit; bsld = max(1, (wait+run)/max(run, 10 s)); "
             "utilisation over the whole span, no warm-up excluded; user fairness = std and Jain "
             "index of per-user mean waits.")
-    df.to_csv(out / "results.csv", index=False)
-    (out / "results.md").write_text(table_md(df, conv))
-    tex = df.drop(columns=["wall_s"]).to_latex(index=False, float_format="%.4g", caption=conv,
-                                               label="tab:slurm-tuning")
-    (out / "results.tex").write_text(tex)
+    df["value"] = df["value"].astype(str)
+    df[["parameter", "value", "wall_s"]].to_csv(out / "timings.csv", index=False)
+    write_table_files(df.drop(columns=["wall_s"]), out, conv, by=["parameter", "value"], metrics=TABLE_METRICS,
+                      label="tab:slurm-tuning")
     plot(df, out / "slurm_tuning.png", f"{a.log}: Slurm backfill and fair-share knobs")
     print(conv)
     print(df.drop(columns=["jobs", "machine_nodes"]).to_string(index=False))

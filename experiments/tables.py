@@ -1,4 +1,4 @@
-"""Result tables for experiment scripts and sweeps: ``results.csv``, Markdown and LaTeX, with 95 % CIs.
+r"""Result tables for experiment scripts and sweeps: ``results.csv``, Markdown and LaTeX, with 95 % CIs.
 
 Every table carries a caption that states its conventions (machine, log, policy, estimate model,
 metric definitions), because a number without its conventions cannot be defended.
@@ -11,7 +11,13 @@ metric definitions), because a number without its conventions cannot be defended
   sample standard deviation); NaN when n < 2.
 * `markdown_table` / `latex_table`: ``mean ± ci`` cells (just the mean when n < 2), 4 significant
   digits, caption above the table.
-* `write_tables(df, out, by, metrics, caption)`: all of the above into ``out``.
+* `write_tables(df, out, by, metrics, caption)`: all of the above into ``out`` (replicas aggregated);
+  `write_table_files(df, out, caption)`: ``<stem>.csv``, ``<stem>.md`` and ``<stem>.tex`` of a table
+  with one row per configuration.  Every experiment script writes its tables through these two.
+
+The LaTeX uses the booktabs rules (``\toprule``, ``\midrule``, ``\bottomrule``): the file's first
+line says so (``% needs \usepackage{booktabs}``) and the caption sits above the tabular, as
+journals ask.  No jinja2 or other optional dependency is needed (``DataFrame.to_latex`` needs it).
 """
 from __future__ import annotations
 
@@ -118,12 +124,16 @@ def latex_escape(s: str) -> str:
     return "".join(_LATEX_ESC.get(ch, ch) for ch in str(s))
 
 
+#: first line of every LaTeX table file: the package the rules come from
+BOOKTABS_NOTE = r"% booktabs table: needs \usepackage{booktabs} in the preamble"
+
+
 def latex_table(agg: pd.DataFrame, by: Sequence[str], metrics: Sequence[str], caption: str = "",
                 label: str = "") -> str:
     """A LaTeX ``table`` with booktabs rules, caption above, ``mean $\\pm$ ci95`` cells."""
     head = [latex_escape(c) for c in list(by) + list(metrics)]
     body = [[latex_escape(x).replace("±", r"$\pm$") for x in row] for row in _cells(agg, by, metrics, "±")]
-    lines = [r"\begin{table}[t]", r"\centering"]
+    lines = [BOOKTABS_NOTE, r"\begin{table}[t]", r"\centering"]
     if caption:
         lines.append(r"\caption{" + latex_escape(caption) + "}")
     if label:
@@ -137,17 +147,32 @@ def latex_table(agg: pd.DataFrame, by: Sequence[str], metrics: Sequence[str], ca
 
 def write_table_files(df: pd.DataFrame, out: str | Path, caption: str, *, by: Sequence[str] | None = None,
                       metrics: Sequence[str] | None = None, label: str = "tab:results",
-                      stem: str = "results") -> None:
-    """Write ``<stem>.md`` and ``<stem>.tex`` for a table with one row per configuration (no
-    replicas to aggregate). ``by``: the label columns (default: the non-numeric ones); ``metrics``:
-    the value columns (default: all others). The caption states the conventions in both files."""
+                      stem: str = "results", csv: bool = True) -> list[Path]:
+    """Write ``<stem>.csv`` (every column of ``df``, stable float format), ``<stem>.md`` and
+    ``<stem>.tex`` for a table with one row per configuration (no replicas to aggregate).
+
+    ``by``: the label columns (default: the non-numeric ones); ``metrics``: the value columns
+    (default: all others). The caption states the conventions in both the Markdown and the LaTeX
+    file. ``csv=False`` when the caller writes ``<stem>.csv`` itself (e.g. a different row set).
+    Returns the paths written.
+    """
     out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
     if by is None:
         by = [c for c in df.columns if not pd.api.types.is_numeric_dtype(df[c]) or df[c].dtype == bool]
     if metrics is None:
         metrics = [c for c in df.columns if c not in by]
-    (out / f"{stem}.md").write_text(markdown_table(df, by, metrics, caption))
-    (out / f"{stem}.tex").write_text(latex_table(df, by, metrics, caption, label=label))
+    missing = [c for c in list(by) + list(metrics) if c not in df.columns]
+    if missing:
+        raise ValueError(f"write_table_files: columns {missing} are not in the table (have {list(df.columns)})")
+    paths = []
+    if csv:
+        paths.append(write_results_csv(df, out / f"{stem}.csv"))
+    for ext, text in (("md", markdown_table(df, by, metrics, caption)),
+                      ("tex", latex_table(df, by, metrics, caption, label=label))):
+        (out / f"{stem}.{ext}").write_text(text)
+        paths.append(out / f"{stem}.{ext}")
+    return paths
 
 
 def write_tables(df: pd.DataFrame, out: str | Path, by: Sequence[str], metrics: Sequence[str],

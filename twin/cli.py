@@ -323,6 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
 #: commands whose whole argument list is handed to another module's main(argv)
 DELEGATES = {"topology": "hpctwin.topology.show", "export": "hpctwin.datasets.export", "sweep": "hpctwin.experiments.sweep",
              "report": "hpctwin.twin.report"}
+DELEGATES["serve"] = "hpctwin.twin.serving.cli"  # hpctwin serve --bundle DIR --out OUT (LLM serving, issue 16)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,138 @@
+"""Validation of the serving engine against measured vLLM 0.19 runs (LLMServingSim bench bundles).
+
+For every bundle with measurements (``vllm/requests.jsonl``) under
+``<data>/LLM-serving/LLMServingSim/bench/<hw>/<model>/``, the bundle is simulated with ``hpctwin serve``'s
+code path and the 15 statistics (TTFT, TPOT, E2E at mean, median, P90, P95, P99) are compared with the
+measured ones. Conventions (LLMServingSim ``bench/core/validate.py``): TTFT = first_token - arrival,
+TPOT = (last_token - first_token) / max(1, output_tokens - 1), E2E = last_token - arrival; the measured
+arrival is ``queued_ts`` (the engine's monotonic clock, the same as ``first_token_ts``/``last_token_ts``);
+percentiles are numpy's linear ones; error = (sim - measured) / measured.
+
+    python -m hpctwin.experiments.serving_validation [--data-dir D] [--out runs/serving_validation]
+
+Writes ``results.csv`` (one row per bundle x metric x statistic), ``table.md`` and ``errors.png``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from hpctwin.experiments.tables import markdown_table, write_results_csv
+from hpctwin.twin.serving.bundle import find_data_dir, load_bundle
+from hpctwin.twin.serving.cli import run_bundle
+from hpctwin.twin.serving.metrics import METRICS, STATS, fifteen, latencies
+
+CAPTION = ("Serving validation: hpctwin serve vs measured vLLM 0.19 (LLMServingSim bench bundles, 300 ShareGPT "
+           "requests at 10 req/s). TTFT = first_token - arrival; TPOT = (last - first) / max(1, out - 1); "
+           "E2E = last - arrival; measured arrival = queued_ts; seconds; error = (sim - measured) / measured.")
+
+
+def measured_bundles(data_dir: str | Path | None = None) -> list[Path]:
+    """Bundle folders that carry measured per-request timestamps."""
+    root = find_data_dir(data_dir) / "LLM-serving" / "LLMServingSim" / "bench"
+    return sorted(p.parent.parent for p in root.glob("*/*/vllm/requests.jsonl"))
+
+
+def measured_statistics(requests_jsonl: Path) -> dict[str, dict[str, float]]:
+    """The 15 statistics of a measured run (s)."""
+    rows = []
+    for i, line in enumerate(Path(requests_jsonl).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        d = json.loads(line)
+        for f in ("queued_ts", "first_token_ts", "last_token_ts", "output_toks"):
+            if d.get(f) is None:
+                raise ValueError(f"{requests_jsonl}:{i}: missing field {f!r}")
+        rows.append(d)
+    return fifteen(latencies([r["queued_ts"] for r in rows], [r["first_token_ts"] for r in rows],
+                             [r["last_token_ts"] for r in rows], [r["output_toks"] for r in rows]))
+
+
+def validate_bundle(bundle: str | Path, data_dir: str | Path | None = None) -> pd.DataFrame:
+    """Rows (bundle, metric, statistic, measured_s, simulated_s, error) for one measured bundle."""
+    bundle = Path(bundle)
+    b = load_bundle(bundle, data_dir)
+    _, res = run_bundle(b)
+    reqs = res.requests
+    sim = fifteen(latencies([r.arrival for r in reqs], [r.first for r in reqs], [r.last for r in reqs],
+                            [r.output for r in reqs]))
+    meas = measured_statistics(bundle / "vllm" / "requests.jsonl")
+    name = f"{bundle.parent.name}/{bundle.name}"
+    rows = [{"bundle": name, "metric": m, "statistic": s, "measured_s": meas[m][s], "simulated_s": sim[m][s],
+             "error": (sim[m][s] - meas[m][s]) / meas[m][s]} for m in METRICS for s in STATS]
+    return pd.DataFrame(rows)
+
+
+def error_summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Per bundle: mean absolute relative error over the 15 statistics and the largest one."""
+    g = df.assign(abs_error=df["error"].abs()).groupby("bundle", sort=False)["abs_error"]
+    return pd.DataFrame({"bundle": list(g.groups), "mean_abs_error": g.mean().to_numpy(),
+                         "max_abs_error": g.max().to_numpy()})
+
+
+def plot(df: pd.DataFrame, path: Path) -> Path:
+    import matplotlib  # noqa: PLC0415
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+    bundles = list(dict.fromkeys(df["bundle"]))
+    labels = [f"{m.upper()} {s}" for m in METRICS for s in STATS]
+    x = np.arange(len(labels))
+    w = 0.8 / max(1, len(bundles))
+    fig, ax = plt.subplots(figsize=(11, 4))
+    for i, b in enumerate(bundles):
+        sub = df[df["bundle"] == b]
+        ax.bar(x + (i - (len(bundles) - 1) / 2) * w, 100 * sub["error"].to_numpy(), w, label=b)
+    for lim in (-10, -5, 5, 10):
+        ax.axhline(lim, color="grey", lw=0.6, ls=":" if abs(lim) == 10 else "--")
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xticks(x, labels, rotation=60, ha="right", fontsize=8)
+    ax.set_ylabel("simulated vs measured (%)")
+    ax.set_title("hpctwin serve vs measured vLLM 0.19 (15 statistics)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def run(out: str | Path, data_dir: str | Path | None = None) -> pd.DataFrame:
+    out = Path(out)
+    bundles = measured_bundles(data_dir)
+    if not bundles:
+        raise FileNotFoundError("no bundle with vllm/requests.jsonl under the data directory's "
+                                "LLM-serving/LLMServingSim/bench/")
+    df = pd.concat([validate_bundle(b, data_dir) for b in bundles], ignore_index=True)
+    out.mkdir(parents=True, exist_ok=True)
+    write_results_csv(df, out / "results.csv")
+    summ = error_summary(df)
+    table = df.assign(error_pct=100 * df["error"]).drop(columns=["error"])
+    md = markdown_table(table, ["bundle", "metric", "statistic"], ["measured_s", "simulated_s", "error_pct"],
+                        CAPTION)
+    md += "\n" + markdown_table(summ.assign(mean_abs_error_pct=100 * summ["mean_abs_error"],
+                                            max_abs_error_pct=100 * summ["max_abs_error"]),
+                                ["bundle"], ["mean_abs_error_pct", "max_abs_error_pct"],
+                                "Mean and largest absolute error over the 15 statistics (%).")
+    (out / "table.md").write_text(md)
+    plot(df, out / "errors.png")
+    return df
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data-dir", default=None)
+    p.add_argument("--out", default="runs/serving_validation")
+    a = p.parse_args(argv)
+    df = run(a.out, a.data_dir)
+    for _, r in error_summary(df).iterrows():
+        print(f"{r['bundle']}: mean |error| {100 * r['mean_abs_error']:.2f} %, max {100 * r['max_abs_error']:.2f} %")
+    print(f"wrote {a.out}/results.csv, table.md, errors.png")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

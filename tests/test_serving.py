@@ -1,0 +1,268 @@
+"""LLM serving engine: hand-computed batching and KV admission, conservation, routers, profiles, traces."""
+from __future__ import annotations
+
+import csv
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hpctwin.datasets.serving_traces import ServingRequest, ServingTraceError, read_azure, read_llmservingsim
+from hpctwin.twin.serving import BlockManager, Instance, IterationModel, ModelShape, simulate
+from hpctwin.twin.serving.profiles import AttentionTable, LayerProfile, allreduce_s, skew_alpha_from_meta
+
+TINY = ModelShape("tiny", "llama", num_layers=1, hidden=64, num_heads=4, num_kv_heads=2, head_dim=16,
+                  intermediate=128, vocab=1000)
+DENSE = ["embedding", "layernorm", "qkv_proj", "rotary_emb", "o_proj", "gate_up_proj", "act_fn", "down_proj",
+         "final_layernorm"]
+
+
+def write_profile(folder: Path, dense_us: float = 1000.0, attn_us: float = 1000.0, seq_us: float = 1000.0,
+                  dense_slope: float = 0.0) -> Path:
+    """A profile whose every layer takes a constant time (plus ``dense_slope`` us per token)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "dense.csv", "w") as f:
+        f.write("layer,tokens,time_us\n")
+        for name in DENSE:
+            for t in (1, 4096):
+                f.write(f"{name},{t},{dense_us + dense_slope * (t - 1)}\n")
+    with open(folder / "per_sequence.csv", "w") as f:
+        f.write("layer,sequences,time_us\n")
+        for name in ("lm_head", "sampler"):
+            for s in (1, 256):
+                f.write(f"{name},{s},{seq_us}\n")
+    with open(folder / "attention.csv", "w") as f:
+        f.write("prefill_chunk,kv_prefill,n_decode,kv_decode,time_us\n")
+        for pc in (0, 2048):
+            for nd in (0, 256):
+                if pc == 0 and nd == 0:
+                    continue
+                for kvp in (0, 16384):
+                    for kvd in (0, 16384):
+                        f.write(f"{pc},{kvp},{nd},{kvd},{attn_us}\n")
+    return folder
+
+
+@pytest.fixture
+def const_model(tmp_path):
+    """Every iteration takes D = 10 dense + 1 attention + 2 head layers = 13 ms."""
+    return IterationModel(TINY, LayerProfile.load(write_profile(tmp_path / "p")))
+
+
+D = 0.013
+
+
+def inst(model, blocks=100, bs=2, budget=4, seqs=2, caching=False, iid=0) -> Instance:
+    return Instance(iid, model, BlockManager(blocks, bs, caching=caching), seqs, budget)
+
+
+def req(arrival, prompt, output, ids=None):
+    return ServingRequest(arrival, prompt, output, token_ids=ids)
+
+
+def test_constant_iteration_time(const_model):
+    assert const_model.iteration_s(7, 2, 4, 0, 1, 3) == pytest.approx(D)
+    assert const_model.decode_run_s(3, 10, 5) == pytest.approx([D] * 5)
+
+
+def test_chunked_prefill_and_decode_first_batch(const_model):
+    """Budget 4: A (6-token prompt) takes chunks 4+2; B joins in the second iteration's spare 2 tokens."""
+    i = inst(const_model)
+    res = simulate([req(0.0, 6, 3), req(0.5 * D, 3, 2)], [i])
+    a, b = res.requests
+    assert (a.first, a.last) == pytest.approx((2 * D, 4 * D))
+    assert (b.first, b.last) == pytest.approx((3 * D, 4 * D))
+    assert i.iterations == 4
+    assert i.tokens_prefilled == 4 + 2 + 2  # B's last prompt token runs as a 1-token chunk
+    assert i.kv.free == i.kv.num_blocks
+
+
+def test_kv_preemption_by_recompute(const_model):
+    """4 blocks of 2 tokens: B is preempted when A needs a third block, and recomputes after A ends."""
+    i = inst(const_model, blocks=4, bs=2, budget=16, seqs=4)
+    res = simulate([req(0.0, 4, 4), req(0.0, 3, 2)], [i])
+    a, b = res.requests
+    assert (a.first, a.last) == pytest.approx((D, 4 * D))
+    assert (b.first, b.last) == pytest.approx((D, 5 * D))
+    assert i.preemptions == 1 and b.preemptions == 1
+    assert i.iterations == 5
+    assert i.tokens_prefilled == 4 + 3 + 4  # B recomputes its prompt plus its first token
+
+
+def test_reserve_full_isl_blocks_admission(const_model):
+    """A prompt whose whole length does not fit in the free blocks waits even if its first chunk would."""
+    i = inst(const_model, blocks=3, bs=2, budget=2, seqs=4)
+    res = simulate([req(0.0, 2, 3), req(0.0, 5, 1)], [i])
+    a, b = res.requests
+    # A holds 1 block (2 tokens), then 2 blocks when it decodes; B needs 3 blocks: only after A finishes
+    assert a.last == pytest.approx(3 * D)
+    assert b.first == pytest.approx(3 * D + 3 * D)  # 5 tokens in chunks of 2: 3 iterations after A ends
+    assert i.preemptions == 0
+
+
+def test_max_num_seqs_limits_running(const_model):
+    i = inst(const_model, budget=64, seqs=1)
+    res = simulate([req(0.0, 2, 2), req(0.0, 2, 2)], [i])
+    a, b = res.requests
+    assert (a.first, a.last) == pytest.approx((D, 2 * D))
+    assert (b.first, b.last) == pytest.approx((3 * D, 4 * D))
+
+
+def test_prefix_cache_hit_on_shared_prompt(const_model):
+    """The second request's first two full blocks are found in the cache; only its last token is computed."""
+    i = inst(const_model, blocks=20, bs=2, budget=16, seqs=4, caching=True)
+    ids = (1, 2, 3, 4, 5)
+    res = simulate([req(0.0, 5, 1, ids), req(1.0, 5, 1, ids)], [i])
+    assert i.kv.hits_tokens == 4
+    assert i.tokens_prefilled == 5  # the second prompt's single remaining token runs as a 1-token step
+    assert res.requests[1].first == pytest.approx(1.0 + D)
+
+
+def test_block_manager_lru_eviction_keeps_recent_hashes():
+    kv = BlockManager(2, 2, caching=True)
+    assert kv.allocate(1, 4, hashes=["a", "b"], cache_upto=4)
+    kv.release(1)
+    assert kv.free == 2
+    assert kv.computed_blocks(["a", "b"], 5) == [0, 1]
+    assert kv.allocate(2, 2, hashes=["x"], cache_upto=2)  # reuses block 1 (freed first: tail of request 1)
+    assert kv.computed_blocks(["a", "b"], 5) == [0]
+    assert not kv.allocate(3, 6)
+    assert kv.free == 1
+
+
+def test_decode_fast_path_matches_stepping(tmp_path, monkeypatch):
+    """Vectorised decode runs give the same per-request times as one iteration at a time."""
+    model = IterationModel(TINY, LayerProfile.load(write_profile(tmp_path / "p", dense_slope=0.5)))
+    rng = random.Random(3)
+    trace = sorted((req(rng.uniform(0, 2), rng.randint(1, 40), rng.randint(1, 60)) for _ in range(40)),
+                   key=lambda r: r.arrival_s)
+    fast = simulate(trace, [inst(model, blocks=60, bs=4, budget=32, seqs=8)]).requests
+    monkeypatch.setattr(Instance, "_decode_run", lambda self, t: False)
+    slow = simulate(trace, [inst(model, blocks=60, bs=4, budget=32, seqs=8)]).requests
+    assert [r.first for r in fast] == pytest.approx([r.first for r in slow], abs=1e-12)
+    assert [r.last for r in fast] == pytest.approx([r.last for r in slow], abs=1e-12)
+
+
+@pytest.mark.parametrize("router", ["round_robin", "least_outstanding", "kv_aware"])
+def test_conservation_under_preemption(const_model, router):
+    """Every request finishes once with exactly its tokens, whatever the router and KV pressure."""
+    rng = random.Random(7)
+    trace = sorted((req(rng.uniform(0, 1), rng.randint(1, 30), rng.randint(1, 40)) for _ in range(150)),
+                   key=lambda r: r.arrival_s)
+    insts = [inst(const_model, blocks=24, bs=4, budget=16, seqs=6, iid=k) for k in range(3)]
+    res = simulate(trace, insts, router=router)
+    finished = [r.uid for x in insts for r in x.finished]
+    assert sorted(finished) == list(range(150))
+    assert all(r.generated == t.output_tokens for r, t in zip(res.requests, trace))
+    assert sum(x.tokens_decoded for x in insts) == sum(t.output_tokens for t in trace)
+    assert all(r.arrival <= r.first <= r.last for r in res.requests)
+    assert all(x.kv.free == x.kv.num_blocks for x in insts)
+    assert sum(x.preemptions for x in insts) > 0
+
+
+def test_round_robin_and_least_outstanding(const_model):
+    trace = [req(0.0, 2, 50), req(0.0, 2, 50), req(0.0, 2, 50), req(0.001, 2, 1)]
+    rr = simulate(trace, [inst(const_model, iid=k) for k in range(3)], router="round_robin")
+    assert [r.instance for r in rr.requests] == [0, 1, 2, 0]
+    lo = simulate(trace[:2] + [req(0.0, 2, 1)], [inst(const_model, iid=k) for k in range(2)],
+                  router="least_outstanding")
+    assert [r.instance for r in lo.requests] == [0, 1, 0]
+
+
+def test_oversized_prompt_is_refused(const_model):
+    with pytest.raises(ValueError, match="request 0: 50 prompt tokens need more KV blocks"):
+        simulate([req(0.0, 50, 1)], [inst(const_model, blocks=4, bs=2)])
+
+
+def test_attention_interpolation_is_linear_per_axis():
+    rows = [{"prefill_chunk": 0, "kv_prefill": 0, "n_decode": nd, "kv_decode": kv, "time_us": 10 + nd * kv / 100}
+            for nd in (1, 4) for kv in (16, 32, 64)]
+    t = AttentionTable.from_rows(rows)
+    assert t.lookup(0, 0, 4, 48) == pytest.approx(10 + 4 * 48 / 100)
+    assert t.lookup(0, 0, 2, 32) == pytest.approx(10 + (1 * 32 + (4 * 32 - 32) / 3) / 100)
+    assert t.lookup(0, 0, 4, 128) == pytest.approx(10 + 4 * 128 / 100)  # extrapolated from the top two
+    assert t.lookup(0, 0, 4, 1) == pytest.approx(10 + 4 * 16 / 100)  # clamped below the grid
+    np.testing.assert_allclose(t.decode_only_np(4, np.array([16.0, 48.0, 128.0])),
+                               [t.lookup(0, 0, 4, k) for k in (16, 48, 128)])
+
+
+def test_allreduce_ring_model():
+    # 2 ranks, 1 GiB at 1 GiB/s, 1000 ns latency: 2 steps of 0.5 GiB
+    assert allreduce_s(2 ** 30, 2, 1.0, 1000) == pytest.approx(2 * (1e-6 + 0.5))
+    assert allreduce_s(2 ** 30, 1, 1.0, 1000) == 0.0
+
+
+def test_skew_alpha_from_meta(tmp_path):
+    m = tmp_path / "meta.yaml"
+    m.write_text("model: x\nskew_fit:\n  enabled: true\n  per_tp:\n    1:\n      alpha_default: 0.05\n"
+                 "    2:\n      alpha_default: 0.07\nother: 1\n")
+    assert skew_alpha_from_meta(m, 1) == 0.05 and skew_alpha_from_meta(m, 2) == 0.07
+    m.write_text("skew_fit:\n  enabled: false\n")
+    assert skew_alpha_from_meta(m, 1) == 0.0
+
+
+def test_weights_and_kv_bytes_llama8b():
+    from hpctwin.twin.serving.models import model_shape
+    m = model_shape("meta-llama/Llama-3.1-8B")
+    assert m.kv_bytes_per_token() == 2 * 8 * 128 * 32 * 2
+    assert m.weight_bytes_per_rank() == 16_060_522_496  # 8.03 G parameters in bf16
+    # LLMServingSim's rule on a 24 GiB card at mem_util 0.833919: 2588 blocks, as vLLM resolved
+    assert (int(24 * 2 ** 30 * 0.833919) - m.weight_bytes_per_rank()) // (m.kv_bytes_per_token() * 16) == 2588
+
+
+def test_trace_readers_and_errors(tmp_path):
+    p = tmp_path / "w.jsonl"
+    p.write_text('{"input_toks": 3, "output_toks": 2, "arrival_time_ns": 1500000000, "input_tok_ids": [1,2,3]}\n'
+                 '{"input_toks": 4, "output_toks": 1, "arrival_time_ns": 2000000000}\n')
+    r = read_llmservingsim(p)
+    assert [(x.arrival_s, x.input_tokens, x.output_tokens) for x in r] == [(1.5, 3, 2), (2.0, 4, 1)]
+    assert r[0].token_ids == (1, 2, 3) and r[1].token_ids is None
+    p.write_text('{"input_toks": 3, "arrival_time_ns": 0}\n')
+    with pytest.raises(ServingTraceError, match=r"w.jsonl:1: missing field 'output_toks'"):
+        read_llmservingsim(p)
+    a = tmp_path / "AzureLLMInferenceTrace_conv.csv"
+    a.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n"
+                 "2023-11-16 18:15:50.9951690,396,0\n")
+    az = read_azure(a)
+    assert az[1].arrival_s == pytest.approx(4.314579) and az[1].output_tokens == 1
+    a.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\nbad,374,44\n")
+    with pytest.raises(ServingTraceError, match="AzureLLMInferenceTrace_conv.csv:2: field 'TIMESTAMP'"):
+        read_azure(a)
+
+
+def test_serve_cli_writes_outputs(tmp_path):
+    """``hpctwin serve`` on a tiny hand-made bundle: requests.csv in workload order and a summary."""
+    import json
+
+    from hpctwin.twin.cli import main
+    data = tmp_path / "data"
+    root = data / "LLM-serving" / "LLMServingSim"
+    write_profile(root / "perf" / "HW" / "meta-llama" / "Llama-3.1-8B" / "bf16" / "tp1")
+    (root / "workloads").mkdir(parents=True)
+    (root / "workloads" / "w.jsonl").write_text(
+        '{"input_toks": 5, "output_toks": 3, "arrival_time_ns": 1000000000}\n'
+        '{"input_toks": 2, "output_toks": 1, "arrival_time_ns": 0}\n')
+    b = tmp_path / "bundle"
+    (b / "vllm").mkdir(parents=True)
+    (b / "config.json").write_text(json.dumps({"link_bw": 16, "link_latency": 1000, "nodes": [{"instances": [
+        {"model_name": "meta-llama/Llama-3.1-8B", "hardware": "HW", "npu_mem": {"mem_size": 24, "mem_util": 0.9},
+         "tp_size": 1}]}]}))
+    (b / "vllm" / "meta.json").write_text(json.dumps({"engine_kwargs": {"max_num_seqs": 4,
+                                                                         "max_num_batched_tokens": 16},
+                                                       "dataset_path": "workloads/w.jsonl"}))
+    out = tmp_path / "out"
+    assert main(["serve", "--bundle", str(b), "--out", str(out), "--data-dir", str(data), "-q"]) == 0
+    rows = list(csv.DictReader(open(out / "requests.csv")))
+    assert [r["request_id"] for r in rows] == ["0", "1"]
+    assert list(rows[0]) == ["request_id", "arrival_s", "first_token_s", "last_token_s", "input_tokens",
+                             "output_tokens"]
+    assert [(r["input_tokens"], r["output_tokens"]) for r in rows] == [("5", "3"), ("2", "1")]
+    # Llama-8B has 32 layers: each iteration = 32 x 8 block layers + 2 edge + 32 attention + 2 head, in ms
+    d = (32 * 8 + 2 + 32 + 2) * 1e-3
+    assert float(rows[1]["first_token_s"]) == pytest.approx(d)
+    assert float(rows[0]["last_token_s"]) - float(rows[0]["first_token_s"]) == pytest.approx(2 * d)
+    s = json.load(open(out / "summary.json"))
+    assert s["tpot"]["mean"] == pytest.approx(d / 2)  # request 0: 2d / (3 - 1); request 1: 0 / max(1, 0)
+    assert s["requests"] == 2 and s["output_tokens"] == 4
+    assert main(["serve", "--bundle", str(tmp_path / "nope"), "--out", str(out)]) == 2

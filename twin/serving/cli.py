@@ -1,0 +1,96 @@
+"""``hpctwin serve``: simulate a vLLM deployment on a workload and write per-request times and a summary.
+
+    hpctwin serve --bundle DIR --out OUT [--data-dir D] [--router least_outstanding]
+
+``DIR`` is laid out like ``LLMServingSim/bench/<hw>/<model>/`` (see `hpctwin.twin.serving.bundle`).
+Writes ``OUT/requests.csv`` (one row per workload request, in workload order: ``request_id`` = 0-based
+line index, ``arrival_s``, ``first_token_s``, ``last_token_s``, ``input_tokens``, ``output_tokens``; seconds
+on one clock starting at the workload's zero) and ``OUT/summary.json`` (TTFT/TPOT/E2E mean, median, P90,
+P95, P99 in seconds with LLMServingSim's definitions, plus run counters).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+
+from .bundle import Bundle, BundleError, load_bundle
+from .cluster import ROUTERS, ServingResult, simulate
+from .metrics import fifteen, latencies
+
+
+def run_bundle(bundle: str | Path | Bundle, data_dir: str | None = None, router: str = "least_outstanding",
+               ) -> tuple[Bundle, ServingResult]:
+    """Simulate a bundle's workload on its deployment."""
+    b = bundle if isinstance(bundle, Bundle) else load_bundle(bundle, data_dir)
+    return b, simulate(b.workload(), b.build_instances(), router=router)
+
+
+def summary(b: Bundle, res: ServingResult) -> dict:
+    reqs = res.requests
+    lat = latencies([r.arrival for r in reqs], [r.first for r in reqs], [r.last for r in reqs],
+                    [r.output for r in reqs])
+    span = res.makespan_s - min((r.arrival for r in reqs), default=0.0)
+    return {
+        "units": "seconds",
+        "definitions": {"ttft": "first_token - arrival", "tpot": "(last_token - first_token) / max(1, output_tokens - 1)",
+                        "e2e": "last_token - arrival"},
+        **fifteen(lat),
+        "requests": len(reqs),
+        "input_tokens": sum(r.prompt for r in reqs),
+        "output_tokens": sum(r.generated for r in reqs),
+        "makespan_s": res.makespan_s,
+        "throughput_tokens_per_s": sum(r.generated for r in reqs) / span if span > 0 else float("nan"),
+        "preemptions": sum(i.preemptions for i in res.instances),
+        "iterations": sum(i.iterations for i in res.instances),
+        "instances": [{"id": i.iid, "kv_blocks": i.kv.num_blocks, "busy_s": i.busy_s, "iterations": i.iterations,
+                       "preemptions": i.preemptions,
+                       "prefix_hit_tokens": getattr(i.kv, "hits_tokens", 0)} for i in res.instances],
+        "engine": {"max_num_seqs": b.max_num_seqs, "max_num_batched_tokens": b.max_num_batched_tokens,
+                   "block_size": b.block_size, "prefix_caching": b.prefix_caching,
+                   "reserve_full_isl": b.reserve_full_isl},
+        "bundle": str(b.path), "dataset": str(b.dataset),
+    }
+
+
+def write_outputs(out: Path, b: Bundle, res: ServingResult) -> dict:
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "requests.csv", "w", newline="") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(["request_id", "arrival_s", "first_token_s", "last_token_s", "input_tokens", "output_tokens"])
+        for r in res.requests:
+            w.writerow([r.uid, f"{r.arrival:.9f}", f"{r.first:.9f}", f"{r.last:.9f}", r.prompt, r.generated])
+    s = summary(b, res)
+    (out / "summary.json").write_text(json.dumps(s, indent=2) + "\n")
+    return s
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="hpctwin serve", description=__doc__.split("\n\n")[0])
+    p.add_argument("--bundle", required=True, help="folder laid out like LLMServingSim/bench/<hw>/<model>/")
+    p.add_argument("--out", required=True, help="output folder (requests.csv, summary.json)")
+    p.add_argument("--data-dir", default=None,
+                   help="data directory holding LLM-serving/ (default: $HPCTWIN_DATA, else ../shared/datasets)")
+    p.add_argument("--router", choices=list(ROUTERS), default="least_outstanding",
+                   help="request router across instances (default least_outstanding, LLMServingSim's LOAD)")
+    p.add_argument("--quiet", "-q", action="store_true")
+    a = p.parse_args(argv)
+    try:
+        b, res = run_bundle(a.bundle, a.data_dir, a.router)
+        s = write_outputs(Path(a.out), b, res)
+    except (BundleError, ValueError, FileNotFoundError) as e:
+        print(f"hpctwin serve: error: {e}", file=sys.stderr)
+        return 2
+    if not a.quiet:
+        print(f"{s['requests']} requests, {s['output_tokens']} output tokens, makespan {s['makespan_s']:.2f} s, "
+              f"{s['preemptions']} preemptions")
+        for m in ("ttft", "tpot", "e2e"):
+            print(f"  {m.upper():5s} " + "  ".join(f"{k} {v:.4f}" for k, v in s[m].items()))
+        print(f"wrote {Path(a.out) / 'requests.csv'} and summary.json")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,283 @@
+"""One serving instance: vLLM V1 continuous batching at iteration level (``vllm/v1/core/sched/scheduler.py``).
+
+Each iteration (one forward of the model) is scheduled at the instant the previous one ends:
+
+1. **running first**, in admission order: each request gets ``num_tokens - num_computed_tokens`` new
+   tokens (1 for a decode, the rest of a prompt for a prefill), capped by the remaining token budget
+   ``max_num_batched_tokens`` (chunked prefill). If its KV blocks cannot be allocated, the *last*
+   running request is preempted (blocks freed, ``num_computed_tokens`` reset: recompute), repeatedly,
+   until the allocation succeeds or the request preempted itself;
+2. **then waiting** (FCFS, only if nothing was preempted this step): admit while budget remains and fewer
+   than ``max_num_seqs`` run; a prompt's cached prefix (prefix caching) counts as computed; under
+   ``scheduler_reserve_full_isl`` (vLLM 0.19's default) a request is admitted only if its whole prompt
+   fits in the free blocks; the first request that does not fit stops admission.
+
+A request produces a token at the end of every iteration after which it has computed all its tokens:
+the first at the end of the iteration completing its prompt (its TTFT), then one per decode iteration;
+it finishes with its ``output_tokens``-th token. Iteration times come from `IterationModel`.
+
+Runs of pure-decode iterations with nothing waiting are advanced in one vectorised block (same times as
+stepping one by one); anything else is stepped one iteration at a time.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from .kvcache import BlockManager, cdiv
+from .profiles import IterationModel
+
+
+class Req:
+    """A request's serving state (times in seconds on the simulation clock)."""
+    __slots__ = ("uid", "arrival", "prompt", "output", "num_tokens", "computed", "generated",
+                 "first", "last", "preemptions", "hashes", "token_ids", "block_ids", "klass", "instance")
+
+    def __init__(self, uid: int, arrival: float, prompt: int, output: int, token_ids=None, block_ids=None,
+                 klass: int = 0) -> None:
+        self.uid, self.arrival, self.prompt, self.output = uid, arrival, prompt, output
+        self.num_tokens = prompt       # tokens whose KV the request needs (prompt + generated so far)
+        self.computed = 0              # tokens whose KV is computed (vLLM num_computed_tokens)
+        self.generated = 0
+        self.first = self.last = float("nan")
+        self.preemptions = 0
+        self.hashes: list = []
+        self.token_ids, self.block_ids, self.klass = token_ids, block_ids, klass
+        self.instance = -1
+
+    def block_hashes(self, upto_tokens: int, bs: int) -> list:
+        """Chained hashes of the request's full blocks up to ``upto_tokens`` (prompt token ids when known;
+        Mooncake block ids; else ids unique to the request)."""
+        h = self.hashes
+        for i in range(len(h), upto_tokens // bs):
+            lo, hi = i * bs, (i + 1) * bs
+            if hi <= self.prompt and self.token_ids is not None:
+                h.append(hash((h[-1] if h else None, tuple(self.token_ids[lo:hi]))))
+            elif hi <= self.prompt and self.block_ids is not None and hi <= 512 * len(self.block_ids):
+                h.append(("m", self.block_ids[lo // 512], (lo % 512) // bs))
+            else:
+                h.append(("r", self.uid, i))
+        return h
+
+
+class Instance:
+    """A vLLM engine on ``tp`` GPUs: waiting queue, running set, KV blocks, and its own clock ``t``."""
+
+    def __init__(self, iid: int, model: IterationModel, kv: BlockManager, max_num_seqs: int = 256,
+                 max_num_batched_tokens: int = 2048, chunked_prefill: bool = True,
+                 reserve_full_isl: bool = True, long_prefill_token_threshold: int = 0) -> None:
+        self.iid, self.model, self.kv = iid, model, kv
+        self.max_num_seqs, self.budget = int(max_num_seqs), int(max_num_batched_tokens)
+        self.chunked, self.reserve_full_isl = chunked_prefill, reserve_full_isl
+        self.long_threshold = int(long_prefill_token_threshold)
+        self.waiting: deque[Req] = deque()
+        self.running: list[Req] = []
+        self.t = 0.0
+        self.busy_s = 0.0
+        self.iterations = 0
+        self.preemptions = 0
+        self.tokens_prefilled = 0
+        self.tokens_decoded = 0
+        self.finished: list[Req] = []
+        self.outstanding = 0
+        self.series: list[tuple[float, int, int, int, int]] | None = None  # (t, running, waiting, kv_used, tokens)
+
+    # ---- arrivals ----------------------------------------------------------------------------
+    def add(self, r: Req, now: float) -> None:
+        """A request reaches the engine at ``now``; an idle engine's clock jumps to it."""
+        if cdiv(r.prompt + 1, self.kv.block_size) > self.kv.num_blocks:
+            raise ValueError(f"request {r.uid}: {r.prompt} prompt tokens need more KV blocks than the instance "
+                             f"has ({self.kv.num_blocks} blocks of {self.kv.block_size}); vLLM would refuse it "
+                             "(max_model_len). Use a larger GPU, more TP, or filter the trace")
+        r.instance = self.iid
+        if not self.running and not self.waiting:
+            self.t = max(self.t, now)
+        self.waiting.append(r)
+        self.outstanding += 1
+
+    def idle(self) -> bool:
+        return not self.running and not self.waiting
+
+    # ---- time advance -----------------------------------------------------------------------
+    def advance_until(self, t_limit: float) -> None:
+        """Run every iteration that starts before ``t_limit`` (its effects land at its end)."""
+        while self.t < t_limit and (self.running or self.waiting):
+            if not self.waiting and self.running and self._decode_run(t_limit):
+                continue
+            self._step()
+
+    def drain(self) -> None:
+        self.advance_until(float("inf"))
+
+    # ---- scheduling ---------------------------------------------------------------------------
+    def _schedule(self) -> list[tuple[Req, int, int]]:
+        kv, bs, caching = self.kv, self.kv.block_size, self.kv.caching
+        budget = self.budget
+        out: list[tuple[Req, int, int]] = []
+        preempted = False
+        running = self.running
+        i = 0
+        while i < len(running) and budget > 0:
+            r = running[i]
+            n = r.num_tokens - r.computed
+            if 0 < self.long_threshold < n:
+                n = self.long_threshold
+            n = min(n, budget)
+            if n <= 0:
+                i += 1
+                continue
+            ok = False
+            while True:
+                total = r.computed + n
+                hashes = r.block_hashes(min(total, r.num_tokens), bs) if caching else None
+                if kv.allocate(r.uid, total, hashes=hashes, cache_upto=min(total, r.num_tokens)):
+                    ok = True
+                    break
+                victim = running.pop()
+                self._preempt(victim)
+                preempted = True
+                if victim is r:
+                    break
+            if not ok:
+                break
+            out.append((r, n, r.computed))
+            budget -= n
+            i += 1
+        if not preempted:
+            budget = self._admit(out, budget)
+        return out
+
+    def _admit(self, out: list, budget: int) -> int:
+        kv, bs, caching = self.kv, self.kv.block_size, self.kv.caching
+        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+            r = self.waiting[0]
+            hit: list[int] = []
+            hashes = None
+            if caching:
+                hashes = r.block_hashes(r.num_tokens, bs)
+                hit = kv.computed_blocks(hashes, r.num_tokens)
+            computed = len(hit) * bs
+            n = r.num_tokens - computed
+            if 0 < self.long_threshold < n:
+                n = self.long_threshold
+            if not self.chunked and n > budget:
+                break
+            n = min(n, budget)
+            if self.reserve_full_isl and not kv.can_fit(r.uid, r.num_tokens, hit):
+                break
+            if not kv.allocate(r.uid, computed + n, hit=hit, hashes=hashes, cache_upto=computed + n):
+                break
+            self.waiting.popleft()
+            r.computed = computed
+            self.running.append(r)
+            out.append((r, n, computed))
+            budget -= n
+        return budget
+
+    def _preempt(self, r: Req) -> None:
+        self.kv.release(r.uid)
+        r.computed = 0
+        r.preemptions += 1
+        self.preemptions += 1
+        self.waiting.appendleft(r)
+
+    # ---- one iteration ------------------------------------------------------------------------
+    def _step(self) -> None:
+        sched = self._schedule()
+        if not sched:
+            if self.running or self.waiting:
+                head = self.waiting[0] if self.waiting else self.running[0]
+                raise RuntimeError(f"instance {self.iid}: nothing schedulable at t={self.t:.6f} s but request "
+                                   f"{head.uid} is pending ({head.num_tokens} tokens, {self.kv.free} of "
+                                   f"{self.kv.num_blocks} KV blocks free)")
+            return
+        tokens = pc = kvp = nd = kvd = kmax = 0
+        kmin = 1 << 62
+        for r, n, before in sched:
+            tokens += n
+            if n > 1:
+                pc += n
+                kvp += before
+            else:
+                nd += 1
+                kvd += before
+                kmax = max(kmax, before)
+                kmin = min(kmin, before)
+            r.computed = before + n
+        dt = self.model.iteration_s(tokens, len(sched), pc, kvp, nd, (kvd // nd) if nd else 0, kmax,
+                                    kmin if nd else 0)
+        end = self.t + dt
+        self.busy_s += dt
+        self.iterations += 1
+        self.tokens_prefilled += pc
+        done = []
+        for r, n, _ in sched:
+            if r.computed >= r.num_tokens:
+                r.generated += 1
+                self.tokens_decoded += 1
+                if r.generated == 1:
+                    r.first = end
+                r.last = end
+                if r.generated >= r.output:
+                    done.append(r)
+                else:
+                    r.num_tokens += 1
+        for r in done:
+            self._finish(r)
+        if self.series is not None:
+            self.series.append((end, len(self.running), len(self.waiting), self.kv.used, tokens))
+        self.t = end
+
+    def _finish(self, r: Req) -> None:
+        self.kv.release(r.uid)
+        self.running.remove(r)
+        self.finished.append(r)
+        self.outstanding -= 1
+
+    # ---- vectorised pure-decode runs ----------------------------------------------------------
+    def _decode_run(self, t_limit: float) -> bool:
+        """Advance a run of identical pure-decode iterations at once; False if the state does not allow it."""
+        run = self.running
+        n = len(run)
+        if n > self.budget or n < 1:
+            return False
+        for r in run:
+            if r.num_tokens - r.computed != 1:
+                return False
+        steps = min(r.output - r.generated for r in run)
+        if steps < 2:
+            return False
+        bs, kv = self.kv.block_size, self.kv
+        # KV blocks for all `steps` iterations must be free now (else step one at a time and preempt)
+        need = sum(cdiv(r.computed + steps, bs) for r in run) - sum(kv.held(r.uid) for r in run)
+        if need > kv.free:
+            return False
+        kvd0 = sum(r.computed for r in run) // n
+        dts = self.model.decode_run_s(n, kvd0, steps, max(r.computed for r in run))
+        ends = self.t + np.cumsum(dts)
+        # iterations start at t, ends[0], ends[1], ...: keep those starting before t_limit
+        k = min(steps, 1 + int(np.searchsorted(ends, t_limit, side="left")))
+        if k < 2:
+            return False
+        end = float(ends[k - 1])
+        for r in run:
+            if r.generated == 0:  # its prompt's last token ran as a 1-token step: that is its first token
+                r.first = float(ends[0])
+            total = r.computed + k
+            kv.allocate(r.uid, total, hashes=r.block_hashes(total, bs) if kv.caching else None, cache_upto=total)
+            r.computed = total
+            r.generated += k
+            r.num_tokens += k
+            r.last = end
+        self.busy_s += float(ends[k - 1] - self.t)
+        self.iterations += k
+        self.tokens_decoded += k * n
+        done = [r for r in run if r.generated >= r.output]
+        for r in done:
+            r.num_tokens -= 1  # the last token's KV is never needed
+            self._finish(r)
+        if self.series is not None:
+            self.series.append((end, len(self.running), len(self.waiting), kv.used, n))
+        self.t = end
+        return True

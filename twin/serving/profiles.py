@@ -1,0 +1,358 @@
+"""Per-layer vLLM timing profiles (LLMServingSim's profiler bundle) and the iteration time built from them.
+
+How the profiles were measured (LLMServingSim ``profiler/``, ``docs/profiler/output-bundle.md``): vLLM 0.19
+runs a **one-layer** copy of the model (``hf_overrides.num_hidden_layers: 1``, dummy weights, eager mode)
+and hooks every module; each CSV row is one module's kernel time in microseconds for one shape:
+
+* ``dense.csv`` (layer, tokens, time_us): token-parallel layers (embedding, norms, projections, rotary,
+  activation) by the number of tokens in the forward;
+* ``per_sequence.csv`` (layer, sequences, time_us): ``lm_head`` and ``sampler`` by the number of sequences;
+* ``attention.csv`` (prefill_chunk, kv_prefill, n_decode, kv_decode, time_us): the attention kernel for a
+  mixed batch: prefill tokens in the chunk, the KV those chunks attend to, decode count, decode KV length;
+* ``moe.csv`` (tokens, activated_experts, time_us): the fused-MoE block on one rank (MoE models).
+
+At TP = k the profiled layer is the per-rank shard (heads and FFN width divided by k), so the per-rank
+kernel time is read directly from ``tp<k>/``.
+
+Composition (LLMServingSim ``serving/core/trace_generator.py``): one iteration runs the prologue once,
+``num_layers`` transformer blocks, then the head; every lookup is linear interpolation in each axis
+(clamped below the grid, extrapolated from the top two samples above it; the 4-D attention lookup is
+linear in each of its axes, decode KV taken as the batch mean); a TP all-reduce follows ``o_proj`` and
+``down_proj`` (see `allreduce_s`).
+"""
+from __future__ import annotations
+
+import bisect
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .models import SEQUENCES, TP_ALLREDUCE_AFTER, ModelShape
+
+
+GIB = float(1 << 30)
+
+
+class ProfileError(ValueError):
+    """A timing profile is missing or malformed (the message names the file and what to do)."""
+
+
+def _interp1(keys: list[float], vals: list[float], q: float) -> float:
+    """LLMServingSim's 1-D lookup: clamp below the first key, linear inside, linear extrapolation above."""
+    n = len(keys)
+    if n == 1 or q <= keys[0]:
+        return vals[0]
+    i = bisect.bisect_right(keys, q)
+    lo, hi = (n - 2, n - 1) if i >= n else (i - 1, i)
+    x0, x1 = keys[lo], keys[hi]
+    return vals[lo] + (q - x0) * (vals[hi] - vals[lo]) / (x1 - x0)
+
+
+def _bracket(vals: list[int], q: float) -> tuple[int, int, float]:
+    n = len(vals)
+    if n == 1 or q <= vals[0]:
+        return 0, 0, 0.0
+    i = bisect.bisect_right(vals, q)
+    lo, hi = (n - 2, n - 1) if i >= n else (i - 1, i)
+    return lo, hi, (q - vals[lo]) / (vals[hi] - vals[lo])
+
+
+def _interp1_np(keys: np.ndarray, vals: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Vectorised `_interp1` (same clamp/extrapolation rules)."""
+    if len(keys) == 1:
+        return np.full(q.shape, vals[0], dtype=float)
+    i = np.searchsorted(keys, q, side="right")
+    hi = np.clip(i, 1, len(keys) - 1)
+    lo = hi - 1
+    t = (q - keys[lo]) / (keys[hi] - keys[lo])
+    out = vals[lo] + t * (vals[hi] - vals[lo])
+    return np.where(q <= keys[0], vals[0], out)
+
+
+def _read_csv(path: Path, cols: list[str]) -> list[dict]:
+    if not path.exists():
+        raise ProfileError(f"{path}: profile file not found")
+    with open(path, newline="") as fh:
+        rd = csv.DictReader(fh)
+        missing = [c for c in cols if c not in (rd.fieldnames or [])]
+        if missing:
+            raise ProfileError(f"{path}:1: missing column(s) {', '.join(missing)} (expected {','.join(cols)})")
+        rows = []
+        for i, r in enumerate(rd, 2):
+            try:
+                rows.append({c: (r[c] if c == "layer" else float(r[c])) for c in cols})
+            except (TypeError, ValueError):
+                raise ProfileError(f"{path}:{i}: non-numeric value in {r!r}") from None
+    return rows
+
+
+@dataclass
+class AttentionTable:
+    """The 4-D attention grid as (prefill_chunk, n_decode) slices over (kv_prefill, kv_decode); microseconds."""
+    pc_vals: list[int]
+    nd_vals: list[int]
+    slices: dict[tuple[int, int], tuple[list[int], list[tuple[list[int], list[float]]]]]
+
+    @classmethod
+    def from_rows(cls, rows: list[dict]) -> "AttentionTable":
+        grid: dict[tuple[int, int], dict[int, dict[int, float]]] = {}
+        for r in rows:
+            key = (int(r["prefill_chunk"]), int(r["n_decode"]))
+            grid.setdefault(key, {}).setdefault(int(r["kv_prefill"]), {})[int(r["kv_decode"])] = r["time_us"]
+        slices = {}
+        for key, by_kp in grid.items():
+            kps = sorted(by_kp)
+            slices[key] = (kps, [(sorted(by_kp[k]), [by_kp[k][d] for d in sorted(by_kp[k])]) for k in kps])
+        return cls(sorted({k[0] for k in grid}), sorted({k[1] for k in grid}), slices)
+
+    def _slice(self, pc: int, nd: int, kvp: float, kvd: float) -> float | None:
+        s = self.slices.get((pc, nd))
+        if s is None:
+            return None
+        kps, rows = s
+        lo, hi, t = _bracket(kps, kvp)
+        v_lo = _interp1(rows[lo][0], rows[lo][1], kvd) if rows[lo][0] else None
+        if lo == hi or v_lo is None:
+            return v_lo
+        v_hi = _interp1(rows[hi][0], rows[hi][1], kvd) if rows[hi][0] else None
+        return v_lo if v_hi is None else v_lo + t * (v_hi - v_lo)
+
+    def _corner(self, pc: int, nd: int, kvp: float, kvd: float) -> float:
+        v = self._slice(pc, nd, kvp, kvd)
+        if v is not None:
+            return v
+        near = min(self.slices, key=lambda p: (p[0] - pc) ** 2 + (p[1] - nd) ** 2)
+        return self._slice(near[0], near[1], kvp, kvd) or 0.0
+
+    def lookup(self, pc: int, kvp: float, nd: int, kvd: float) -> float:
+        """Attention time (us) of a batch with ``pc`` prefill tokens attending to ``kvp`` KV tokens and
+        ``nd`` decodes of mean KV length ``kvd`` (LLMServingSim ``_lookup_attention``)."""
+        lp, hp, tp_ = _bracket(self.pc_vals, pc)
+        ln, hn, tn = _bracket(self.nd_vals, nd)
+        c00 = self._corner(self.pc_vals[lp], self.nd_vals[ln], kvp, kvd)
+        c01 = self._corner(self.pc_vals[lp], self.nd_vals[hn], kvp, kvd)
+        c10 = self._corner(self.pc_vals[hp], self.nd_vals[ln], kvp, kvd)
+        c11 = self._corner(self.pc_vals[hp], self.nd_vals[hn], kvp, kvd)
+        v0 = c00 + tn * (c01 - c00)
+        v1 = c10 + tn * (c11 - c10)
+        return max(0.001, v0 + tp_ * (v1 - v0))
+
+    def decode_only_np(self, nd: int, kvd: np.ndarray) -> np.ndarray:
+        """Vectorised lookup for pure-decode batches of ``nd`` decodes over many mean KV lengths (us)."""
+        ln, hn, tn = _bracket(self.nd_vals, nd)
+
+        def corner(ndv: int) -> np.ndarray:
+            s = self.slices.get((0, ndv))
+            if s is None or not s[1] or not s[1][0][0]:
+                return np.array([self._corner(0, ndv, 0, float(k)) for k in kvd])
+            keys, vals = s[1][0]  # kv_prefill = 0 row
+            return _interp1_np(np.asarray(keys, float), np.asarray(vals, float), kvd)
+
+        c0 = corner(self.nd_vals[ln])
+        c1 = corner(self.nd_vals[hn]) if hn != ln else c0
+        return np.maximum(0.001, c0 + tn * (c1 - c0))
+
+
+@dataclass
+class LayerProfile:
+    """The profile of one (hardware, model, TP degree): 1-D tables (us) and the attention grid."""
+    path: Path
+    dense: dict[str, tuple[list[float], list[float]]]
+    per_sequence: dict[str, tuple[list[float], list[float]]]
+    attention: AttentionTable
+    moe: dict[int, tuple[list[float], list[float]]] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, folder: Path) -> "LayerProfile":
+        folder = Path(folder)
+        if not folder.is_dir():
+            raise ProfileError(f"{folder}: no profile folder (expected perf/<hardware>/<model>/bf16/tp<k>/ "
+                               "with dense.csv, attention.csv, per_sequence.csv)")
+
+        def one_d(name: str, key: str) -> dict:
+            out: dict[str, dict[float, float]] = {}
+            for r in _read_csv(folder / name, ["layer", key, "time_us"]):
+                out.setdefault(r["layer"], {})[r[key]] = r["time_us"]
+            return {k: (sorted(v), [v[x] for x in sorted(v)]) for k, v in out.items()}
+
+        moe: dict[int, dict[float, float]] = {}
+        if (folder / "moe.csv").exists():
+            for r in _read_csv(folder / "moe.csv", ["tokens", "activated_experts", "time_us"]):
+                moe.setdefault(int(r["activated_experts"]), {})[r["tokens"]] = r["time_us"]
+        return cls(folder, one_d("dense.csv", "tokens"), one_d("per_sequence.csv", "sequences"),
+                   AttentionTable.from_rows(_read_csv(folder / "attention.csv",
+                                                      ["prefill_chunk", "kv_prefill", "n_decode", "kv_decode",
+                                                       "time_us"])),
+                   {k: (sorted(v), [v[x] for x in sorted(v)]) for k, v in moe.items()})
+
+    def dense_us(self, layer: str, tokens: float) -> float:
+        if layer not in self.dense:
+            raise ProfileError(f"{self.path / 'dense.csv'}: no rows for layer {layer!r} "
+                               f"(has {', '.join(sorted(self.dense))})")
+        k, v = self.dense[layer]
+        return max(0.001, _interp1(k, v, max(tokens, 1)))
+
+    def per_sequence_us(self, layer: str, seqs: float) -> float:
+        k, v = self.per_sequence[layer]
+        return max(0.001, _interp1(k, v, max(seqs, 1)))
+
+    def moe_us(self, tokens: float, activated: float) -> float:
+        """LLMServingSim ``_lookup_moe``: 1-D in tokens per activated-expert row, then linear across rows."""
+        if not self.moe:
+            raise ProfileError(f"{self.path}: moe.csv is needed for a mixture-of-experts model")
+        aes = sorted(self.moe)
+        i = bisect.bisect_right(aes, activated)
+        if i == 0:
+            lo = hi = 0
+        elif i >= len(aes):
+            lo, hi = (len(aes) - 2, len(aes) - 1) if len(aes) > 1 else (0, 0)
+        else:
+            lo, hi = i - 1, i
+        v_lo = _interp1(*self.moe[aes[lo]], max(tokens, 1))
+        if lo == hi:
+            return max(0.001, v_lo)
+        v_hi = _interp1(*self.moe[aes[hi]], max(tokens, 1))
+        return max(0.001, v_lo + (activated - aes[lo]) * (v_hi - v_lo) / (aes[hi] - aes[lo]))
+
+
+def skew_alpha_from_meta(meta_yaml: Path, tp: int) -> float:
+    """``skew_fit.per_tp[tp].alpha_default`` of a profile's ``meta.yaml`` (0 when skew fitting is disabled
+    or the file is absent). LLMServingSim falls back to this pooled alpha when the per-bucket table
+    ``tp<k>/skew_fit.csv`` is missing, which is the case for the bundles in the data directory (the
+    MANIFEST: large skew profiles were left out). A minimal reader of just these keys, so that no YAML
+    dependency is needed."""
+    meta_yaml = Path(meta_yaml)
+    if not meta_yaml.exists():
+        return 0.0
+    lines = meta_yaml.read_text().splitlines()
+    try:
+        start = next(i for i, ln in enumerate(lines) if ln.rstrip() == "skew_fit:")
+    except StopIteration:
+        return 0.0
+    block = []
+    for ln in lines[start + 1:]:
+        if ln and not ln.startswith(" "):
+            break
+        block.append(ln)
+    if not any(ln.strip() == "enabled: true" for ln in block[:3]):
+        return 0.0
+    in_tp = False
+    for ln in block:
+        st = ln.strip()
+        if st.endswith(":") and st[:-1].isdigit():
+            in_tp = int(st[:-1]) == tp
+        elif in_tp and st.startswith("alpha_default:"):
+            try:
+                return float(st.split(":", 1)[1])
+            except ValueError:
+                raise ProfileError(f"{meta_yaml}: skew_fit.per_tp.{tp}.alpha_default is not a number: {st!r}")
+    return 0.0
+
+
+def allreduce_s(nbytes: float, ranks: int, link_bw_GBps: float, link_latency_ns: float) -> float:
+    """Ring all-reduce time (s) of ``nbytes`` per rank over ``ranks`` on fully connected links:
+    ``2 (p - 1)`` steps, each one latency plus a ``1/p`` chunk at the link bandwidth (ASTRA-Sim's
+    analytical ring collective, which LLMServingSim drives with the cluster's ``link_bw`` in GB/s
+    and ``link_latency`` in ns). As in astra-network-analytical's ``bw_GBps_to_Bpns``, 1 GB = 2^30 B."""
+    if ranks <= 1 or nbytes <= 0:
+        return 0.0
+    return 2 * (ranks - 1) * (link_latency_ns * 1e-9 + nbytes / ranks / (link_bw_GBps * GIB))
+
+
+@dataclass
+class IterationModel:
+    """Iteration time (s) of one instance: profiles x layer walk x TP/EP communication."""
+    shape: ModelShape
+    prof: LayerProfile
+    tp: int = 1
+    link_bw_GBps: float = 16.0
+    link_latency_ns: float = 1000.0
+    ep: int = 1
+    #: fixed host-side time added to every iteration (s); 0 by default (see docs/serving.md)
+    overhead_s: float = 0.0
+    #: attention skew blend for decodes of unequal context (`skew_alpha_from_meta`); 0 = none
+    skew_alpha: float = 0.0
+
+    def __post_init__(self) -> None:
+        seq = SEQUENCES.get(self.shape.model_type)
+        if seq is None:
+            raise ProfileError(f"no layer walk for model_type {self.shape.model_type!r} "
+                               f"(known: {', '.join(SEQUENCES)})")
+        self._block_dense = [x for x in seq["pre_attn"] + seq["post_attn"] + seq["mlp"]
+                             if x not in ("attention", "moe")]
+        self._edge_dense = [x for x in seq["prologue"] + seq["head"] if x not in self.prof.per_sequence]
+        self._per_seq = [x for x in seq["head"] if x in self.prof.per_sequence]
+        self._has_moe = "moe" in seq["mlp"]
+        for name in self._block_dense + self._edge_dense:
+            if name not in self.prof.dense:
+                raise ProfileError(f"{self.prof.path / 'dense.csv'}: no rows for layer {name!r} needed by "
+                                   f"model_type {self.shape.model_type}")
+        # one summed dense table: every dense layer is profiled on the same token grid
+        grid = self.prof.dense[self._block_dense[0]][0]
+        self._tok_grid = np.asarray(grid, float)
+        L = self.shape.num_layers
+        tot = np.zeros(len(grid))
+        for name in self._block_dense:
+            tot += L * np.asarray([self.prof.dense_us(name, g) for g in grid])
+        for name in self._edge_dense:
+            tot += np.asarray([self.prof.dense_us(name, g) for g in grid])
+        self._dense_sum = tot
+        self._dense_keys = list(grid)
+        self._dense_vals = list(tot)
+        self._n_ar = sum(1 for x in self._block_dense if x in TP_ALLREDUCE_AFTER) * L
+        self._cache: dict[int, float] = {}
+
+    def token_parallel_s(self, tokens: int) -> float:
+        """Everything that depends only on the batch's token count: dense layers, MoE, TP all-reduces (s)."""
+        v = self._cache.get(tokens)
+        if v is None:
+            us = _interp1(self._dense_keys, self._dense_vals, max(tokens, 1))
+            if self._has_moe:
+                us += self.shape.num_layers * self._moe_us(tokens)
+            ar = self._n_ar * allreduce_s(tokens * self.shape.hidden * self.shape.dtype_bytes, self.tp,
+                                          self.link_bw_GBps, self.link_latency_ns)
+            v = us * 1e-6 + ar + self.overhead_s
+            self._cache[tokens] = v
+        return v
+
+    def _moe_us(self, tokens: int) -> float:
+        """Balanced-gate expected load per EP rank (LLMServingSim ``GateRouter._balanced_route_ep``)."""
+        k, E, ep = self.shape.experts_per_token, self.shape.num_experts, max(self.ep, 1)
+        activated = min(round(tokens * k / ep), max(1, E // ep))
+        hit = 1.0 if ep <= 1 else 1.0 - ((ep - 1) / ep) ** k
+        return self.prof.moe_us(round(tokens * hit), max(activated, 1))
+
+    def attention_us(self, pc: int, kvp: int, nd: int, kvd: int, kvd_max: int = 0, kvd_min: int = 0) -> float:
+        """One layer's attention (us), with LLMServingSim's skew correction: a batch of decodes of
+        unequal context is slower than a uniform batch at the mean, ``t = t_mean + alpha (t_max - t_mean)``
+        with ``t_max`` the lookup at the longest decode context (``_lookup_attention_with_skew``)."""
+        att = self.prof.attention
+        t_mean = att.lookup(pc, kvp, nd, kvd)
+        if self.skew_alpha == 0.0 or nd <= 1 or kvd_max == kvd:
+            return t_mean
+        t_max = att.lookup(pc, kvp, nd, kvd_max)
+        return t_mean + self.skew_alpha * (t_max - t_mean) if t_max > t_mean else t_mean
+
+    def iteration_s(self, tokens: int, seqs: int, pc: int, kvp: int, nd: int, kvd: int, kvd_max: int = 0,
+                    kvd_min: int = 0) -> float:
+        """Time (s) of one forward over ``tokens`` tokens of ``seqs`` sequences: ``pc`` prefill tokens
+        attending to ``kvp`` cached tokens in total, ``nd`` decodes of mean context ``kvd`` (longest
+        ``kvd_max``, shortest ``kvd_min``)."""
+        us = self.shape.num_layers * self.attention_us(pc, kvp, nd, kvd, kvd_max, kvd_min)
+        for name in self._per_seq:
+            us += self.prof.per_sequence_us(name, seqs)
+        return self.token_parallel_s(tokens) + us * 1e-6
+
+    def decode_run_s(self, nd: int, kvd0: int, steps: int, kvmax0: int = 0) -> np.ndarray:
+        """Times (s) of ``steps`` consecutive pure-decode iterations of ``nd`` sequences whose mean context
+        starts at ``kvd0`` (longest ``kvmax0``) and grows by one token per iteration."""
+        kvd = np.arange(kvd0, kvd0 + steps, dtype=float)
+        t_mean = self.prof.attention.decode_only_np(nd, kvd)
+        if self.skew_alpha != 0.0 and nd > 1 and kvmax0 != kvd0:
+            t_max = self.prof.attention.decode_only_np(nd, kvd + (kvmax0 - kvd0))
+            t_mean = np.where(t_max > t_mean, t_mean + self.skew_alpha * (t_max - t_mean), t_mean)
+        att = self.shape.num_layers * t_mean
+        fixed = self.token_parallel_s(nd) + 1e-6 * sum(self.prof.per_sequence_us(n, nd) for n in self._per_seq)
+        return att * 1e-6 + fixed

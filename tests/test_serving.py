@@ -266,3 +266,27 @@ def test_serve_cli_writes_outputs(tmp_path):
     assert s["tpot"]["mean"] == pytest.approx(d / 2)  # request 0: 2d / (3 - 1); request 1: 0 / max(1, 0)
     assert s["requests"] == 2 and s["output_tokens"] == 4
     assert main(["serve", "--bundle", str(tmp_path / "nope"), "--out", str(out)]) == 2
+
+
+def test_dp_group_lockstep_and_padding(tmp_path):
+    """DP members step together: an idle member runs a dummy, and a request reaching it mid-iteration
+    waits for the group's next boundary; every member's forward runs at the group's largest token count."""
+    from hpctwin.twin.serving.dpgroup import DPGroup
+    model = IterationModel(TINY, LayerProfile.load(write_profile(tmp_path / "p", dense_slope=1.0)))
+    m0, m1 = inst(model, iid=0), inst(model, iid=1)
+    res = simulate([req(0.0, 4, 2), req(0.5 * D, 1, 1)], [m0, m1], router="round_robin",
+                   units=[DPGroup([m0, m1])])
+    r0, r1 = res.requests
+    e1 = D + 10 * 3e-6  # 4 tokens: 10 dense layer entries x 3 us above the 1-token time
+    assert r0.first == pytest.approx(e1)
+    assert r1.first == pytest.approx(e1 + D) and r1.last == pytest.approx(e1 + D)
+    assert r0.last == pytest.approx(e1 + D)
+    alone = simulate([req(0.0, 4, 2), req(0.5 * D, 1, 1)], [inst(model, iid=0), inst(model, iid=1)],
+                     router="round_robin")
+    assert alone.requests[1].first == pytest.approx(1.5 * D)
+
+
+def test_least_loaded_router_rotates_on_ties(const_model):
+    insts = [inst(const_model, iid=k) for k in range(3)]
+    res = simulate([req(0.0, 2, 5), req(0.0, 2, 5), req(0.0, 2, 5), req(0.0, 2, 5)], insts, router="least_loaded")
+    assert [r.instance for r in res.requests] == [0, 1, 2, 0]

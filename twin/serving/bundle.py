@@ -24,6 +24,7 @@ from pathlib import Path
 from hpctwin.datasets.registry import default_data_dir
 from hpctwin.datasets.serving_traces import ServingRequest, read_llmservingsim, resolve_gz
 
+from .dpgroup import DPGroup
 from .instance import Instance
 from .kvcache import BlockManager
 from .models import ModelShape, model_shape
@@ -102,6 +103,21 @@ class Bundle:
                                 reserve_full_isl=self.reserve_full_isl,
                                 long_prefill_token_threshold=self.long_prefill_token_threshold))
         return out
+
+    def units(self, instances: list[Instance]) -> list:
+        """What advances in time: each DP group (``dp_group`` in config.json) as one lockstep unit, every
+        other instance alone."""
+        groups: dict[str, list[Instance]] = {}
+        units: list = []
+        for spec, inst in zip(self.instances, instances):
+            if spec.dp_group is None:
+                units.append(inst)
+            else:
+                if spec.dp_group not in groups:
+                    groups[spec.dp_group] = []
+                    units.append(groups[spec.dp_group])
+                groups[spec.dp_group].append(inst)
+        return [DPGroup(u) if isinstance(u, list) else u for u in units]
 
 
 def _load_json(path: Path) -> dict:

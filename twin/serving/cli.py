@@ -21,11 +21,12 @@ from .cluster import ROUTERS, ServingResult, simulate
 from .metrics import fifteen, latencies
 
 
-def run_bundle(bundle: str | Path | Bundle, data_dir: str | None = None, router: str = "least_outstanding",
+def run_bundle(bundle: str | Path | Bundle, data_dir: str | None = None, router: str = "least_loaded",
                ) -> tuple[Bundle, ServingResult]:
     """Simulate a bundle's workload on its deployment."""
     b = bundle if isinstance(bundle, Bundle) else load_bundle(bundle, data_dir)
-    return b, simulate(b.workload(), b.build_instances(), router=router)
+    insts = b.build_instances()
+    return b, simulate(b.workload(), insts, router=router, units=b.units(insts))
 
 
 def summary(b: Bundle, res: ServingResult) -> dict:
@@ -73,8 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="output folder (requests.csv, summary.json)")
     p.add_argument("--data-dir", default=None,
                    help="data directory holding LLM-serving/ (default: $HPCTWIN_DATA, else ../shared/datasets)")
-    p.add_argument("--router", choices=list(ROUTERS), default="least_outstanding",
-                   help="request router across instances (default least_outstanding, LLMServingSim's LOAD)")
+    p.add_argument("--router", choices=list(ROUTERS), default="least_loaded",
+                   help="request router across instances (default least_loaded: vLLM's DP balancer, "
+                        "LLMServingSim's LOAD)")
     p.add_argument("--quiet", "-q", action="store_true")
     a = p.parse_args(argv)
     try:

@@ -6,8 +6,9 @@ instance runs the iterations that start before ``a`` (so the router sees each in
 next iteration boundary. After the last arrival all instances drain.
 
 Routers (``ROUTERS``): ``round_robin``; ``least_outstanding`` (fewest routed-but-unfinished requests,
-LLMServingSim's default ``LOAD`` routing; ties to the lowest id); ``kv_aware`` (most free KV blocks
-after counting the prompt tokens already queued there).
+ties to the lowest id); ``least_loaded`` (vLLM's DP balancer and LLMServingSim's default ``LOAD``:
+(4 waiting + running) / max_num_seqs from a rotating start); ``kv_aware`` (most free KV blocks after
+counting the prompt tokens already queued there).
 """
 from __future__ import annotations
 
@@ -34,6 +35,25 @@ def _least_outstanding():
     return pick
 
 
+def _least_loaded():
+    """vLLM's DP load balancing as LLMServingSim's ``LOAD`` router: score (4 waiting + running) /
+    max_num_seqs, scanned from a rotating start, the first strictly lowest wins."""
+    state = {"start": 0}
+
+    def pick(instances: Sequence[Instance], r: Req) -> Instance:
+        n = len(instances)
+        best, best_score = state["start"] % n, float("inf")
+        for off in range(n):
+            idx = (state["start"] + off) % n
+            x = instances[idx]
+            score = (4 * len(x.waiting) + len(x.running)) / max(1, x.max_num_seqs)
+            if score < best_score:
+                best, best_score = idx, score
+        state["start"] = (best + 1) % n
+        return instances[best]
+    return pick
+
+
 def _kv_aware():
     def pick(instances: Sequence[Instance], r: Req) -> Instance:
         def free_after_queue(x: Instance) -> int:
@@ -44,7 +64,7 @@ def _kv_aware():
 
 
 ROUTERS: dict[str, Callable] = {"round_robin": _round_robin, "least_outstanding": _least_outstanding,
-                                "kv_aware": _kv_aware}
+                                "least_loaded": _least_loaded, "kv_aware": _kv_aware}
 
 
 @dataclass
@@ -62,8 +82,12 @@ def make_requests(trace: Sequence[ServingRequest]) -> list[Req]:
 
 
 def simulate(trace: Sequence[ServingRequest], instances: Sequence[Instance], router: str = "least_outstanding",
-             ) -> ServingResult:
-    """Serve ``trace`` on ``instances`` (stable-sorted by arrival; results keep the trace order)."""
+             units: Sequence | None = None) -> ServingResult:
+    """Serve ``trace`` on ``instances`` (stable-sorted by arrival; results keep the trace order).
+
+    ``units`` are what advance in time (default: each instance alone; a `DPGroup` advances its members
+    together); the router always picks among ``instances``.
+    """
     if not instances:
         raise ValueError("a serving run needs at least one instance")
     if router not in ROUTERS:
@@ -71,17 +95,14 @@ def simulate(trace: Sequence[ServingRequest], instances: Sequence[Instance], rou
     pick = ROUTERS[router]()
     reqs = make_requests(trace)
     order = sorted(range(len(reqs)), key=lambda i: (reqs[i].arrival, i))
-    single = len(instances) == 1
+    units = list(units) if units is not None else list(instances)
     for i in order:
         r = reqs[i]
-        if single:
-            instances[0].advance_until(r.arrival)
-        else:
-            for inst in instances:
-                inst.advance_until(r.arrival)
+        for u in units:
+            u.advance_until(r.arrival)
         pick(instances, r).add(r, r.arrival)
-    for inst in instances:
-        inst.drain()
+    for u in units:
+        u.drain()
     for r in reqs:
         if r.generated != r.output:
             raise RuntimeError(f"request {r.uid} generated {r.generated} of {r.output} tokens")

@@ -61,6 +61,22 @@ class Req:
         return h
 
 
+class Batch:
+    """One iteration's schedule: (request, new tokens, computed before) and its shape for the timing model."""
+    __slots__ = ("sched", "tokens", "pc", "kvp", "nd", "kvd_sum", "kmax", "kmin")
+
+    def __init__(self, sched: list) -> None:
+        self.sched = sched
+        self.tokens = self.pc = self.kvp = self.nd = self.kvd_sum = self.kmax = 0
+        self.kmin = 1 << 62
+
+    def shape(self) -> tuple[int, int, int, int, int, int, int, int]:
+        """(tokens, sequences, prefill tokens, their KV, decodes, mean decode KV, max, min)."""
+        nd = self.nd
+        return (self.tokens, len(self.sched), self.pc, self.kvp, nd, (self.kvd_sum // nd) if nd else 0,
+                self.kmax, self.kmin if nd else 0)
+
+
 class Instance:
     """A vLLM engine on ``tp`` GPUs: waiting queue, running set, KV blocks, and its own clock ``t``."""
 
@@ -184,6 +200,14 @@ class Instance:
 
     # ---- one iteration ------------------------------------------------------------------------
     def _step(self) -> None:
+        b = self.form_batch()
+        if b is None:
+            return
+        dt = self.model.iteration_s(*b.shape())
+        self.complete(b, self.t + dt)
+
+    def form_batch(self) -> "Batch | None":
+        """Schedule the next iteration (advancing ``num_computed_tokens``); None when nothing can run."""
         sched = self._schedule()
         if not sched:
             if self.running or self.waiting:
@@ -191,28 +215,28 @@ class Instance:
                 raise RuntimeError(f"instance {self.iid}: nothing schedulable at t={self.t:.6f} s but request "
                                    f"{head.uid} is pending ({head.num_tokens} tokens, {self.kv.free} of "
                                    f"{self.kv.num_blocks} KV blocks free)")
-            return
-        tokens = pc = kvp = nd = kvd = kmax = 0
-        kmin = 1 << 62
+            return None
+        b = Batch(sched)
         for r, n, before in sched:
-            tokens += n
+            b.tokens += n
             if n > 1:
-                pc += n
-                kvp += before
+                b.pc += n
+                b.kvp += before
             else:
-                nd += 1
-                kvd += before
-                kmax = max(kmax, before)
-                kmin = min(kmin, before)
+                b.nd += 1
+                b.kvd_sum += before
+                b.kmax = max(b.kmax, before)
+                b.kmin = min(b.kmin, before)
             r.computed = before + n
-        dt = self.model.iteration_s(tokens, len(sched), pc, kvp, nd, (kvd // nd) if nd else 0, kmax,
-                                    kmin if nd else 0)
-        end = self.t + dt
-        self.busy_s += dt
+        return b
+
+    def complete(self, b: "Batch", end: float) -> None:
+        """Apply an iteration's results at its end time ``end``: tokens, first/last times, finishes."""
+        self.busy_s += end - self.t
         self.iterations += 1
-        self.tokens_prefilled += pc
+        self.tokens_prefilled += b.pc
         done = []
-        for r, n, _ in sched:
+        for r, n, _ in b.sched:
             if r.computed >= r.num_tokens:
                 r.generated += 1
                 self.tokens_decoded += 1
@@ -226,7 +250,7 @@ class Instance:
         for r in done:
             self._finish(r)
         if self.series is not None:
-            self.series.append((end, len(self.running), len(self.waiting), self.kv.used, tokens))
+            self.series.append((end, len(self.running), len(self.waiting), self.kv.used, b.tokens))
         self.t = end
 
     def _finish(self, r: Req) -> None:

@@ -345,6 +345,31 @@ class IterationModel:
             us += self.prof.per_sequence_us(name, seqs)
         return self.token_parallel_s(tokens) + us * 1e-6
 
+    def ep_comm_s(self, tokens: int) -> float:
+        """Expert-parallel dispatch and combine of one iteration over ``ep`` ranks (s): per MoE layer a
+        ring all-gather of each rank's ``tokens / ep`` hidden states plus router logits, and a ring
+        reduce-scatter of ``tokens`` hidden states (vLLM's ``allgather_reducescatter`` all2all backend;
+        sizes as LLMServingSim ``_emit_moe_block``, anchored to the group's padded token count)."""
+        ep = self.ep
+        if ep <= 1 or not self._has_moe:
+            return 0.0
+        f, h = self.shape.dtype_bytes, self.shape.hidden
+        lat, bw = self.link_latency_ns * 1e-9, self.link_bw_GBps * GIB
+        ag = (ep - 1) * (lat + max(1, tokens // ep) * (h + self.shape.num_experts) * f / bw)
+        rs = (ep - 1) * (lat + tokens * h * f / ep / bw)
+        return self.shape.num_layers * (ag + rs)
+
+    def padded_iteration_s(self, shape: tuple, padded_tokens: int) -> float:
+        """Iteration time (s) of a DP member whose batch ``shape`` (see `Batch.shape`) is padded to the
+        group's ``padded_tokens``: token-parallel layers and ``lm_head`` at the padded size, attention on
+        the real requests, plus the EP collectives."""
+        tokens, seqs, pc, kvp, nd, kvd, kmax, kmin = shape
+        pad = max(0, padded_tokens - tokens)
+        us = self.shape.num_layers * self.attention_us(pc, kvp, nd, kvd, kmax, kmin)
+        for name in self._per_seq:
+            us += self.prof.per_sequence_us(name, seqs + pad)
+        return self.token_parallel_s(max(tokens, padded_tokens)) + us * 1e-6 + self.ep_comm_s(padded_tokens)
+
     def decode_run_s(self, nd: int, kvd0: int, steps: int, kvmax0: int = 0) -> np.ndarray:
         """Times (s) of ``steps`` consecutive pure-decode iterations of ``nd`` sequences whose mean context
         starts at ``kvd0`` (longest ``kvmax0``) and grows by one token per iteration."""

@@ -25,37 +25,9 @@ import numpy as np
 
 from .base import ClusterView, JobTable, Scheduler
 from .ordering import STATIC_ORDERS, get_order
-from .profile import AvailabilityProfile, shadow_time
+from .profile import ReservationPlan, shadow_from_sorted, shadow_time
 
 BACKFILLS = ("none", "easy", "conservative")
-
-
-def _walk_shadow(now: float, free: int, need: int, by_end: list, extra_ends: list) -> tuple[float, int]:
-    """Shadow time and extra units from running jobs sorted by expected end (``by_end``: (end,
-    job, units)) plus this pass's starts (``extra_ends``: sorted (end, units)); ends before ``now``
-    count as ``now``. Equivalent to `schedulers.profile.shadow_time`."""
-    if free >= need:
-        return float(now), free - need
-    avail = free
-    i = k = 0
-    n1, n2 = len(by_end), len(extra_ends)
-    t = None
-    while i < n1 or k < n2:
-        if k >= n2 or (i < n1 and by_end[i][0] <= extra_ends[k][0]):
-            e, u = by_end[i][0], by_end[i][2]
-            i += 1
-        else:
-            e, u = extra_ends[k]
-            k += 1
-        e = e if e > now else now
-        if t is not None and e != t:
-            break
-        avail += u
-        if t is None and avail >= need:
-            t = e
-    if t is None:
-        return float("inf"), 0
-    return float(t), avail - need
 
 
 class QueueScheduler(Scheduler):
@@ -95,9 +67,9 @@ class QueueScheduler(Scheduler):
         self.procs = jobs.procs
         self.est = jobs.estimate
         # conservative state
-        self._profile: AvailabilityProfile | None = None
-        self._resv: dict[int, float] = {}      # waiting job -> reserved start (s)
+        self._plan: ReservationPlan | None = None
         self._run_end: dict[int, float] = {}   # running job -> expected end (s)
+        self._stale: dict[int, float] = {}     # reserved jobs someone else started -> their reservation (s)
         self._dirty = False
         self._shadow_cache = None
         self._easy_idle = None      # (cluster version, queue length, head) after a pass that started nothing
@@ -107,9 +79,8 @@ class QueueScheduler(Scheduler):
         if self.backfill != "conservative":
             return
         end = self._run_end.pop(job, None)
-        if end is not None and end > now and self._profile is not None:
-            self._profile.advance(now)
-            self._profile.release(now, end, int(self.procs[job]))
+        if end is not None and end > now and self._plan is not None and self._plan.profile is not None:
+            self._plan.release(now, end, int(self.procs[job]))
             self._dirty = True
 
     # ------------------------------------------------------------------ pass
@@ -228,7 +199,7 @@ class QueueScheduler(Scheduler):
             return cached[1]
         by_end = getattr(cluster, "running_by_end", None)
         if by_end is not None:
-            res = _walk_shadow(now, free, need, by_end,
+            res = shadow_from_sorted(now, free, need, by_end,
                                sorted((now + float(est[j]), int(self.procs[j])) for j in starts))
             if not starts:
                 self._shadow_cache = (key, res, by_end[0][0] if by_end else np.inf)
@@ -245,76 +216,62 @@ class QueueScheduler(Scheduler):
         return res
 
     # ------------------------------------------------------------------ conservative
-    def _rebuild(self, now: float, order: np.ndarray, cluster: ClusterView) -> None:
-        """Profile from the running jobs, then a reservation per waiting job in priority order."""
-        run = cluster.running_jobs
-        self._run_end = {int(j): float(e) for j, e in zip(run, cluster.running_expected_end)}
-        self._profile = AvailabilityProfile.from_running(
-            now, self.total, cluster.running_expected_end, cluster.running_procs)
-        self._resv = {}
-        for j in order.tolist():
-            self._reserve(j)
-        self._dirty = False
-
-    def _reserve(self, j: int) -> None:
-        p, d = int(self.procs[j]), float(self.est[j])
-        t = self._profile.earliest_start(p, d)
-        self._profile.reserve(t, d, p)
-        self._resv[j] = t
-        if self.first_reservation is not None:
-            self.first_reservation.setdefault(j, t)
-
     def _conservative(self, now: float, queue: np.ndarray, cluster: ClusterView) -> list[int]:
+        """Conservative pass: keep the reservations (`schedulers.profile.ReservationPlan`) and re-plan
+        from scratch only when the profile disagrees with the machine (a job ran past its estimate,
+        units went down, or a wrapper refused one of our starts)."""
         order = queue if self._static_order and self.order_name == "fcfs" else self.order(now, queue, self.jobs)
-        prof = self._profile
-        if prof is None:
-            self._rebuild(now, order, cluster)
-            prof = self._profile
-        else:
+        order = np.ascontiguousarray(order, dtype=np.int64)
+        plan = self._plan
+        if plan is None:
+            plan = self._plan = ReservationPlan(len(self.procs), self.total, self.procs, self.est)
+        prof = plan.profile
+        rebuild = prof is None
+        if not rebuild:
             prof.advance(now)
-            if prof.free_at(now) + self._reserved_now(now) != cluster.free:
-                # the profile disagrees with the machine (a job ran past its estimate, or a
-                # wrapper refused one of our starts): re-plan from scratch
-                self._rebuild(now, order, cluster)
-            else:
-                if self._dirty:
-                    self._compress(now, order)
-                resv = self._resv
-                for j in order.tolist():
-                    if j not in resv:
-                        self._reserve(j)
-        starts = [j for j in order.tolist() if self._resv[j] <= now]
-        for j in starts:
-            del self._resv[j]
-            self._run_end[j] = now + float(self.est[j])
-        return starts
-
-    def _reserved_now(self, now: float) -> int:
-        """Units the profile holds at ``now`` for waiting jobs whose reservation starts now."""
-        return sum(int(self.procs[j]) for j, t in self._resv.items() if t <= now)
-
-    def _compress(self, now: float, order: np.ndarray) -> None:
-        """Re-make each reservation, in priority order, at its earliest slot (never later)."""
-        resv = self._resv
-        js = [j for j in order.tolist() if j in resv]
-        if js:
-            idx = np.asarray(js, dtype=np.int64)
-            starts = np.fromiter((resv[j] for j in js), dtype=np.float64, count=len(js))
-            new = self._profile.compress(now, self.procs[idx], self.est[idx], starts)
-            for j, t in zip(js, new.tolist()):
-                resv[j] = t
+            due = plan.units_due(now, order) + sum(int(self.procs[j]) for j, t in self._stale.items() if t <= now)
+            rebuild = prof.free_at(now) + due != cluster.free
+        if rebuild:
+            run = cluster.running_jobs
+            ends = cluster.running_expected_end
+            self._run_end = {int(j): float(e) for j, e in zip(run.tolist(), ends.tolist())}
+            self._stale = {}
+            plan.rebuild(now, ends, cluster.running_procs)
+        fresh = None
+        if self.first_reservation is not None:
+            fresh = order[np.isnan(plan.resv[order])].tolist()
+        starts = plan.plan(now, order, compress=self._dirty and not rebuild)
         self._dirty = False
+        if fresh:
+            for j in fresh:
+                t = plan.resv[j]
+                self.first_reservation.setdefault(j, float(t) if t == t else float(now))
+        est = self.est
+        for j in starts:
+            self._run_end[j] = now + float(est[j])
+        return starts
 
     def next_wakeup(self, now: float) -> float | None:
         """Conservative: the earliest future reservation start. A reservation can sit at a time
         where no job ends any more (the job whose end it waited for moved earlier after it was
         compressed), so the policy asks for a pass there to honour it."""
-        if self.backfill != "conservative" or not self._resv:
+        if self.backfill != "conservative" or self._plan is None:
             return None
-        t = min(self._resv.values())
-        return t if t > now else None
+        t = self._plan.next_start
+        if self._stale:
+            t = min(t, min(self._stale.values()))
+        return t if now < t < np.inf else None
 
     def on_start(self, now: float, job: int) -> None:
         if self.backfill == "conservative" and job not in self._run_end:
             # started by someone else's decision (e.g. a wrapper): track it for consistency
             self._run_end[job] = now + float(self.est[job])
+            if self._plan is not None and self._plan.resv[job] == self._plan.resv[job]:
+                self._stale[job] = float(self._plan.resv[job])
+                self._plan.resv[job] = np.nan
+
+    def on_requeue(self, now: float, job: int) -> None:
+        """An interrupted job waits again: a reservation it still held (started by someone else)
+        is its reservation again."""
+        if job in self._stale:
+            self._plan.resv[job] = self._stale.pop(job)

@@ -1,11 +1,28 @@
 """The availability profile: free allocation units as a step function of future time.
 
-Every backfilling policy in the project uses this one module (EASY for its head reservation,
-conservative backfilling for a reservation per queued job, the Slurm-like policy for its backfill
-map). The profile is a pair of arrays:
+This is the project's one free-capacity module. EASY (the head's shadow time: `shadow_time`,
+`shadow_from_sorted`), conservative backfilling (a reservation per queued job: `ReservationPlan`)
+and any other policy that plans on free units (the Slurm-like policy's backfill map) use it. All
+times are seconds on the log's clock, all sizes are allocation units (nodes or processors).
 
+The profile (`AvailabilityProfile`) is a pair of arrays:
 ``times[0] < times[1] < ... < times[S-1]`` (seconds) and ``free[i]`` = units free during
-``[times[i], times[i+1])``; the last segment extends to +infinity.
+``[times[i], times[i+1])``; the last segment extends to +infinity. Assumptions: the origin
+``times[0]`` is "now" (`advance` drops the past), a running job's expected end earlier than now
+counts as now, and a job is expected to hold its units for its estimate (requested time by default).
+
+API for a policy (all O(S) or better, S = segments):
+
+* ``AvailabilityProfile.from_running(now, total, ends, procs)``: the machine with its running jobs.
+* ``earliest_start(procs, duration, after=None) -> s``: the first slot (inf if none).
+* ``fits(start, duration, procs)``, ``min_free(start, end)``, ``free_at(t)``: queries.
+* ``reserve(start, duration, procs)`` / ``release(start, end, procs)``: take / give back units
+  (raises ValueError if the change is impossible).
+* ``advance(now)``, ``copy()``, ``compact()``.
+* ``shadow_time(now, free_now, ends, procs, need)`` (arrays) and ``shadow_from_sorted(now, free,
+  need, by_end, extra_ends)`` (the engine's sorted running list): EASY's (shadow time, extra units).
+* ``ReservationPlan``: conservative backfilling's state (one reservation per waiting job, compressed
+  when a job ends early), with per-pass work linear in the queue in compiled code.
 
 The operations are small loops over the S segments compiled with numba, in
 `schedulers.profile_kernels` (imported on first use, so FCFS and EASY runs never load numba). The
@@ -211,3 +228,95 @@ def shadow_time(now: float, free_now: int, ends: np.ndarray, procs: np.ndarray, 
     # all jobs ending at the same instant release together
     k_last = int(np.searchsorted(e, t, side="right")) - 1
     return float(t), int(cum[k_last]) - need
+
+
+def shadow_from_sorted(now: float, free: int, need: int, by_end: list, extra_ends: list) -> tuple[float, int]:
+    """EASY's (shadow time, extra units) from running jobs sorted by expected end (``by_end``:
+    (end s, job, units) tuples, e.g. the engine's ``Cluster.running_by_end``) plus this pass's
+    starts (``extra_ends``: sorted (end s, units)); ends before ``now`` count as ``now``. Walks only
+    until enough units are free (a few steps); same result as `shadow_time`."""
+    if free >= need:
+        return float(now), free - need
+    avail = free
+    i = k = 0
+    n1, n2 = len(by_end), len(extra_ends)
+    t = None
+    while i < n1 or k < n2:
+        if k >= n2 or (i < n1 and by_end[i][0] <= extra_ends[k][0]):
+            e, u = by_end[i][0], by_end[i][2]
+            i += 1
+        else:
+            e, u = extra_ends[k]
+            k += 1
+        e = e if e > now else now
+        if t is not None and e != t:
+            break
+        avail += u
+        if t is None and avail >= need:
+            t = e
+    if t is None:
+        return INF, 0
+    return float(t), avail - need
+
+
+# ---------------------------------------------------------------------------- conservative plan
+class ReservationPlan:
+    """Conservative backfilling's reservations (Mu'alem and Feitelson 2001) on an availability profile.
+
+    Every waiting job holds a reservation, made in priority order at the earliest slot that
+    disturbs no earlier one. When a running job ends before its estimate (`release`), the next
+    pass *compresses*: in priority order each waiting job's reservation is removed and re-made at
+    its earliest slot, which can only be earlier, so no reservation is ever delayed. A job starts
+    when its reservation reaches now.
+
+    Reservations live in one array indexed by job (NaN = none), so a pass is one compiled call over
+    the queue: jobs that cannot move are skipped after an O(log S) prefix-maximum test, only jobs
+    that may move earlier search the profile, and only new jobs are reserved.
+
+    Parameters
+    ----------
+    n_jobs: jobs in the table (reservation array length).
+    total: units of the machine.
+    procs, durations: per job units and planned duration (s; the estimate).
+    """
+
+    def __init__(self, n_jobs: int, total: int, procs: np.ndarray, durations: np.ndarray):
+        self.total = int(total)
+        self.procs = np.ascontiguousarray(procs, dtype=np.int64)
+        self.dur = np.ascontiguousarray(durations, dtype=np.float64)
+        self.resv = np.full(n_jobs, np.nan)
+        self.profile: AvailabilityProfile | None = None
+        self._pm = np.empty(0, dtype=np.int64)
+        self._out = np.empty(max(n_jobs, 1), dtype=np.int64)
+        #: earliest reservation start of the waiting jobs after the last pass (s; inf if none)
+        self.next_start = INF
+
+    def rebuild(self, now: float, ends: np.ndarray, procs: np.ndarray) -> None:
+        """Start over from the running jobs (expected ``ends`` s, ``procs`` units): no reservation
+        is kept (the next `plan` reserves every waiting job in order)."""
+        self.profile = AvailabilityProfile.from_running(now, self.total, ends, procs)
+        self.resv.fill(np.nan)
+
+    def release(self, now: float, end: float, procs: int) -> None:
+        """A running job expected to hold ``procs`` units until ``end`` ended at ``now``."""
+        self.profile.advance(now)
+        self.profile.release(now, end, procs)
+
+    def units_due(self, now: float, order: np.ndarray) -> int:
+        """Units the profile holds at ``now`` for the waiting jobs in ``order`` whose reservation is due."""
+        return int(_k()._units_due(order, self.procs, self.resv, float(now)))
+
+    def plan(self, now: float, order: np.ndarray, compress: bool) -> list[int]:
+        """One pass over the waiting jobs ``order`` (priority order): compress first if asked,
+        reserve the jobs without a reservation, and return the jobs whose reservation starts now
+        (in order; their reservations are dropped, the profile keeps their units)."""
+        prof = self.profile
+        order = np.ascontiguousarray(order, dtype=np.int64)
+        prof._reserve_capacity(6 * len(order) + 8)    # <= 4 breakpoints a moved job, 2 a new one
+        if len(self._pm) < len(prof._t):
+            self._pm = np.empty(len(prof._t), dtype=np.int64)
+        n, m, nxt = _k()._plan_pass(prof._t, prof._f, prof._n, self._pm, float(now), order, self.procs,
+                                    self.dur, self.resv, prof.total, bool(compress), self._out)
+        prof._n = int(n)
+        self.next_start = float(nxt)
+        return self._out[:m].tolist()

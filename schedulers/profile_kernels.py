@@ -134,3 +134,110 @@ def _compress(t, f, n, now, procs, dur, starts, total):
     return n
 
 
+
+
+# ------------------------------------------------------------------ conservative backfilling plan
+@njit(cache=True)
+def _prefix_max(f, n, pm, lo):
+    """pm[i] = max(f[0..i]) for i >= lo (pm[:lo] already valid)."""
+    m = pm[lo - 1] if lo > 0 else -1
+    for i in range(lo, n):
+        if f[i] > m:
+            m = f[i]
+        pm[i] = m
+
+
+@njit(cache=True)
+def _may_move(t, f, n, p, d, now, old):
+    """Necessary condition for a job of p units and d seconds reserved at ``old`` to find an earlier
+    slot once its own reservation is removed: some s in [now, old) has p units free over
+    [s, min(s + d, old)) (its own reservation frees p units over [old, old + d), so any slot that
+    starts before ``old`` is feasible exactly when this holds)."""
+    i = _seg_index(t, n, now) if now > t[0] else 0
+    run_start = -1.0
+    while i < n and t[i] < old:
+        if f[i] >= p:
+            if run_start < 0.0:
+                run_start = t[i] if t[i] > now else now
+            seg_end = t[i + 1] if i + 1 < n else INF
+            if seg_end >= old or seg_end - run_start >= d:
+                return True
+        else:
+            run_start = -1.0
+        i += 1
+    return False
+
+
+@njit(cache=True)
+def _compress_queue(t, f, n, pm, now, order, procs, dur, resv, total):
+    """Conservative compression over the waiting jobs ``order`` (priority order), reservations in
+    ``resv`` (indexed by job, NaN = none; updated in place). Same result as `_compress`: each job
+    reserved in the future is removed and re-made at its earliest slot, in order. A job is only
+    touched when it can move: some segment before its start has its units free (a prefix maximum
+    of the free units, kept current after every move) and a slot fits before its start
+    (`_may_move`), so a pass costs O(queue x log S) plus O(S) per job that passes both tests.
+    Returns the new segment count."""
+    _prefix_max(f, n, pm, 0)
+    for k in range(len(order)):
+        q = order[k]
+        old = resv[q]
+        if not old > now:            # NaN (not reserved) or due now
+            continue
+        p = procs[q]
+        i = _seg_index(t, n, old)
+        if t[i] == old:
+            i -= 1
+        if i < 0 or pm[i] < p:
+            continue
+        d = dur[q]
+        if not _may_move(t, f, n, p, d, now, old):
+            continue
+        n, ok = _add(t, f, n, old, old + d, p, total)
+        s = _earliest(t, f, n, p, d, now)
+        n, ok = _add(t, f, n, s, s + d, -p, total)
+        resv[q] = s
+        lo = _seg_index(t, n, s)
+        _prefix_max(f, n, pm, lo if lo > 0 else 0)
+    return n
+
+
+@njit(cache=True)
+def _plan_pass(t, f, n, pm, now, order, procs, dur, resv, total, dirty, starts_out):
+    """One conservative pass over the waiting jobs ``order`` (priority order): compress if a job
+    ended before its estimate (``dirty``), reserve every job without a reservation at its earliest
+    slot (in order), then hand out the jobs whose reservation is due (``starts_out``, in order; their
+    reservation is cleared). Returns (new segment count, number of starts, earliest remaining
+    reservation start or inf)."""
+    if dirty:
+        n = _compress_queue(t, f, n, pm, now, order, procs, dur, resv, total)
+    for k in range(len(order)):
+        q = order[k]
+        if resv[q] != resv[q]:
+            p = procs[q]
+            d = dur[q]
+            s = _earliest(t, f, n, p, d, now)
+            n, ok = _add(t, f, n, s, s + d, -p, total)
+            resv[q] = s
+    m = 0
+    nxt = INF
+    for k in range(len(order)):
+        q = order[k]
+        r = resv[q]
+        if r <= now:
+            starts_out[m] = q
+            m += 1
+            resv[q] = np.nan
+        elif r < nxt:
+            nxt = r
+    return n, m, nxt
+
+
+@njit(cache=True)
+def _units_due(order, procs, resv, now):
+    """Units of the jobs in ``order`` whose reservation starts at or before ``now``."""
+    s = 0
+    for k in range(len(order)):
+        q = order[k]
+        if resv[q] <= now:
+            s += procs[q]
+    return s

@@ -1,9 +1,16 @@
 """Registry of known public workload logs: names, checksums, download and lookup.
 
 The data directory is, in order: the ``data_dir`` argument (``--data-dir``), the ``HPCTWIN_DATA``
-environment variable, else ``../shared/datasets`` relative to the current directory or to the
-project checkout when it exists. A log named ``NAME`` lives at ``DATA/<dir>/<file>`` as listed in
-``datasets/registry.toml`` (generated from the shared datasets' MANIFEST).
+environment variable, ``../shared/datasets`` relative to the current directory or to the project
+checkout when it exists, else the user cache folder (``platformdirs.user_cache_dir("hpctwin")``
++ ``/datasets``, e.g. ``~/.cache/hpctwin/datasets`` on Linux). A log named ``NAME`` lives at
+``DATA/<dir>/<file>`` as listed in ``datasets/registry.toml`` (generated from the shared datasets'
+MANIFEST), whose ``format`` names its reader (`datasets.loader.FORMATS`).
+
+`fetch` downloads a log from the Parallel Workloads Archive's own URL
+(``https://www.cs.huji.ac.il/labs/parallel/workload/l_<log>/<file>``, the folder of the entry's
+``info`` page), then from the pinned mirror ``url`` when the archive is unreachable or its bytes
+differ, and keeps the file only when its sha256 matches the registry's.
 """
 from __future__ import annotations
 
@@ -40,9 +47,23 @@ class DatasetEntry:
     size: int | None = None
     gzip_by_us: bool = False
     info: str = ""
+    format: str = "swf"
+    note: str = ""
 
     def path(self, data_dir: Path) -> Path:
         return data_dir / self.dir / self.file
+
+    @property
+    def archive_url(self) -> str | None:
+        """The Parallel Workloads Archive's own URL of the file (None for other sources)."""
+        pwa = "https://www.cs.huji.ac.il/labs/parallel/workload/"
+        if not self.info.startswith(pwa) or self.gzip_by_us:
+            return None
+        return self.info.rsplit("/", 1)[0] + "/" + self.file
+
+    def urls(self) -> list[str]:
+        """Download sources in order: the archive's own URL, then the pinned mirror."""
+        return [u for u in (self.archive_url, self.url) if u]
 
 
 def load_registry() -> dict[str, DatasetEntry]:
@@ -51,10 +72,21 @@ def load_registry() -> dict[str, DatasetEntry]:
     return {name: DatasetEntry(name=name, **fields) for name, fields in raw.items()}
 
 
-def default_data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
-    """The data directory in force (see module docstring), or None if none exists."""
+def user_cache_dir() -> Path:
+    """The per-user cache folder for downloaded logs (platformdirs' convention per OS)."""
+    import platformdirs  # noqa: PLC0415
+    return Path(platformdirs.user_cache_dir("hpctwin")) / "datasets"
+
+
+def default_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
+    """The data directory in force (see module docstring); the user cache folder as a last resort."""
+    if data_dir is not None and str(data_dir).strip() == "":
+        raise DatasetError("--data-dir: empty path")
     if data_dir:
-        return Path(data_dir)
+        p = Path(data_dir)
+        if p.exists() and not p.is_dir():
+            raise DatasetError(f"--data-dir {p}: not a directory")
+        return p
     env = os.environ.get("HPCTWIN_DATA")
     if env:
         return Path(env)
@@ -62,7 +94,7 @@ def default_data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
         cand = base.parent / "shared" / "datasets"
         if cand.is_dir():
             return cand
-    return None
+    return user_cache_dir()
 
 
 def lookup(name: str) -> DatasetEntry:
@@ -72,17 +104,15 @@ def lookup(name: str) -> DatasetEntry:
     lower = {k.lower(): v for k, v in reg.items()}
     if name.lower() in lower:
         return lower[name.lower()]
-    raise DatasetError(f"unknown dataset {name!r}; known: {', '.join(reg)} "
-                       "(or give a path to an .swf/.swf.gz file)")
+    from hpctwin.twin.options import did_you_mean  # noqa: PLC0415
+    raise DatasetError(f"unknown dataset {name!r}{did_you_mean(name, reg)}; known: {', '.join(reg)} "
+                       "(or give a path to a workload file, FORMAT:FILE, or synthetic)")
 
 
 def resolve(name: str, data_dir: str | os.PathLike | None = None) -> Path:
     """Path of a registered log in the data directory; raises DatasetError if absent."""
     entry = lookup(name)
     ddir = default_data_dir(data_dir)
-    if ddir is None:
-        raise DatasetError(f"dataset {entry.name}: no data directory (give --data-dir, set HPCTWIN_DATA, "
-                           f"or run `hpctwin datasets fetch {entry.name}`)")
     p = entry.path(ddir)
     if not p.exists():
         raise DatasetError(f"dataset {entry.name}: {p} not found; run `hpctwin datasets fetch {entry.name} "
@@ -103,47 +133,67 @@ def status(data_dir: str | os.PathLike | None = None) -> list[dict]:
     ddir = default_data_dir(data_dir)
     rows = []
     for e in load_registry().values():
-        p = e.path(ddir) if ddir else None
-        present = bool(p and p.exists())
+        p = e.path(ddir)
+        present = p.exists()
         rows.append({"name": e.name, "machine": e.machine, "jobs": e.jobs, "present": present,
-                     "checksum_ok": (sha256_of(p) == e.sha256) if present else None,
-                     "path": str(p) if p else ""})
+                     "checksum_ok": (sha256_of(p) == e.sha256) if present and e.sha256 else None,
+                     "path": str(p), "format": e.format})
     return rows
 
 
-def fetch(name: str, data_dir: str | os.PathLike | None = None, timeout: float = 60.0) -> Path:
+def _download(url: str, dest: Path, timeout: float) -> None:
+    """Copy ``url`` (http(s) or file://) to ``dest``; OSError on failure."""
+    with urllib.request.urlopen(url, timeout=timeout) as resp, open(dest, "wb") as f:
+        while chunk := resp.read(1 << 20):
+            f.write(chunk)
+
+
+def fetch(name: str, data_dir: str | os.PathLike | None = None, timeout: float = 60.0,
+          urls: list[str] | None = None) -> Path:
     """Download a registered log into the data directory and verify its sha256.
 
-    The download goes to a temporary file that is renamed only after the check passes, so a failed or
+    Sources are tried in order (``urls``, default `DatasetEntry.urls`: the Parallel Workloads
+    Archive, then the pinned mirror); the first whose bytes match the registry's sha256 wins. The
+    download goes to a temporary file renamed only after the check passes, so a failed or
     interrupted download never leaves a file that looks complete.
     """
     entry = lookup(name)
+    sources = list(urls) if urls is not None else entry.urls()
+    if not sources or not entry.sha256:
+        raise DatasetError(f"dataset {entry.name}: no single download ({entry.note or 'see MANIFEST.md'})")
     ddir = default_data_dir(data_dir)
-    if ddir is None:
-        raise DatasetError("no data directory: give --data-dir or set HPCTWIN_DATA")
     dest = entry.path(ddir)
     if dest.exists() and sha256_of(dest) == entry.sha256:
         return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(dest.name + ".part")
     try:
-        with urllib.request.urlopen(entry.url, timeout=timeout) as resp, open(tmp, "wb") as f:
-            while chunk := resp.read(1 << 20):
-                f.write(chunk)
+        dest.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
+        raise DatasetError(f"dataset {entry.name}: cannot create {dest.parent}: {e.strerror or e} "
+                           "(give a writable --data-dir)") from None
+    tmp = dest.with_name(dest.name + ".part")
+    failures = []
+    try:
+        for url in sources:
+            try:
+                _download(url, tmp, timeout)
+            except (OSError, ValueError) as e:
+                failures.append(f"download from {url} failed: {getattr(e, 'reason', None) or e}")
+                continue
+            if entry.gzip_by_us:
+                data = tmp.read_bytes()
+                if data[:2] != b"\x1f\x8b":
+                    tmp.write_bytes(gzip.compress(data, compresslevel=9, mtime=0))
+                if entry.format == "swf":
+                    from .swf import read_swf  # noqa: PLC0415 - a re-compressed copy: check it parses
+                    read_swf(tmp)
+                break
+            got = sha256_of(tmp)
+            if got == entry.sha256:
+                break
+            failures.append(f"sha256 mismatch for {url}: got {got}, expected {entry.sha256}")
+        else:
+            raise DatasetError(f"dataset {entry.name}: no source gave the expected file: " + "; ".join(failures))
+        os.replace(tmp, dest)
+    finally:
         tmp.unlink(missing_ok=True)
-        raise DatasetError(f"dataset {entry.name}: download from {entry.url} failed: {e}") from None
-    if entry.gzip_by_us:
-        data = tmp.read_bytes()
-        if data[:2] != b"\x1f\x8b":
-            tmp.write_bytes(gzip.compress(data, compresslevel=9, mtime=0))
-        from .swf import read_swf  # the checksum is of a re-compressed copy: check it parses
-        read_swf(tmp)
-    else:
-        got = sha256_of(tmp)
-        if got != entry.sha256:
-            tmp.unlink(missing_ok=True)
-            raise DatasetError(f"dataset {entry.name}: sha256 mismatch for {entry.url}: got {got}, "
-                               f"expected {entry.sha256}")
-    os.replace(tmp, dest)
     return dest

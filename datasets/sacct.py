@@ -440,11 +440,8 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
         top = max(rec["job_id"])
         for k, i in enumerate(renumber, start=1):
             rec["job_id"][i] = top + k
-    if n == 0:
-        raise SacctError(f"{p}: no finished jobs to replay ({skipped_steps} steps skipped, "
-                         f"{dropped_unstarted} never started, {dropped_running} still running)")
-    submit = np.array(rec["submit"])
-    t0 = float(submit.min())
+    submit = np.array(rec["submit"], dtype=np.float64)
+    t0 = float(submit.min()) if n else 0.0      # no finished job: an empty workload, the run says so
     columns: dict[str, np.ndarray] = {
         "recorded_start": np.array(rec["start"]) - t0,
         "state": np.array(rec["state"], dtype=object),

@@ -719,6 +719,8 @@ def lublin_workload(jobs: int = 10_000, nodes: int = 256, seed: int = 0, load: f
 
 # --------------------------------------------------------------------------- spec parsing
 _ALLOWED = ("jobs", "nodes", "load", "seed", "interactive")
+#: most jobs a synthetic spec may ask for (the generator holds about 100 bytes a job in arrays)
+_MAX_JOBS = 50_000_000
 
 
 def _spec_error(spec: str, msg: str) -> SyntheticSpecError:
@@ -748,7 +750,8 @@ def parse_synthetic_spec(spec: str) -> dict:
         if not eq or not key:
             raise _spec_error(spec, f"item {item.strip()!r} is not key=value")
         if key not in _ALLOWED:
-            raise _spec_error(spec, f"unknown key {key!r}")
+            from hpctwin.twin.options import did_you_mean  # noqa: PLC0415
+            raise _spec_error(spec, f"unknown key {key!r}{did_you_mean(key, _ALLOWED)}")
         if key in out:
             raise _spec_error(spec, f"key {key!r} given twice")
         if key in ("jobs", "nodes", "seed"):
@@ -758,6 +761,9 @@ def parse_synthetic_spec(spec: str) -> dict:
                 raise _spec_error(spec, f"{key}={raw!r} is not an integer") from None
             if val < (0 if key == "seed" else 1):
                 raise _spec_error(spec, f"{key}={raw!r} must be >= {0 if key == 'seed' else 1}")
+            top = {"jobs": _MAX_JOBS, "nodes": 2 ** 26, "seed": 2 ** 63 - 1}[key]
+            if val > top:
+                raise _spec_error(spec, f"{key}={raw!r} must be <= {top:,}")
         elif key == "load":
             if raw.lower() == "none":
                 val = None

@@ -32,7 +32,7 @@ def test_data_dir_resolution(tmp_path, monkeypatch):
 def _fake_entry(monkeypatch, tmp_path, payload: bytes, sha: str):
     src = tmp_path / "upstream.swf.gz"
     src.write_bytes(payload)
-    entry = replace(registry.lookup("KTH-SP2"), url=src.as_uri(), sha256=sha)
+    entry = replace(registry.lookup("KTH-SP2"), url=src.as_uri(), sha256=sha, info="")  # no archive URL: offline
     monkeypatch.setattr(registry, "lookup", lambda name: entry)
     return entry
 
@@ -56,7 +56,7 @@ def test_fetch_checksum_mismatch_leaves_nothing(tmp_path, monkeypatch):
 
 
 def test_fetch_unreachable_url(tmp_path, monkeypatch):
-    entry = replace(registry.lookup("KTH-SP2"), url=(tmp_path / "missing.gz").as_uri())
+    entry = replace(registry.lookup("KTH-SP2"), url=(tmp_path / "missing.gz").as_uri(), info="")
     monkeypatch.setattr(registry, "lookup", lambda name: entry)
     with pytest.raises(DatasetError, match="download from .* failed"):
         registry.fetch("KTH-SP2", tmp_path / "data")

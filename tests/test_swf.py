@@ -105,7 +105,7 @@ def _real_logs():
     ddir = default_data_dir()
     if ddir is None:
         return []
-    return [pytest.param(e, id=e.name) for e in load_registry().values()]
+    return [pytest.param(e, id=e.name) for e in load_registry().values() if e.format == "swf"]
 
 
 @pytest.mark.slow

@@ -98,6 +98,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="facility power cap for the power-aware wrapper around the scheduler (needs --power on)")
     p.add_argument("--sample-dt", type=float, default=15.0, help="time-series sampling step in seconds (default 15)")
     p.add_argument("--slurm-conf", default=None, help="slurm.conf-style file for --scheduler slurm")
+    p.add_argument("--allow-empty", action="store_true",
+                   help="run even when the workload has no job to simulate (default: that is an error)")
     p.add_argument("--set", dest="options", type=_kv, action="append", default=[], metavar="KEY=VALUE",
                    help="extra option for models/schedulers (repeatable), e.g. --set scheduler.bf_interval=30")
 
@@ -128,13 +130,8 @@ def config_from_args(a: argparse.Namespace):
     from .run import RunConfig  # noqa: PLC0415
     if getattr(a, "config", None):
         return _config_from_file(a)
-    options: dict = {}
-    for k, v in a.options:
-        d = options
-        parts = k.split(".")
-        for part in parts[:-1]:
-            d = d.setdefault(part, {})
-        d[parts[-1]] = _parse_value(v)
+    from .options import nest_set_options  # noqa: PLC0415
+    options: dict = nest_set_options([(k, _parse_value(v)) for k, v in a.options])
     if a.slurm_conf:
         options.setdefault("scheduler", {})["slurm_conf"] = a.slurm_conf
     if getattr(a, "failures", False):
@@ -145,7 +142,8 @@ def config_from_args(a: argparse.Namespace):
                      network=a.network, power=a.power, sample_dt=a.sample_dt, out=out, quiet=a.quiet,
                      kill_at_walltime=a.kill_at_walltime, data_dir=a.data_dir, estimate=a.estimate,
                      size_field=a.size_field, power_cap=a.power_cap, options=options,
-                     allocation=a.allocation, gpus_per_node=a.gpus_per_node, force=a.force)
+                     allocation=a.allocation, gpus_per_node=a.gpus_per_node, force=a.force,
+                     allow_empty=getattr(a, "allow_empty", False))
 
 
 def _slug(text: str) -> str:
@@ -225,8 +223,10 @@ def format_summary(s: dict) -> str:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
+    from .options import validate_run_config  # noqa: PLC0415
     from .run import run  # noqa: PLC0415
     cfg = config_from_args(a)
+    validate_run_config(cfg)                 # names, sizes, numbers and --set keys, before loading anything
     res = run(cfg)
     if not a.quiet:
         print(format_summary(res.summary))

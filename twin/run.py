@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -67,6 +66,7 @@ class RunConfig:
     gpus_per_node: int | None = None
     options: dict[str, Any] = field(default_factory=dict)
     force: bool = False      # replace an existing run folder at ``out`` (never any other folder)
+    allow_empty: bool = False  # a workload with no job to simulate is an error unless this is set
 
 
 @dataclass
@@ -82,26 +82,11 @@ class RunResult:
 
 # ---------------------------------------------------------------------- workload loading
 def load_workload(spec: str, *, data_dir: str | None = None, seed: int = 0, nodes: int | None = None,
-                  size_field: str = "auto") -> Workload:
-    """A workload from a path (.swf/.swf.gz), a registry name, ``synthetic[:k=v,...]`` or
-    ``sacct:FILE``."""
-    if spec == "synthetic" or spec.startswith("synthetic:"):
-        from hpctwin.datasets.synthetic import lublin_workload, parse_synthetic_spec  # noqa: PLC0415
-        params = parse_synthetic_spec(spec)
-        params.setdefault("seed", seed)
-        if nodes is not None:
-            params.setdefault("nodes", nodes)
-        return lublin_workload(**params)
-    if spec.startswith("sacct:"):
-        from hpctwin.datasets.sacct import read_sacct  # noqa: PLC0415
-        return read_sacct(spec[len("sacct:"):])
-    from hpctwin.datasets.swf import read_swf  # noqa: PLC0415
-    p = Path(spec)
-    if p.suffix in (".swf", ".gz") or p.exists() or os.sep in spec:
-        return read_swf(p, size_field=size_field)
-    from hpctwin.datasets.registry import lookup, resolve  # noqa: PLC0415
-    entry = lookup(spec)
-    return read_swf(resolve(spec, data_dir), size_field=size_field, name=entry.name)
+                  size_field: str = "auto", options: dict | None = None) -> Workload:
+    """A workload from a file (format detected or named: ``sacct:FILE``, ``alibaba-gpu:FILE``...), a
+    registry name, ``synthetic[:k=v,...]`` or ``llm-synthetic[:...]`` (see `datasets.loader`)."""
+    from hpctwin.datasets.loader import load_workload as _load  # noqa: PLC0415
+    return _load(spec, data_dir=data_dir, seed=seed, nodes=nodes, size_field=size_field, options=options)
 
 
 # ---------------------------------------------------------------------- preparation
@@ -417,7 +402,7 @@ def simulate(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
     if workload is None:
         nodes_hint = cfg.nodes or (system.nodes if system else None)
         workload = load_workload(cfg.workload, data_dir=cfg.data_dir, seed=cfg.seed, nodes=nodes_hint,
-                                 size_field=cfg.size_field)
+                                 size_field=cfg.size_field, options=cfg.options.get("workload"))
     if cfg.allocation not in ALLOCATIONS:
         raise RunConfigError(f"unknown allocation {cfg.allocation!r}; choose one of {', '.join(ALLOCATIONS)}")
     gpu_mode = cfg.allocation == "gpu"
@@ -431,6 +416,8 @@ def simulate(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
         total_source = total_source.replace("workload", f"workload {workload.machine_size_source}", 1)
     prep = prepare(workload, total, total_source, estimate=cfg.estimate,
                    kill_at_walltime=cfg.kill_at_walltime, seed=cfg.seed)
+    from .options import check_prepared  # noqa: PLC0415
+    check_prepared(cfg, workload, prep)      # empty workload, sample grid, scheduler needs (issue 14)
     jobs = job_table(prep)
     sched_options = dict(cfg.options.get("scheduler", {}))
     if cfg.scheduler == "llm" and system_name:
@@ -494,7 +481,8 @@ def simulate(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
         "job_id": wl.job_id, "submit": wl.submit, "start": res.start, "end": res.end,
         "wait": wait, "run": runt, "procs": wl.procs, "requested_time": wl.requested_time,
         "estimate": prep.estimate, "bsld": bsld,
-        "status": np.where(res.failed, "failed", np.where(res.killed, "killed", "completed")),
+        "status": np.where(res.failed, "failed", np.where(res.killed, "killed",
+                           np.where(np.isnan(res.start), "not_started", "completed"))),
         "log_status": wl.status, "user": wl.user, "group": wl.group, "queue": wl.queue,
         "partition": wl.partition,
         "nodes": [x if x is not None else "" for x in res.nodes],
@@ -537,6 +525,11 @@ def simulate(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
         "code_version": __version__,
     })
     summary.update(summary_extra)
+    if placer is not None and getattr(placer, "warning", None) and placer.warning():
+        prep.notes.append(placer.warning())
+    from .workload import job_accounting  # noqa: PLC0415
+    summary["accounting"] = job_accounting(len(workload) + sum(workload.dropped.values()), workload.dropped,
+                                           prep.skipped, df["status"].to_numpy())
     if gpu_mode:
         summary["allocation"] = {"units": "gpu", "gpus_per_node": gpn, "nodes": total // gpn}
         summary["gpu_fragmentation"] = frag.summary()

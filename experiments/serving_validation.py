@@ -6,7 +6,8 @@ code path and the 15 statistics (TTFT, TPOT, E2E at mean, median, P90, P95, P99)
 measured ones. Conventions (LLMServingSim ``bench/core/validate.py``): TTFT = first_token - arrival,
 TPOT = (last_token - first_token) / max(1, output_tokens - 1), E2E = last_token - arrival; the measured
 arrival is ``queued_ts`` (the engine's monotonic clock, the same as ``first_token_ts``/``last_token_ts``);
-percentiles are numpy's linear ones; error = (sim - measured) / measured.
+the simulated arrival is the time the engine receives the request (``requests.csv``'s ``arrival_s``, see
+`hpctwin.twin.serving.cli`); percentiles are numpy's linear ones; error = (sim - measured) / measured.
 
     python -m hpctwin.experiments.serving_validation [--data-dir D] [--out runs/serving_validation]
 
@@ -58,7 +59,7 @@ def validate_bundle(bundle: str | Path, data_dir: str | Path | None = None) -> p
     b = load_bundle(bundle, data_dir)
     _, res = run_bundle(b)
     reqs = res.requests
-    sim = fifteen(latencies([r.arrival for r in reqs], [r.first for r in reqs], [r.last for r in reqs],
+    sim = fifteen(latencies([r.queued for r in reqs], [r.first for r in reqs], [r.last for r in reqs],
                             [r.output for r in reqs]))
     meas = measured_statistics(bundle / "vllm" / "requests.jsonl")
     name = f"{bundle.parent.name}/{bundle.name}"

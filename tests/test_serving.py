@@ -290,3 +290,19 @@ def test_least_loaded_router_rotates_on_ties(const_model):
     insts = [inst(const_model, iid=k) for k in range(3)]
     res = simulate([req(0.0, 2, 5), req(0.0, 2, 5), req(0.0, 2, 5), req(0.0, 2, 5)], insts, router="least_loaded")
     assert [r.instance for r in res.requests] == [0, 1, 2, 0]
+
+
+def test_async_scheduling_joins_the_step_after_next(const_model):
+    """vLLM V1 async scheduling: a request received while step k runs is formed into step k+2; it is
+    received (queued) when the step in flight ends."""
+    i = Instance(0, const_model, BlockManager(100, 2), 4, 16, async_scheduling=True)
+    a, b = simulate([req(0.0, 2, 5), req(0.5 * D, 2, 1)], [i]).requests
+    assert b.queued == pytest.approx(D)
+    assert b.first == pytest.approx(3 * D)
+    assert a.last == pytest.approx(5 * D)
+    sync = simulate([req(0.0, 2, 5), req(0.5 * D, 2, 1)], [inst(const_model, budget=16, seqs=4)]).requests
+    assert sync[1].first == pytest.approx(2 * D)
+    # an engine with nothing running takes a new request at once, async or not
+    i2 = Instance(0, const_model, BlockManager(100, 2), 4, 16, async_scheduling=True)
+    c, d = simulate([req(0.0, 2, 1), req(1.5 * D, 2, 1)], [i2]).requests
+    assert (d.queued, d.first) == pytest.approx((1.5 * D, 2.5 * D))

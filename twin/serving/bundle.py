@@ -36,7 +36,9 @@ GIB = 1024 ** 3  # LLMServingSim's GB_TO_BYTE (its log prints GiB)
 # max_num_seqs 256 and max_num_batched_tokens 2048 for the OpenAI server usage context; block size 16;
 # gpu_memory_utilization 0.9; prefix caching and chunked prefill on)
 VLLM_DEFAULTS = {"max_num_seqs": 256, "max_num_batched_tokens": 2048, "block_size": 16,
-                 "gpu_memory_utilization": 0.9, "enable_prefix_caching": True}
+                 "gpu_memory_utilization": 0.9, "enable_prefix_caching": True,
+                 # async scheduling: on in the resolved config of the measured vLLM 0.19 run (RTX4090 bundle)
+                 "async_scheduling": True}
 
 
 class BundleError(ValueError):
@@ -69,6 +71,7 @@ class Bundle:
     reserve_full_isl: bool
     long_prefill_token_threshold: int
     dataset: Path
+    async_scheduling: bool = True
     meta: dict = field(default_factory=dict)
 
     @property
@@ -101,7 +104,8 @@ class Bundle:
             kv = BlockManager(self.kv_blocks(spec), self.block_size, caching=self.prefix_caching)
             out.append(Instance(i, model, kv, self.max_num_seqs, self.max_num_batched_tokens,
                                 reserve_full_isl=self.reserve_full_isl,
-                                long_prefill_token_threshold=self.long_prefill_token_threshold))
+                                long_prefill_token_threshold=self.long_prefill_token_threshold,
+                                async_scheduling=self.async_scheduling))
         return out
 
     def units(self, instances: list[Instance]) -> list:
@@ -201,4 +205,6 @@ def load_bundle(path: str | os.PathLike, data_dir: str | os.PathLike | None = No
         num_gpu_blocks=pick(kvm.get("num_gpu_blocks"), cc.get("num_gpu_blocks"), default=None),
         reserve_full_isl=bool(pick(sc.get("scheduler_reserve_full_isl"), default=True)),
         long_prefill_token_threshold=int(pick(sc.get("long_prefill_token_threshold"), default=0)),
-        dataset=dataset, meta=meta)
+        dataset=dataset, meta=meta,
+        async_scheduling=bool(pick(sc.get("async_scheduling"), ek.get("async_scheduling"),
+                                   default=VLLM_DEFAULTS["async_scheduling"])))

@@ -16,6 +16,12 @@ A request produces a token at the end of every iteration after which it has comp
 the first at the end of the iteration completing its prompt (its TTFT), then one per decode iteration;
 it finishes with its ``output_tokens``-th token. Iteration times come from `IterationModel`.
 
+With ``async_scheduling`` (vLLM V1's default since the batch queue of two, ``EngineCore.step_with_batch_queue``:
+"fulfilling the batch queue has a higher priority than getting model outputs"), the scheduler forms step
+k+1 as soon as step k is launched, so while the engine runs back to back a request can only join the
+step after next: the admission cutoff of an iteration is the start time of the previous one (an engine
+with nothing running schedules a new request at once).
+
 Runs of pure-decode iterations with nothing waiting are advanced in one vectorised block (same times as
 stepping one by one); anything else is stepped one iteration at a time.
 """
@@ -31,12 +37,13 @@ from .profiles import IterationModel
 
 class Req:
     """A request's serving state (times in seconds on the simulation clock)."""
-    __slots__ = ("uid", "arrival", "prompt", "output", "num_tokens", "computed", "generated",
+    __slots__ = ("uid", "arrival", "queued", "prompt", "output", "num_tokens", "computed", "generated",
                  "first", "last", "preemptions", "hashes", "token_ids", "block_ids", "klass", "instance")
 
     def __init__(self, uid: int, arrival: float, prompt: int, output: int, token_ids=None, block_ids=None,
                  klass: int = 0) -> None:
         self.uid, self.arrival, self.prompt, self.output = uid, arrival, prompt, output
+        self.queued = arrival          # when the engine received it (vLLM's queued_ts), set by Instance.add
         self.num_tokens = prompt       # tokens whose KV the request needs (prompt + generated so far)
         self.computed = 0              # tokens whose KV is computed (vLLM num_computed_tokens)
         self.generated = 0
@@ -82,11 +89,15 @@ class Instance:
 
     def __init__(self, iid: int, model: IterationModel, kv: BlockManager, max_num_seqs: int = 256,
                  max_num_batched_tokens: int = 2048, chunked_prefill: bool = True,
-                 reserve_full_isl: bool = True, long_prefill_token_threshold: int = 0) -> None:
+                 reserve_full_isl: bool = True, long_prefill_token_threshold: int = 0,
+                 async_scheduling: bool = False) -> None:
         self.iid, self.model, self.kv = iid, model, kv
         self.max_num_seqs, self.budget = int(max_num_seqs), int(max_num_batched_tokens)
         self.chunked, self.reserve_full_isl = chunked_prefill, reserve_full_isl
         self.long_threshold = int(long_prefill_token_threshold)
+        self.async_scheduling = bool(async_scheduling)
+        self._last_start = self._last_end = float("-inf")
+        self._cutoff = 0.0
         self.waiting: deque[Req] = deque()
         self.running: list[Req] = []
         self.t = 0.0
@@ -109,6 +120,9 @@ class Instance:
         r.instance = self.iid
         if not self.running and not self.waiting:
             self.t = max(self.t, now)
+        # the engine core reads its input queue between steps: a request reaching a busy engine is
+        # received (vLLM's queued_ts) when the step in flight ends
+        r.queued = max(now, self.t)
         self.waiting.append(r)
         self.outstanding += 1
 
@@ -168,6 +182,8 @@ class Instance:
         kv, bs, caching = self.kv, self.kv.block_size, self.kv.caching
         while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             r = self.waiting[0]
+            if r.arrival > self._cutoff:
+                break
             hit: list[int] = []
             hashes = None
             if caching:
@@ -208,6 +224,14 @@ class Instance:
 
     def form_batch(self) -> "Batch | None":
         """Schedule the next iteration (advancing ``num_computed_tokens``); None when nothing can run."""
+        # async scheduling (vLLM V1 batch queue of 2): while the engine runs back to back, the step that
+        # starts now was formed when the previous one started, so only requests that had arrived by then
+        # can join it; an engine with nothing running schedules at once
+        if self.async_scheduling and self.running and self.t == self._last_end:
+            self._cutoff = self._last_start
+        else:
+            self._cutoff = self.t
+        self._last_start = self.t
         sched = self._schedule()
         if not sched:
             if self.running or self.waiting:
@@ -251,7 +275,7 @@ class Instance:
             self._finish(r)
         if self.series is not None:
             self.series.append((end, len(self.running), len(self.waiting), self.kv.used, b.tokens))
-        self.t = end
+        self.t = self._last_end = end
 
     def _finish(self, r: Req) -> None:
         self.kv.release(r.uid)
@@ -294,6 +318,8 @@ class Instance:
             r.generated += k
             r.num_tokens += k
             r.last = end
+        self._last_start = float(ends[k - 2])
+        self._last_end = end
         self.busy_s += float(ends[k - 1] - self.t)
         self.iterations += k
         self.tokens_decoded += k * n

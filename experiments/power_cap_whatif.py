@@ -3,7 +3,9 @@
 One real log (default: KTH-SP2, 28,476 jobs, 100 nodes) runs on a machine of Frontier nodes
 (``--system frontier --nodes`` = the log's machine size; HPE EX235a node constants from ORNL RAPS)
 with power and cooling on, under facility caps from none down to 60 % of the machine's peak
-electrical power (rack input + CDU pumps, all nodes at full load). Two ways to honour a cap:
+electrical power (rack input + CDU pumps, all nodes at full load). The cap limits the *facility*
+power (cooling plant included, `power.cap`); ``cap_held`` and ``max_over_cap_w`` in the results say
+whether it held at every 15 s sample. Two ways to honour a cap:
 
 * ``throttle``: plain EASY; the power model scales the running jobs' dynamic power so the machine
   stays under the cap, and the jobs slow down (beta model, `power.profiles`);
@@ -17,6 +19,7 @@ Conventions: wait = start - submit; bsld = max(1, (wait + run) / max(run, 10 s))
 power are the facility's (IT + conversion losses + cooling); peak = max over 15 s averages.
 
 Usage: ``python -m hpctwin.experiments.power_cap_whatif [--log KTH-SP2] [--out DIR] [--jobs N]``
+(``--jobs N``: the first N jobs of the log only).
 """
 from __future__ import annotations
 
@@ -47,7 +50,7 @@ def machine_peak_w(system: str, nodes: int) -> float:
     return Chain(cfg).uniform_breakdown(1.0, 1.0)["facility_w"]
 
 
-def one(log: str, system: str, nodes: int, mode: str, cap_w: float | None, seed: int):
+def one(log, system: str, nodes: int, mode: str, cap_w: float | None, seed: int):
     power_opts: dict = {}
     opts: dict = {"power": power_opts}
     sched = "easy"
@@ -56,14 +59,18 @@ def one(log: str, system: str, nodes: int, mode: str, cap_w: float | None, seed:
         if mode == "power-aware":
             sched = "hpctwin.schedulers.power_aware:PowerAwareScheduler"
             opts["scheduler"] = {"inner": "easy", "cap": cap_w}
-    r = run(RunConfig(workload=log, system=system, nodes=nodes, power=True, seed=seed, scheduler=sched, options=opts))
+    name, wl = (log, None) if isinstance(log, str) else (log.name, log)
+    r = run(RunConfig(workload=name, system=system, nodes=nodes, power=True, seed=seed, scheduler=sched,
+                      options=opts), workload=wl)
     s = r.summary
     fac = r.timeseries["power_facility_w"][0]
     row = {"mode": mode if cap_w is not None else "none", "cap_w": cap_w if cap_w is not None else math.inf,
            "mean_wait_s": float(r.jobs["wait"].mean()), "mean_bsld": float(r.jobs["bsld"].mean()),
            "energy_mwh": s["energy_facility_kwh"] / 1e3, "peak_facility_w": float(np.nanmax(fac)),
            "mean_facility_w": s["avg_facility_power_w"], "makespan_s": float(r.jobs["end"].max() - r.jobs["submit"].min()),
-           "mean_pue": s["mean_pue"]}
+           "mean_pue": s["mean_pue"],
+           "cap_held": s["power_cap"]["held"] if "power_cap" in s else None,
+           "max_over_cap_w": s["power_cap"]["max_excess_w"] if "power_cap" in s else 0.0}
     return row, (r.timeseries["time"][0], fac)
 
 
@@ -74,7 +81,13 @@ def main(argv=None) -> pd.DataFrame:
     ap.add_argument("--nodes", type=int, default=100, help="machine size (units of the log)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="results/power_cap_whatif")
+    ap.add_argument("--jobs", type=int, default=None, help="replay only the first N jobs of the log")
     args = ap.parse_args(argv)
+    log = args.log
+    if args.jobs is not None:
+        from hpctwin.twin.run import load_workload  # noqa: PLC0415
+        wl = load_workload(args.log)
+        log = wl.take(np.arange(min(args.jobs, len(wl))))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     peak = machine_peak_w(args.system, args.nodes)
@@ -84,7 +97,7 @@ def main(argv=None) -> pd.DataFrame:
         for mode in modes:
             t = time.perf_counter()
             cap = None if frac is None else frac * peak
-            row, ts = one(args.log, args.system, args.nodes, mode, cap, args.seed)
+            row, ts = one(log, args.system, args.nodes, mode, cap, args.seed)
             row["cap_fraction_of_peak"] = frac if frac is not None else float("nan")
             row["wall_s"] = round(time.perf_counter() - t, 1)
             rows.append(row)

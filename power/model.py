@@ -18,22 +18,25 @@ runs; ``avg_power_w`` = energy / elapsed time.
 
 Caps: a per-job CPU/GPU cap (W per device; ``[power] job_cpu_cap_w``/``job_gpu_cap_w``, the model
 arguments, or the workload columns ``cpu_cap_w``/``gpu_cap_w``) limits the job's draw and slows it
-down (`power.profiles` beta model) through the engine's progress-rate mechanism. A facility-wide cap
-(``facility_cap_w``) is enforced by throttling: whenever the machine's electrical power (rack input +
-CDU pumps, which the model knows exactly at each event) would exceed it, the dynamic power of every
-running job is scaled by one common factor theta in [0, 1], and each job's rate follows from its
-clock ratio. The cooling plant is computed after the run and is not part of the cap.
-
-`projected_facility_power_w` is what `schedulers.power_aware.PowerAwareScheduler` asks before it
-lets a job start.
+down (`power.profiles` beta model) through the engine's progress-rate mechanism. A facility cap
+(``facility_cap_w``: W, or a ``[(t, W), ...]`` series, `power.cap.PowerCap`; ``--power-cap``) limits
+the **facility** power, cooling plant and conversion losses included (`power.cap` explains how):
+the model holds the machine's electrical power (rack input + CDU pumps, known exactly at each event)
+under `power.cap.electrical_limit_w`, by throttling: the dynamic power of every running job is
+scaled by one common factor theta in [0, 1] (DVFS: dynamic power ~ f^alpha, ``cap_power_exponent``),
+and each job's rate follows from its clock ratio (Hsu-Feng beta model, `power.profiles`).
+`admit` is what the start-refusing gate (`power.capgate.PowerCapGate`) and the wrapper
+`schedulers.power_aware.PowerAwareScheduler` ask before a job starts. The summary's ``power_cap``
+table says whether the cap held at every sample and, if not, by how much and why.
 """
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
+from hpctwin.power.cap import PowerCap, cap_report, electrical_limit_w
 from hpctwin.power.chain import Chain, Layout
 from hpctwin.power.config import CoolingConfig, PowerConfig, PowerConfigError, parse_cooling, parse_power
 from hpctwin.power.cooling import run_cooling
@@ -67,28 +70,32 @@ class PowerModel(RunModel):
     cooling: run the cooling model (needs a ``[cooling]`` table; default True if the system has one).
     sample_dt: grid step (s) of the summary's cooling integration (default ``ctx.options['sample_dt']``
         or 15 s). ``timeseries(grid, dt)`` uses the engine's grid.
-    facility_cap_w, job_cpu_cap_w, job_gpu_cap_w, price_per_kwh: override the ``[power]`` values.
+    facility_cap_w, job_cpu_cap_w, job_gpu_cap_w, price_per_kwh: override the ``[power]`` values
+        (``facility_cap_w`` may also be a ``[(time_s, watts), ...]`` series, see `power.cap.PowerCap`).
     trace_dt: sample period (s) of utilisation traces when the workload has no ``util_trace_dt``.
     """
 
     name = "power"
 
     def __init__(self, system: Any = None, *, cooling: bool | None = None, sample_dt: float | None = None,
-                 facility_cap_w: float | None = None, job_cpu_cap_w: float | None = None,
+                 facility_cap_w: float | Sequence | None = None, job_cpu_cap_w: float | None = None,
                  job_gpu_cap_w: float | None = None, price_per_kwh: float | None = None,
                  trace_dt: float = 30.0):
         self.system = system
         self._cooling_opt = cooling
         self._sample_dt = sample_dt
-        self._overrides = {k: v for k, v in (("facility_cap_w", facility_cap_w), ("job_cpu_cap_w", job_cpu_cap_w),
+        self._overrides = {k: v for k, v in (("job_cpu_cap_w", job_cpu_cap_w),
                                              ("job_gpu_cap_w", job_gpu_cap_w), ("price_per_kwh", price_per_kwh))
                            if v is not None}
+        self._cap_arg = None if facility_cap_w is None else PowerCap(facility_cap_w)
         self._trace_dt = float(trace_dt)
         self._finalized = False
 
     @classmethod
-    def from_system(cls, system: Any, options: dict | None = None) -> "PowerModel":
-        """Build from a `SystemSpec` and the run's free-form options.
+    def from_system(cls, system: Any, options: dict | None = None,
+                    facility_cap_w: float | Sequence | None = None) -> "PowerModel":
+        """Build from a `SystemSpec` and the run's free-form options (``facility_cap_w``: the run's
+        ``--power-cap``, which overrides the options' and the ``[power]`` table's).
 
         Reads ``options["power"]`` (a dict) for ``cooling`` (bool), ``facility_cap_w``,
         ``job_cpu_cap_w``, ``job_gpu_cap_w``, ``price_per_kwh``, ``sample_dt`` and ``trace_dt``;
@@ -102,6 +109,8 @@ class PowerModel(RunModel):
                                    f"known: {', '.join(sorted(known))}")
         if "sample_dt" not in opts and options and "sample_dt" in options:
             opts["sample_dt"] = options["sample_dt"]
+        if facility_cap_w is not None:
+            opts["facility_cap_w"] = facility_cap_w
         return cls(system, **opts)
 
     # ================================================================== binding
@@ -155,9 +164,11 @@ class PowerModel(RunModel):
         if self.cool_cfg is not None and self.cool_cfg.backend == "fmu":
             from hpctwin.power.fmu import check_fmu
             check_fmu(self.cool_cfg)
-        if math.isfinite(cfg.facility_cap_w) and cfg.facility_cap_w < idle_fac:
-            raise PowerConfigError(f"system file {spec.path or spec.name}: [power] key 'facility_cap_w' "
-                                   f"({cfg.facility_cap_w:g} W) is below the machine's idle power ({idle_fac:g} W)")
+        self.cap = self._cap_arg if self._cap_arg is not None else PowerCap(cfg.facility_cap_w)
+        self.capped = self.cap.finite
+        limits = [electrical_limit_w(float(v), self.chain.cdu_pumps_w, self.cool_cfg) for v in self.cap.values]
+        self._elec_limits = np.array([w for w, _ in limits])
+        self.cap_level = limits[0][1]
         self.idle_facility_w = idle_fac
         self.peak_facility_w = peak["facility_w"]
         self.sample_dt = float(self._sample_dt or ctx.options.get("sample_dt", 15.0))
@@ -238,6 +249,12 @@ class PowerModel(RunModel):
         self.cdu_v0 = np.bincount(self.layout.chassis_cdu, weights=self.ch_in, minlength=self.layout.n_cdu)
         self.running: dict[int, _Running] = {}
         self.theta = 1.0
+        self._run_nodes = 0.0            # nodes running jobs
+        self._full_dyn = 0.0             # sum over running jobs of n * (full-speed level - idle), W
+        self._cap_k = 0                  # index of the cap value in force (a cap series)
+        self.min_theta = 1.0
+        self.throttled_s = 0.0           # s with theta < 1
+        self._t_theta = self.t0
         self.energy = np.zeros(nj)
         self.t_start = np.full(nj, np.nan)
         self.t_end = np.full(nj, np.nan)
@@ -372,8 +389,10 @@ class PowerModel(RunModel):
         if math.isnan(self.t_start[job]):     # first segment (a requeued job starts again)
             self.t_start[job] = now
         self._apply(now, r, r.level - self.node_idle, n * r.level, -n * self.node_idle)
+        self._run_nodes += n
+        self._full_dyn += n * (float(self.p_capped[job]) - self.node_idle)
         rates = {job: r.factor} if r.factor != 1.0 else {}
-        if math.isfinite(self.cfg.facility_cap_w):
+        if self.capped:
             rates.update(self._rebalance(now))
         self._t_last_event = now
         return rates or None
@@ -386,8 +405,10 @@ class PowerModel(RunModel):
         self.t_end[job] = now
         self.held[job] += now - r.start
         self._apply(now, r, self.node_idle - r.level, -r.n * r.level, r.n * self.node_idle)
+        self._run_nodes -= r.n
+        self._full_dyn -= r.n * (float(self.p_capped[job]) - self.node_idle)
         self._t_last_event = now
-        if math.isfinite(self.cfg.facility_cap_w):
+        if self.capped:
             return self._rebalance(now) or None
         return None
 
@@ -404,11 +425,54 @@ class PowerModel(RunModel):
         """Machine electrical power now (W): rack input (IT + losses) + CDU pumps."""
         return self.jobs_it + self.idle_it + self.chain.switches_w + self.loss + self.chain.cdu_pumps_w
 
+    def electrical_cap_w(self, now: float) -> float:
+        """Limit (W) on rack input + CDU pumps that holds the facility cap in force at ``now``
+        (`power.cap.electrical_limit_w`; inf without a cap)."""
+        return float(self._elec_limits[self.cap.index(now)])
+
+    def full_speed_electrical_w(self) -> float:
+        """Electrical power (W) the machine would draw now with no throttle (theta = 1)."""
+        cur_dyn = self.jobs_it - self._run_nodes * self.node_idle
+        return self.electrical_power_w() + (self._full_dyn - cur_dyn) * self.k_fac
+
+    def projected_full_speed_w(self, job: int, n_nodes: float) -> float:
+        """Electrical power (W) at full speed if ``job`` started now on ``n_nodes`` idle nodes
+        (affine chain, exact for equal rectifier sharing)."""
+        return self.full_speed_electrical_w() + n_nodes * (float(self.p_capped[job]) - self.node_idle) * self.k_fac
+
+    def electrical_limit_for(self, cap_w: float) -> float:
+        """The electrical limit (W) that holds a facility cap of ``cap_w`` W on this machine."""
+        return electrical_limit_w(float(cap_w), self.chain.cdu_pumps_w, self.cool_cfg)[0]
+
+    def admit(self, now: float, job: int, n_nodes: float) -> tuple[bool, float, float]:
+        """Would starting ``job`` on ``n_nodes`` idle nodes now keep the machine under the cap at
+        full speed? Returns (ok, projected electrical W at full speed, limit W)."""
+        limit = self.electrical_cap_w(now)
+        proj = self.projected_full_speed_w(job, n_nodes)
+        return proj <= limit * (1.0 + 1e-12), proj, limit
+
+    def next_event(self, now: float) -> float | None:
+        """The next change of a time-varying cap (the throttle is recomputed then)."""
+        if self.cap.constant:
+            return None
+        return self.cap.next_change(now)
+
+    def on_event(self, now: float, control) -> dict[int, float] | None:
+        return self._rebalance(now) or None
+
+    def _set_theta(self, now: float, theta: float) -> None:
+        if self.theta < 1.0:
+            self.throttled_s += now - self._t_theta
+        self._t_theta = now
+        self.theta = theta
+        self.min_theta = min(self.min_theta, theta)
+
     def _rebalance(self, now: float) -> dict[int, float]:
-        """Choose the throttle theta that keeps the electrical power under the facility cap."""
-        cap = self.cfg.facility_cap_w
+        """Choose the throttle theta that keeps the electrical power under the cap's electrical limit."""
+        cap = self.electrical_cap_w(now)
         if not self.running:
-            self.theta = 1.0
+            if self.theta != 1.0:
+                self._set_theta(now, 1.0)
             return {}
         idle = self.node_idle
         cur_dyn = 0.0                                    # sum n * (level - idle) now
@@ -425,7 +489,7 @@ class PowerModel(RunModel):
             theta = 0.0
         if abs(theta - self.theta) < 1e-12:
             return {}
-        self.theta = theta
+        self._set_theta(now, theta)
         changed = {}
         for j, r in self.running.items():
             self._touch_energy(j, r, now)
@@ -500,6 +564,10 @@ class PowerModel(RunModel):
         # `timeseries` reuses this result instead of integrating the plant a second time); the last
         # interval is weighted by the part of it inside [t0, end]
         self.E_plant = 0.0
+        self._fac_samples = None
+        if self.theta < 1.0:
+            self.throttled_s += end - self._t_theta
+            self._t_theta = end
         self._cool_summary = None
         self._cool_cache = None
         if self.cool_cfg is not None and end > t0:
@@ -513,6 +581,7 @@ class PowerModel(RunModel):
             w = np.diff(np.minimum(edges, end))
             self.E_plant = float(np.sum(out["plant_w"] * w))
             fac = rack + self.chain.cdu_pumps_w + out["plant_w"]
+            self._fac_samples = (grid, fac)
             self._cool_summary = {"peak_facility_w": float(fac.max()),
                                   "mean_supply_c": float(np.average(out["secondary_supply_c"], weights=w)),
                                   "mean_return_c": float(np.average(out["secondary_return_c"], weights=w))}
@@ -636,8 +705,10 @@ class PowerModel(RunModel):
             out["mean_return_temp_c"] = self._cool_summary["mean_return_c"]
         else:
             out["peak_facility_power_w"] = self.peak_electrical_w
-        if math.isfinite(self.cfg.facility_cap_w):
-            out["facility_cap_w"] = self.cfg.facility_cap_w
+        if self.capped:
+            if self.cap.constant:
+                out["facility_cap_w"] = float(self.cap.values[0])
+            out["power_cap"] = cap_report(self)
         if self.notes:
             out["power_notes"] = list(self.notes)
         return out

@@ -43,7 +43,9 @@ means it needs the power model (the run gets ``power = True`` on the generic sys
 Workloads (`workloads`): a few dozen jobs on 16 units, generated with a fixed seed: ``mixed``
 (Poisson arrivals, sizes 1-16 skewed small, runtimes 1 s-2 h, requested times 0.6-3x the runtime so
 some jobs are killed, a few with no request), ``burst`` (every job at two instants: ties) and
-``exact`` (requested = runtime, so reservations are exact). A check takes about 0.05-0.5 s.
+``exact`` (requested = runtime, so reservations are exact). Every job also has a GPU count (= its
+size, for GPU allocation) and a ``job_class`` (30 % LLM training, for the LLM-aware policy). A check
+takes about 0.01-0.5 s.
 """
 from __future__ import annotations
 
@@ -238,9 +240,12 @@ def workloads(units: int = UNITS, seed: int = 7) -> dict[str, Workload]:
 
 def _make(name, submit, runtime, procs, req, rng) -> Workload:
     n = len(submit)
+    job_class = rng.choice(np.array(["hpc_batch", "llm_pretrain", "llm_finetune"], dtype=object), n,
+                           p=[0.7, 0.2, 0.1])
     return Workload.from_arrays(f"conformance-{name}", submit=submit, runtime=runtime, procs=procs,
                                 requested_time=req, user=rng.integers(0, 4, n), group=rng.integers(0, 2, n),
-                                columns={"gpus": np.asarray(procs, dtype=float)}, machine_size=UNITS)
+                                columns={"gpus": np.asarray(procs, dtype=float), "job_class": job_class},
+                                machine_size=UNITS)
 
 
 class _ByName(dict):

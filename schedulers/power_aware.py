@@ -1,9 +1,15 @@
 """`PowerAwareScheduler`: wrap any policy and refuse starts that would exceed a facility power cap.
 
-The wrapper asks the inner policy for its starts, then walks them **in the inner policy's order**,
-adding each job's projected power (``power_model.projected_facility_power_w``) to the running
-projection. It keeps the longest prefix of starts that stays under the cap at ``now`` and drops the
-first start that would cross it *and every start after it* in that pass.
+The cap is on the **facility** power: rack input (IT + conversion losses) + CDU pumps + cooling
+plant (`power.cap` explains the electrical limit that holds it at every sample). The wrapper asks
+the inner policy for its starts, then walks them **in the inner policy's order**, adding each
+job's full-speed electrical draw (``power_model.projected_full_speed_w``) to the projection. It
+keeps the longest prefix of starts whose projection stays under the electrical limit of the cap in
+force at ``now`` (``power_model.electrical_limit_for``) and refuses the first start that would cross
+it *and every start after it* in that pass. Every refused start is reported to the inner policy
+(``on_refused(now, job, reason)``, when it has the hook) and counted (``refused_starts``: the first
+refusal of a pass; ``refused_after``: the later starts of the pass cut with it): a refusal is never
+a silent drop.
 
 Guarantee (why a prefix): a backfilling policy such as EASY decides later starts assuming the
 earlier ones (notably the queue head) start now. If the head is refused for power, starting jobs
@@ -15,17 +21,19 @@ the next change of a time-varying cap). The wrapper never starts a job the inner
 choose, so node reservations of the inner policy remain valid. What it cannot guarantee: that the
 head starts at the inner policy's reservation time, since power, not nodes, may then be the
 binding resource. Progress: a job that exceeds the cap even on an otherwise idle machine is started
-when nothing else runs (counted in ``over_cap_starts``); combine with the power model's
-``facility_cap_w`` to have it throttled instead of exceeding the cap.
+when nothing else runs (counted in ``over_cap_starts``); the power model's throttle then holds the
+cap (the run's ``--power-cap`` is also the model's ``facility_cap_w``).
+
+The engine-level equivalent is the gate `power.capgate.PowerCapGate` (Gate protocol): same
+decisions, consulted by the engine itself.
 
 The power model: pass the same `power.model.PowerModel` instance that the simulation steps. When the
 wrapper is built by name (``--scheduler schedulers.power_aware:PowerAwareScheduler`` with options
 ``inner``, ``cap``, ``cooling_overhead``, or with ``hpctwin run --power on --power-cap W``),
-`twin.run.run` hands it the run's model after building the models. Its
-projection uses the machine's exact
-electrical power now (rack input + CDU pumps) plus each new job's full, unthrottled draw. The
-cooling plant, computed after the run, is not part of the projection; pass
-``cooling_overhead`` (a fraction, e.g. 0.03) to reserve head-room for it.
+`twin.run.run` hands it the run's model after building the models. ``cooling_overhead`` (a
+fraction, default 0) adds head-room on top of the limit, which already counts the cooling plant.
+A duck-typed model with only ``projected_facility_power_w(extra_nodes, job=...)`` is compared with
+the cap itself (no cooling bound).
 
 The cap: a constant (W) or a piecewise-constant series ``[(t0, w0), (t1, w1), ...]`` meaning
 ``w_i`` from ``t_i`` until ``t_{i+1}`` (before ``t0``: no cap). ``inf`` = no cap. Useful for a
@@ -38,39 +46,10 @@ from typing import Sequence
 
 import numpy as np
 
+from hpctwin.power.cap import PowerCap
 from hpctwin.schedulers.base import ClusterView, ForwardsFailureHooks, JobTable, Scheduler, Start
 
-
-class PowerCap:
-    """A facility power cap (W) that is constant or piecewise constant in time."""
-
-    def __init__(self, cap: float | Sequence[tuple[float, float]]):
-        if isinstance(cap, (int, float)):
-            if not (cap > 0):
-                raise ValueError(f"power cap must be > 0 W, got {cap!r}")
-            self.times = np.array([-math.inf])
-            self.values = np.array([float(cap)])
-        else:
-            pts = [(float(t), float(w)) for t, w in cap]
-            if not pts:
-                raise ValueError("power cap series is empty")
-            t = np.array([p[0] for p in pts])
-            w = np.array([p[1] for p in pts])
-            if np.any(np.diff(t) <= 0):
-                raise ValueError("power cap series: times must be strictly increasing")
-            if np.any(~(w > 0)):
-                raise ValueError("power cap series: every cap must be > 0 W (use inf for no cap)")
-            self.times = np.concatenate(([-math.inf], t))
-            self.values = np.concatenate(([math.inf], w))
-
-    def at(self, now: float) -> float:
-        """Cap (W) in force at ``now``."""
-        return float(self.values[np.searchsorted(self.times, now, side="right") - 1])
-
-    def next_change(self, now: float) -> float | None:
-        """Next time (> now) at which the cap changes, or None."""
-        k = np.searchsorted(self.times, now, side="right")
-        return float(self.times[k]) if k < len(self.times) else None
+__all__ = ["PowerAwareScheduler", "PowerCap"]     # PowerCap lives in power.cap; importable from here
 
 
 class PowerAwareScheduler(ForwardsFailureHooks, Scheduler):
@@ -97,12 +76,17 @@ class PowerAwareScheduler(ForwardsFailureHooks, Scheduler):
         self.cap = PowerCap(cap)
         self.cooling_overhead = float(cooling_overhead)
         self.name = f"power-aware({getattr(inner, 'name', type(inner).__name__)})"
-        self.refused = 0            # starts refused for power (counted per pass and job)
+        self.refused = 0            # first refused start of a pass (one per pass)
+        self.refused_after = 0      # later starts of the same pass cut with it
         self.over_cap_starts = 0    # jobs started on an idle machine although they exceed the cap
+        self._limits: dict[float, float] = {}
+        #: allocation units per node (GPU allocation: a job's share of a node's power)
+        self.units_per_node = 1
 
     def bind(self, jobs: JobTable, cluster: ClusterView) -> None:
         super().bind(jobs, cluster)
         self.inner.bind(jobs, cluster)
+        self.units_per_node = int(getattr(self.power_model, "units_per_node", 1) or 1)
 
     def _model(self):
         if self.power_model is None:
@@ -110,30 +94,54 @@ class PowerAwareScheduler(ForwardsFailureHooks, Scheduler):
                                "--power on (twin.run gives the wrapper the run's PowerModel)")
         return self.power_model
 
+    def _limit(self, model, cap_w: float) -> float:
+        if not hasattr(model, "electrical_limit_for"):
+            return cap_w                                  # a duck-typed model: the cap itself
+        if cap_w not in self._limits:
+            self._limits[cap_w] = float(model.electrical_limit_for(cap_w))
+        return self._limits[cap_w]
+
     def schedule(self, now: float, queue: np.ndarray, cluster: ClusterView) -> list[int | Start]:
         starts = list(self.inner.schedule(now, queue, cluster))
         cap = self.cap.at(now)
         if not starts or not math.isfinite(cap):
             return starts
-        kept: list[int | Start] = []
-        extra = 0.0
         model = self._model()
-        base = model.projected_facility_power_w(0)
-        for s in starts:
+        limit = self._limit(model, cap)
+        full = hasattr(model, "projected_full_speed_w")
+        base = model.full_speed_electrical_w() if full else model.projected_facility_power_w(0)
+        extra = 0.0
+        for k, s in enumerate(starts):
             j = int(s.job) if isinstance(s, Start) else int(s)
             n = len(s.nodes) if isinstance(s, Start) and s.nodes is not None else int(self.jobs.procs[j])
-            extra += model.projected_facility_power_w(n, job=j) - base
-            if (base + extra) * (1.0 + self.cooling_overhead) > cap:
-                if not kept and len(cluster.running_jobs) == 0:
+            n = n / self.units_per_node
+            if full:
+                extra += model.projected_full_speed_w(j, n) - base
+            else:
+                extra += model.projected_facility_power_w(n, job=j) - base
+            proj = (base + extra) * (1.0 + self.cooling_overhead)
+            if proj > limit * (1.0 + 1e-12):
+                if k == 0 and len(cluster.running_jobs) == 0:
                     # nothing runs: this job can never fit under the cap; start it rather than wait
-                    # forever (a facility_cap_w in the power model then throttles it)
+                    # forever (the power model's throttle then holds the cap)
                     self.over_cap_starts += 1
-                    kept.append(s)
                     continue
-                self.refused += 1
-                break
-            kept.append(s)
-        return kept
+                self._refuse(now, starts[k:], proj, limit)
+                return starts[:k]
+        return starts
+
+    def _refuse(self, now: float, cut: list, proj: float, limit: float) -> None:
+        """Report the refused start and the later starts cut with it to the inner policy."""
+        self.refused += 1
+        self.refused_after += len(cut) - 1
+        fn = getattr(self.inner, "on_refused", None)
+        first = int(getattr(cut[0], "job", cut[0]))
+        for s in cut:
+            j = int(getattr(s, "job", s))
+            reason = (f"power cap: projected {proj:,.0f} W at full speed > limit {limit:,.0f} W" if j == first
+                      else f"power cap: a start ranked before it (job index {first}) was refused")
+            if fn is not None:
+                fn(now, j, reason)
 
     def on_submit(self, now: float, job: int) -> None:
         self.inner.on_submit(now, job)
@@ -150,9 +158,7 @@ class PowerAwareScheduler(ForwardsFailureHooks, Scheduler):
 
     def describe(self) -> dict:
         d = {"name": self.name, "inner": self.inner.describe(), "cooling_overhead": self.cooling_overhead,
-             "refused_starts": self.refused, "over_cap_starts": self.over_cap_starts}
-        if len(self.cap.times) == 1:
-            d["cap_w"] = float(self.cap.values[0])
-        else:
-            d["cap_series"] = [(float(t), float(w)) for t, w in zip(self.cap.times[1:], self.cap.values[1:])]
+             "refused_starts": self.refused, "refused_after": self.refused_after,
+             "over_cap_starts": self.over_cap_starts}
+        d.update(self.cap.describe())
         return d

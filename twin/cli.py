@@ -207,6 +207,9 @@ def format_summary(s: dict) -> str:
                              ("peak_facility_power_w", "peak facility power", " W"), ("mean_pue", "mean PUE", "")):
         if key in s:
             rows.append((label, f(s[key], unit)))
+    if s.get("power_cap"):
+        from hpctwin.power.cap import cap_summary_line  # noqa: PLC0415
+        rows.append(("power cap", cap_summary_line(s["power_cap"])))
     fl = s.get("failures")
     if fl:
         rows.append(("node failures", f"{fl.get('node_failures')} ({fl.get('interruptions')} job interruptions, "

@@ -187,7 +187,7 @@ def _build_models(cfg: RunConfig, system: SystemSpec | None) -> list:
         if system is None or not system.power:
             raise RunConfigError("--power on needs a --system with a [power] table")
         from hpctwin.power.model import PowerModel  # noqa: PLC0415
-        models.append(PowerModel.from_system(system, cfg.options))
+        models.append(PowerModel.from_system(system, cfg.options, facility_cap_w=cfg.power_cap))
     if cfg.options.get("llm", {}).get("iteration"):
         if system is None or not system.network:
             raise RunConfigError("llm.iteration needs a --system with a [network] table")

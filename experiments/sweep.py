@@ -151,19 +151,26 @@ def _resolve_path(value: Any, base_dir: Path) -> Any:
 
 
 def _apply(cfg: dict, key: str, value: Any, where: str, base_dir: Path) -> None:
+    """Set ``key`` (a RunConfig field, an alias or ``options.PATH``) in ``cfg``, type- and
+    range-checked (`twin.options.run_field_schema`); ``where`` is ``file:line: [table]``."""
+    from hpctwin.twin.options import ConfigError, did_you_mean, run_field_schema  # noqa: PLC0415
     key = ALIASES.get(key, key)
     if key.startswith("options."):
         _set_dotted(cfg.setdefault("options", {}), key[len("options."):], value)
     elif key in RUN_FIELDS:
         if key == "options":
             if not isinstance(value, dict):
-                raise SweepError(f"{where}: options must be a table")
+                raise SweepError(f"{where} options: must be a table")
             cfg["options"] = _deep_merge(cfg.get("options", {}), value)
         else:
+            try:
+                value = run_field_schema()[key].check(value, f"{where} {key}")
+            except ConfigError as e:
+                raise SweepError(str(e)) from None
             cfg[key] = _resolve_path(value, base_dir) if key in ("workload", "system", "data_dir") else value
     else:
-        raise SweepError(f"{where}: unknown key {key!r}; known: {', '.join(RUN_FIELDS)}, "
-                         f"{', '.join(ALIASES)}, options.<path>, pricing")
+        raise SweepError(f"{where} {key}: unknown key{did_you_mean(key, RUN_FIELDS + list(ALIASES))}; known: "
+                         f"{', '.join(RUN_FIELDS)}, {', '.join(ALIASES)}, options.<path>, pricing")
 
 
 def _deep_merge(a: dict, b: dict) -> dict:
@@ -178,28 +185,42 @@ def _deep_merge(a: dict, b: dict) -> dict:
 
 def load_sweep(path: str | Path, out: str | Path | None = None) -> Sweep:
     """Parse and validate a sweep file (syntax and keys; see `preflight` for the deeper checks)."""
+    from hpctwin.twin.options import did_you_mean, toml_line, where  # noqa: PLC0415
     path = Path(path)
+    if path.is_dir():
+        raise SweepError(f"sweep file {path}: is a directory")
     try:
-        doc = tomllib.loads(path.read_text())
+        text = path.read_bytes().decode("utf-8-sig")
+        doc = tomllib.loads(text)
     except FileNotFoundError:
         raise SweepError(f"sweep file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise SweepError(f"sweep file {path}: cannot read: {e}") from None
     except tomllib.TOMLDecodeError as e:
         raise SweepError(f"{path}: not valid TOML: {e}") from None
     base_dir = path.parent.resolve()
+
+    def at(table: str, key: str | None = None) -> str:
+        return where(str(path), toml_line(text, table, key) or toml_line(text, table))
+
     bad = sorted(set(doc) - TOP_KEYS)
     if bad:
-        raise SweepError(f"{path}: unknown top-level key(s) {', '.join(map(repr, bad))}; known: "
-                         f"{', '.join(sorted(TOP_KEYS))}")
+        raise SweepError(f"{at(bad[0]) if toml_line(text, bad[0]) else at('', bad[0])}: {bad[0]}: unknown "
+                         f"top-level key{did_you_mean(bad[0], TOP_KEYS)}; known: {', '.join(sorted(TOP_KEYS))}")
+    for table in ("sweep", "base", "grid", "pricing"):
+        if table in doc and not isinstance(doc[table], dict):
+            raise SweepError(f"{at('', table)}: {table}: expected a table, got {doc[table]!r}")
     meta = doc.get("sweep", {})
     bad = sorted(set(meta) - SWEEP_KEYS)
     if bad:
-        raise SweepError(f"{path}: [sweep] unknown key(s) {', '.join(map(repr, bad))}; known: {', '.join(sorted(SWEEP_KEYS))}")
+        raise SweepError(f"{at('sweep', bad[0])}: [sweep] {bad[0]}: unknown key{did_you_mean(bad[0], SWEEP_KEYS)}; "
+                         f"known: {', '.join(sorted(SWEEP_KEYS))}")
     # ---- base
     base_cfg: dict = {"options": {}}
     for k, v in doc.get("base", {}).items():
         if k in ("out", "quiet"):
-            raise SweepError(f"{path}: [base] key {k!r} is set by the sweep, not the file")
-        _apply(base_cfg, k, v, f"{path}: [base]", base_dir)
+            raise SweepError(f"{at('base', k)}: [base] {k}: set by the sweep, not the file")
+        _apply(base_cfg, k, v, f"{at('base', k)}: [base]", base_dir)
     # ---- grid
     grid = doc.get("grid")
     points_list = doc.get("points")
@@ -255,7 +276,8 @@ def load_sweep(path: str | Path, out: str | Path | None = None) -> Sweep:
             ov.update({k: c for (k, _), c in zip(run_grid, combo)})
             cfg = copy.deepcopy(base_cfg)
             for k, v in ov.items():
-                _apply(cfg, k, v, f"{path}: " + (f"[[points]] #{i_e + 1}" if k in ex else "[grid]"), base_dir)
+                _apply(cfg, k, v, (f"{at('points', k)}: [[points]] #{i_e + 1}" if k in ex
+                                   else f"{at('grid', k)}: [grid]"), base_dir)
             full = asdict(RunConfig(**cfg))
             for k in ("out", "quiet"):
                 full.pop(k)
@@ -283,12 +305,17 @@ def preflight(sw: Sweep) -> None:
     from hpctwin.twin.run import load_workload  # noqa: PLC0415
     from hpctwin.twin.system import load_system  # noqa: PLC0415
 
+    from hpctwin.twin.options import validate_run_config  # noqa: PLC0415
     errors: list[str] = []
     checked: set = set()
     need_users: dict[str, str] = {}
     for p in sw.points:
         c = p.config
         where = f"point {p.index} ({_label(p)})"
+        try:                    # names, numbers and options keys, as the command line checks them
+            validate_run_config(RunConfig(**c), source=f"{sw.path}: {where}")
+        except ValueError as e:
+            errors.append(str(e))
         key = ("sched", c["scheduler"], c["order"], c["backfill"], json.dumps(c["options"].get("scheduler", {}), sort_keys=True, default=str))
         if key not in checked:
             checked.add(key)
@@ -436,6 +463,28 @@ def _under_mpi() -> bool:
     return MPI.Is_initialized() and MPI.COMM_WORLD.Get_size() > 1
 
 
+def _ignore_sigint() -> None:
+    """Worker initializer: a Ctrl-C goes to the whole process group; only the parent handles it
+    (it stops the workers), so the terminal shows one line, not a traceback per worker."""
+    import signal  # noqa: PLC0415
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _stop_workers(ex) -> None:
+    """Cancel queued points and end the running workers at once (their staging folders are never
+    published and are removed by the next invocation's `clean_stale`)."""
+    procs = list(getattr(ex, "_processes", {}).values()) if isinstance(getattr(ex, "_processes", None), dict) else []
+    for p in procs:
+        try:
+            p.terminate()
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+    try:
+        ex.shutdown(wait=False, cancel_futures=True)
+    except Exception:  # noqa: BLE001 - a broken pool
+        pass
+
+
 def make_executor(kind: str, workers: int):
     """(executor or None for serial, label)."""
     if kind == "auto":
@@ -449,7 +498,7 @@ def make_executor(kind: str, workers: int):
         # fork when it is safe (POSIX, no other thread in this process): the workers inherit the
         # imported engine and start at once; spawn otherwise (fresh interpreters)
         method = "fork" if ("fork" in mp.get_all_start_methods() and threading.active_count() == 1) else "spawn"
-        return (cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context(method)),
+        return (cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context(method), initializer=_ignore_sigint),
                 f"{n} local processes ({method})")
     if kind == "mpi":
         from mpi4py.futures import MPIPoolExecutor  # noqa: PLC0415
@@ -567,7 +616,7 @@ def execute(sw: Sweep, executor: str = "auto", workers: int = 1, quiet: bool = F
     except KeyboardInterrupt:
         prog.close()
         if ex is not None:
-            ex.shutdown(wait=False, cancel_futures=True)
+            _stop_workers(ex)
         print(f"\nsweep interrupted: {prog.done} of {len(sw.points)} points finished; run the same command "
               "again to resume", file=sys.stderr)
         raise
@@ -695,6 +744,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:           # outside the run loop (checks, tables): one line, no traceback
+        print("hpctwin sweep: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str] | None = None) -> int:
     a = build_parser().parse_args(argv)
     try:
         sw = load_sweep(a.sweep_file, a.out)

@@ -31,12 +31,12 @@ def write(tmp_path: Path, text: str, name: str = "s.toml") -> Path:
 
 @pytest.mark.parametrize("text,msg", [
     (SMALL + "\n[bogus]\nx = 1\n", "unknown top-level key"),
-    (SMALL.replace("nodes = 32\n", "nodes = 32\nspeed = 3\n"), r"\[base\]: unknown key 'speed'"),
+    (SMALL.replace("nodes = 32\n", "nodes = 32\nspeed = 3\n"), r"s.toml:7: \[base\] speed: unknown key \(did you mean 'seed'\?\)"),
     ("[base]\nnodes = 4\n[grid]\n", r"\[grid\] is empty"),
     ("[base]\nnodes = 4\n[grid]\nseed = []\n", "seed is an empty list"),
     ("[base]\nnodes = 4\n", "nothing to sweep"),
     ("[base]\nnodes = 4\n[grid]\npricing = ['x']\n", r"pricing names \['x'\] have no \[pricing.NAME\]"),
-    ("[sweep]\nnme = 1\n[grid]\nseed=[0]\n", r"\[sweep\] unknown key"),
+    ("[sweep]\nnme = 1\n[grid]\nseed=[0]\n", r"s.toml:2: \[sweep\] nme: unknown key \(did you mean 'name'\?\)"),
 ])
 def test_bad_sweep_files(tmp_path, text, msg):
     with pytest.raises(sw.SweepError, match=msg):
@@ -112,8 +112,10 @@ seed = [0]
 scheduler = "easy"
 [[points]]
 scheduler = "fcfs"
-"options.power.bogus" = 1
+workload = "broken.swf"
 """
+    # the second point's log exists (preflight passes) but is malformed: it fails when it runs
+    (tmp_path / "broken.swf").write_text("; MaxProcs: 8\n1 0 0 10 1 -1 -1 1 10 -1 1 1 1 -1 1 -1 -1 bogus\n")
     p = write(tmp_path, text.replace("SYSTEM", power_only_system("frontier", tmp_path)))
     assert sw.main([str(p), "-q"]) == 1
     err = capsys.readouterr().err
@@ -121,7 +123,7 @@ scheduler = "fcfs"
     df = pd.read_csv(tmp_path / "s.out" / "results.csv")
     assert df["status"].tolist() == ["ok", "failed"]
     fails = list((tmp_path / "s.out" / "failures").iterdir())
-    assert len(fails) == 1 and "bogus" in fails[0].read_text()
+    assert len(fails) == 1 and "broken.swf:2: field 18 (think): 'bogus' is not a number" in fails[0].read_text()
 
 
 def test_pricing_axis_prices_each_run_without_rerunning(tmp_path):

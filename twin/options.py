@@ -333,7 +333,9 @@ def validate_run_config(cfg, source: str = "command line") -> None:
         raise ConfigError(f"{flag('slurm_conf')}: a slurm.conf applies to --scheduler slurm only, not "
                           f"{cfg.scheduler!r}")
     fl = options.get("failures")
-    failures_on = isinstance(fl, dict) and bool(fl.get("enabled", False))
+    # the command line turns failures on with --failures on (which sets enabled); in a config file or
+    # a sweep a [failures] options table is on unless it says enabled = false (as twin.run reads it)
+    failures_on = isinstance(fl, dict) and bool(fl.get("enabled", source != "command line"))
     check_set_options(options, cfg.scheduler, failures=failures_on, power=bool(cfg.power),
                       network=bool(cfg.network), source="--set" if source == "command line" else source)
 
@@ -403,3 +405,19 @@ def nest_set_options(pairs: list[tuple[str, Any]], source: str = "--set") -> dic
                               else f"{source}: {key}: {key} is given a value and keys")
         d[parts[-1]] = value
     return out
+
+
+def run_field_schema() -> dict[str, Key]:
+    """The schema of every `twin.run.RunConfig` field (config files and sweeps set them by name)."""
+    return {
+        "workload": Key(str), "scheduler": Key(str), "order": Key(str, nullable=True),
+        "backfill": Key(str, choices=("none", "easy", "conservative"), nullable=True),
+        "system": Key(str, nullable=True), "nodes": Key(int, 1, MAX_UNITS, nullable=True),
+        "seed": Key(int, 0, MAX_SEED), "placement": Key(str), "network": Key(bool), "power": Key(bool),
+        "sample_dt": Key(float, 0.0, exclusive_min=True), "out": Key(str, nullable=True), "quiet": Key(bool),
+        "kill_at_walltime": Key(bool), "data_dir": Key(str, nullable=True), "estimate": Key(str),
+        "size_field": Key(str, choices=("auto", "requested", "allocated")),
+        "tau": Key(float, 0.0, exclusive_min=True), "power_cap": Key(float, 0.0, exclusive_min=True, nullable=True),
+        "allocation": Key(str, choices=("node", "gpu")), "gpus_per_node": Key(int, 1, 4096, nullable=True),
+        "options": Key("any"), "force": Key(bool), "allow_empty": Key(bool),
+    }

@@ -107,7 +107,7 @@ class SlurmScheduler(Scheduler):
 
     def __init__(self, config: SlurmConfig | None = None, accounts: AccountsSpec | None = None,
                  cpus_per_node: int | None = None, node_order: str = "time-fit",
-                 bf_poll: float = 1.0):
+                 bf_poll: float = 1.0, compiled: bool = True):
         self.cfg = config or SlurmConfig()
         self.accounts = accounts
         if node_order not in NODE_ORDERS:
@@ -118,6 +118,7 @@ class SlurmScheduler(Scheduler):
         if not bf_poll > 0:
             raise ValueError(f"slurm: bf_poll must be > 0 s, got {bf_poll}")
         self.bf_poll = float(bf_poll)
+        self.compiled = bool(compiled)
         cpn = cpus_per_node if cpus_per_node is not None else self.cfg.cpus_per_node
         self.cpn = int(cpn) if cpn else 1
         if self.cpn < 1:
@@ -304,6 +305,21 @@ class SlurmScheduler(Scheduler):
         self.bf_change = None                # first change after bf_last (time) or None
         self.bf_dirty = False                # change since the last *computed* cycle
         self.bf_on = sp.backfill
+        # the compiled cycle (schedulers.slurm_kernels) covers select/linear without per-user
+        # QOS limits, bf_max_job_part and bf_max_job_user; the Python cycle does the rest
+        self.use_kernel = (self.compiled and self.linear and not self.has_qos_limits
+                           and not sp.bf_max_job_part and not sp.bf_max_job_user)
+        self.W = (NN + 63) // 64
+        self.slot_of: dict[int, int] = {}
+        if self.use_kernel:
+            # running jobs in slots (at most one per node): used flag, expected end, job id and
+            # node words, read by the compiled cycle without per-cycle Python work
+            self.pm_words = np.stack([self._words(r) for r in self.pmask])
+            self.slot_used = np.zeros(NN, dtype=np.bool_)
+            self.slot_end = np.zeros(NN)
+            self.slot_id = np.zeros(NN, dtype=np.int64)
+            self.slot_words = np.zeros((NN, self.W), dtype=np.uint64)
+            self.free_slots = list(range(NN - 1, -1, -1))
 
     def _applied_priority(self, cfg: SlurmConfig):
         """The priority parameters that apply, as ``priority_p_init`` (priority_multifactor.c)
@@ -355,6 +371,10 @@ class SlurmScheduler(Scheduler):
             self.node_end[nodes] = -_INF
         self.run_end.pop(job, None)
         self.job_mask.pop(job, None)
+        slot = self.slot_of.pop(job, None)
+        if slot is not None:
+            self.slot_used[slot] = False
+            self.free_slots.append(slot)
         if self.has_qos_limits:
             self.running_uq[(int(self.juser[job]), int(self.jqos[job]))] -= 1
         if self.fs is not None:
@@ -528,6 +548,13 @@ class SlurmScheduler(Scheduler):
         for x in nodes.tolist():
             m |= 1 << x
         self.job_mask[j] = m
+        if self.use_kernel:
+            slot = self.free_slots.pop()
+            self.slot_of[j] = slot
+            self.slot_used[slot] = True
+            self.slot_end[slot] = now + float(self.est[j])
+            self.slot_id[slot] = self.job_id[j]
+            self.slot_words[slot] = self._words_of(nodes)
         self.applied.add(j)
         self.n_pending -= 1
         units = len(nodes) * self.cpn
@@ -619,9 +646,44 @@ class SlurmScheduler(Scheduler):
             x ^= low
         return out
 
+    def _words(self, mask: np.ndarray) -> np.ndarray:
+        """Bool node array -> uint64 words (bit i of word w = node 64 w + i)."""
+        b = np.zeros(self.W * 64, dtype=bool)
+        b[:len(mask)] = mask
+        return np.packbits(b, bitorder="little").view("<u8").astype(np.uint64)
+
+    def _words_of(self, nodes: np.ndarray) -> np.ndarray:
+        """Node indices -> uint64 words."""
+        w = np.zeros(self.W, dtype=np.uint64)
+        nodes = np.asarray(nodes, dtype=np.int64)
+        np.bitwise_or.at(w, nodes >> 6, np.left_shift(np.uint64(1), (nodes & 63).astype(np.uint64)))
+        return w
+
+    def _backfill_compiled(self, now: float, order: np.ndarray, prio: np.ndarray) -> list[Start]:
+        """`_backfill` by the compiled cycle (`schedulers.slurm_kernels.bf_cycle`)."""
+        from .slurm_kernels import bf_cycle  # noqa: PLC0415
+        sp = self.cfg.sched
+        pos, words, n_res = bf_cycle(
+            float(now), float(sp.bf_resolution), float(sp.bf_window), int(sp.bf_max_job_test),
+            int(sp.bf_job_part_count_reserve), int(sp.bf_max_job_start),
+            int(sp.bf_min_prio_reserve), float(sp.bf_min_age_reserve), int(self.NN),
+            self.node_end, self.slot_used, self.slot_end, self.slot_id, self.slot_words,
+            np.asarray(order, dtype=np.int64), self.req, self.tl, self.est, self.jpart,
+            np.asarray(prio, dtype=np.float64), self.submit, self.job_id, self.pm_words,
+            len(self.parts))
+        self.stats["reservations"] += int(n_res)
+        starts = []
+        NN = self.NN
+        for q in range(len(pos)):
+            bitsv = np.unpackbits(words[q].view(np.uint8), bitorder="little")[:NN]
+            starts.append(self._apply_start(now, int(order[pos[q]]), np.flatnonzero(bitsv)))
+        return starts
+
     def _backfill(self, now: float, order: np.ndarray, prio: np.ndarray) -> list[Start]:
         """One ``_attempt_backfill`` cycle (see the module docstring). Node sets are Python int
         bitsets; the map is two parallel lists (segment begins, available-node bitsets)."""
+        if self.use_kernel and len(order):
+            return self._backfill_compiled(now, order, prio)
         sp = self.cfg.sched
         res = sp.bf_resolution
         begin0 = math.floor(now / res) * res
@@ -790,7 +852,7 @@ class SlurmScheduler(Scheduler):
                 start = max(start_res, wr[0])
                 if start <= now:
                     if self.linear:     # _run_now -> _job_test on the idle available nodes
-                        nodes = wr[1]
+                        nodes = job_test(wr[1], need)
                         nodes_l = _bits(nodes)
                     else:
                         nodes_l = self._choose_now(avail & rs.idle, need, ns_b, ns_av)
@@ -813,7 +875,8 @@ class SlurmScheduler(Scheduler):
                     continue
                 st_slot = math.floor(start / res) * res
                 en_slot = math.floor((start + tlj) / res) * res   # end_reserve floored (22.05)
-                nodes = wr[1] if self.linear else self._choose_future(avail, need, wr[1], rs.C, rs.G)
+                nodes = (job_test(wr[1], need) if self.linear
+                         else self._choose_future(avail, need, wr[1], rs.C, rs.G))
                 lo_s = max(bisect_r(ns_b, st_slot) - 1, 0)
                 hi_s = bisect_l(ns_b, en_slot)
                 clash = False
@@ -847,10 +910,11 @@ class SlurmScheduler(Scheduler):
         return rs.T[m] if m < len(rs.T) else _INF
 
     def _will_run(self, rs, avail: int, need: int, now: float) -> tuple[float, int] | None:
-        """The select plugin's will-run test on ``avail``: (start, nodes bitset) under
-        select/linear (``_will_run_test``), (start, index m of the end group) under cons_tres."""
+        """The select plugin's will-run test on ``avail``: (start, the free nodes ``_job_test``
+        chooses from) under select/linear (``_will_run_test``), (start, index m of the end group)
+        under cons_tres; None if the job can never run on ``avail``."""
         if self.linear:
-            return rs.will_run(avail, need, now)
+            return rs.will_run_at(avail, need, now)
         m = rs.first_free(avail, need)
         return (rs.T[m], m) if m < len(rs.T) else None
 
@@ -983,7 +1047,19 @@ def make_slurm_scheduler(conf_path: str | None, options: dict | None) -> SlurmSc
     return SlurmScheduler(cfg, accounts=accounts,
                           cpus_per_node=int(cpn) if cpn is not None else None,
                           node_order=str(options.get("node_order", "time-fit")),
-                          bf_poll=float(options.get("bf_poll", 1.0)))
+                          bf_poll=float(options.get("bf_poll", 1.0)),
+                          compiled=_flag(options.get("compiled", True)))
+
+
+def _flag(v) -> bool:
+    """An option's true/false value (bool, 0/1, yes/no, true/false)."""
+    if isinstance(v, str):
+        if v.strip().lower() in ("1", "yes", "true", "on"):
+            return True
+        if v.strip().lower() in ("0", "no", "false", "off"):
+            return False
+        raise SlurmConfError(f"options: compiled: expected true/false, got {v!r}")
+    return bool(v)
 
 
 def _conformance_variants() -> dict[str, dict]:

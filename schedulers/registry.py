@@ -102,6 +102,9 @@ def make_scheduler(name: str, order: str | None = None, backfill: str | None = N
     if name == "slurm":
         from .slurm import make_slurm_scheduler  # noqa: PLC0415 - optional module
         return make_slurm_scheduler(options.pop("slurm_conf", None), options)
+    if name.startswith("exec:"):            # a process speaking the JSON-lines protocol (docs/protocol.md)
+        from .external import ExternalScheduler  # noqa: PLC0415
+        return ExternalScheduler(name[len("exec:"):], **options)
     if ":" in name:
         cls = _load_class(name)
     else:

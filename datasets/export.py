@@ -1,10 +1,37 @@
-"""``hpctwin export``: write a loaded workload as SWF, or a simulated schedule as a sacct dump.
+"""``hpctwin export``: write a loaded workload as SWF, or a simulated schedule as a sacct dump or as
+Batsim's jobs output.
 
 * ``hpctwin export swf --workload W --out FILE [--data-dir D]``: any workload the run command
   accepts (SWF path, registry name, ``synthetic:...``, ``sacct:FILE``) written as SWF v2.2.
 * ``hpctwin export sacct RUN_DIR --out FILE [--epoch UNIX_TIME]``: the run's ``jobs.csv`` as a
   ``sacct -P`` dump (pipe-separated, header line), so results can be compared with other tools.
   The epoch defaults to the workload's ``UnixStartTime`` recorded in the run's summary, else 0.
+* ``hpctwin export batsim RUN_DIR [--out FILE]`` (also ``hpctwin export --format batsim RUN_DIR``):
+  the run's jobs as Batsim's ``out_jobs.csv`` (default ``RUN_DIR/out_jobs.csv``), which evalys's
+  ``JobSet.from_csv`` reads (Gantt charts, utilisation, fragmentation).
+
+Batsim jobs output:
+
+Columns, in Batsim's order (``JobsTracer`` of batsim/src/export.cpp): ``job_id, workload_name,
+profile, submission_time, requested_number_of_resources, requested_time, success, final_state,
+starting_time, execution_time, finish_time, waiting_time, turnaround_time, stretch,
+allocated_resources, consumed_energy, metadata``. Times in seconds of the log clock; evalys's
+``JobSet.from_csv`` reads ``allocated_resources`` with ``procset.ProcSet.from_str``, i.e. Batsim's
+interval-set text: space-separated closed intervals ``"0-3 8"`` (hpctwin writes ``"0-3,8"``).
+
+Mapping from hpctwin's columns:
+
+* ``final_state``: ``completed`` -> ``COMPLETED_SUCCESSFULLY`` (``success`` 1); ``killed`` (at the
+  requested time) -> ``COMPLETED_WALLTIME_REACHED``; ``failed`` (node failure, not recovered) ->
+  ``COMPLETED_KILLED``; a job that never started -> ``REJECTED`` (times, allocation empty);
+  ``success`` is 0 for all but the first.
+* ``starting_time`` = first start, ``finish_time`` = end, ``execution_time`` = end - start (for a
+  requeued job this includes the time between its runs), ``waiting_time`` = start - submit,
+  ``turnaround_time`` = end - submit, ``stretch`` = turnaround / execution time (Batsim's stretch,
+  not the bounded slowdown).
+* ``consumed_energy``: the job's energy in joules when the power model was on, else -1 (Batsim's
+  value without energy).  ``profile`` is ``delay`` (a fixed-duration job, as Batsim's SWF
+  conversion makes them); ``metadata`` is empty.
 """
 from __future__ import annotations
 
@@ -12,7 +39,96 @@ import argparse
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+
+__all__ = ["main", "BATSIM_COLUMNS", "batsim_jobs", "write_batsim_jobs", "interval_set_text"]
+
+
+BATSIM_COLUMNS = ["job_id", "workload_name", "profile", "submission_time", "requested_number_of_resources",
+                  "requested_time", "success", "final_state", "starting_time", "execution_time", "finish_time",
+                  "waiting_time", "turnaround_time", "stretch", "allocated_resources", "consumed_energy", "metadata"]
+_STATES = {"completed": "COMPLETED_SUCCESSFULLY", "killed": "COMPLETED_WALLTIME_REACHED", "failed": "COMPLETED_KILLED"}
+_NEEDED = ("job_id", "submit", "start", "end", "procs", "requested_time", "status", "nodes")
+
+
+def interval_set_text(ranges: str) -> str:
+    """hpctwin's ``"0-3,8,10-11"`` as Batsim's interval set ``"0-3 8 10-11"``."""
+    return " ".join(p.strip() for p in str(ranges).split(",") if p.strip())
+
+
+def batsim_jobs(jobs: pd.DataFrame, workload_name: str = "w0", source: str = "jobs.csv") -> pd.DataFrame:
+    """The Batsim jobs table of an hpctwin ``jobs`` frame (see the module docstring for the mapping)."""
+    missing = [c for c in _NEEDED if c not in jobs.columns]
+    if missing:
+        raise ValueError(f"{source}: no column(s) {', '.join(missing)}; a run's jobs.csv has them "
+                         "(re-run with a current hpctwin)")
+    bad = sorted(set(jobs["status"].astype(str)) - set(_STATES))
+    if bad:
+        raise ValueError(f"{source}: field 'status': unknown value(s) {bad}; expected one of {sorted(_STATES)}")
+    st, en = jobs["start"].to_numpy(float), jobs["end"].to_numpy(float)
+    sub = jobs["submit"].to_numpy(float)
+    ran = np.isfinite(st)
+    execution = np.where(ran, en - st, np.nan)
+    turnaround = np.where(ran, en - sub, np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        stretch = np.where(ran & (execution > 0), turnaround / execution, np.nan)
+    state = jobs["status"].astype(str).map(_STATES).where(ran, "REJECTED")
+    energy = jobs["energy_j"].to_numpy(float) if "energy_j" in jobs.columns else np.full(len(jobs), -1.0)
+    out = pd.DataFrame({
+        "job_id": jobs["job_id"].to_numpy(),
+        "workload_name": workload_name,
+        "profile": "delay",
+        "submission_time": sub,
+        "requested_number_of_resources": jobs["procs"].to_numpy(),
+        "requested_time": jobs["requested_time"].to_numpy(float),
+        "success": (state == "COMPLETED_SUCCESSFULLY").astype(int).to_numpy(),
+        "final_state": state.to_numpy(),
+        "starting_time": np.where(ran, st, np.nan),
+        "execution_time": execution,
+        "finish_time": np.where(ran, en, np.nan),
+        "waiting_time": np.where(ran, st - sub, np.nan),
+        "turnaround_time": turnaround,
+        "stretch": stretch,
+        "allocated_resources": [interval_set_text(x) if r else ""
+                                for x, r in zip(jobs["nodes"].fillna("").astype(str), ran)],
+        "consumed_energy": np.where(np.isfinite(energy), energy, -1.0),
+        "metadata": "",
+    })
+    return out[BATSIM_COLUMNS]
+
+
+def write_batsim_jobs(run_dir: str | Path, out: str | Path | None = None) -> tuple[Path, int]:
+    """Write ``run_dir``'s jobs as Batsim's ``out_jobs.csv`` (default: ``RUN_DIR/out_jobs.csv``).
+
+    Returns (path, rows). The workload name is the run's workload (from summary.json), with
+    characters CSV or Batsim ids do not take (``,`` ``!`` spaces) replaced by ``_``."""
+    import json  # noqa: PLC0415
+    run_dir = Path(run_dir)
+    jobs_csv = run_dir / "jobs.csv"
+    if not jobs_csv.is_file():
+        raise FileNotFoundError(f"{jobs_csv}: not found (is {run_dir} a finished run folder?)")
+    summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").is_file() else {}
+    name = str(summary.get("workload") or "w0")
+    name = "".join("_" if ch in ",! \t\"'" else ch for ch in name)
+    df = pd.read_csv(jobs_csv, keep_default_na=False, na_values=[""])
+    table = batsim_jobs(df, name, source=str(jobs_csv))
+    path = Path(out) if out is not None else run_dir / "out_jobs.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(path, index=False, float_format="%.6f", lineterminator="\n")
+    return path, len(table)
+
+
+def _format_to_subcommand(argv: list[str] | None) -> list[str] | None:
+    """``--format batsim RUN`` / ``--format=batsim RUN`` -> ``batsim RUN`` (both spellings work)."""
+    if not argv:
+        return argv
+    argv = list(argv)
+    if argv[0] == "--format" and len(argv) > 1:
+        return [argv[1], *argv[2:]]
+    if argv[0].startswith("--format="):
+        return [argv[0].split("=", 1)[1], *argv[1:]]
+    return argv
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,7 +143,14 @@ def main(argv: list[str] | None = None) -> int:
     p_sacct.add_argument("run_dir")
     p_sacct.add_argument("--out", "-o", required=True)
     p_sacct.add_argument("--epoch", type=float, default=None, help="Unix time of the log's time 0")
-    a = ap.parse_args(argv)
+    p_bat = sub.add_parser("batsim", help="write a run's jobs as Batsim's out_jobs.csv (read by evalys)")
+    p_bat.add_argument("run_dir")
+    p_bat.add_argument("--out", "-o", default=None, help="CSV file (default: RUN_DIR/out_jobs.csv)")
+    a = ap.parse_args(_format_to_subcommand(argv))
+    if a.what == "batsim":
+        path, n = write_batsim_jobs(a.run_dir, a.out)
+        print(f"wrote {n} jobs to {path} (Batsim jobs output; evalys: JobSet.from_csv)")
+        return 0
     if a.what == "swf":
         from hpctwin.twin.run import load_workload  # noqa: PLC0415
         from .swf import write_swf  # noqa: PLC0415

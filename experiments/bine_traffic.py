@@ -336,35 +336,32 @@ def _write_tables(summary: pd.DataFrame, out: Path, caption: str) -> None:
 
 
 def _boxplot(df: pd.DataFrame, out: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """``reduction_boxplot.png``: one column-width panel per system, one box per collective (first Bine
+    vs classic pair of :data:`PAIRS`, every job with global traffic, all sizes pooled; the size
+    buckets are in the table). Boxes: quartiles; whiskers: 5th-95th percentiles."""
+    from hpctwin.twin.plot import figure, save_png  # noqa: PLC0415
 
     pairs = [(c, pl[0][0], pl[0][1]) for c, pl in PAIRS.items()]
     systems = list(dict.fromkeys(df["system"]))
-    fig, axes = plt.subplots(len(systems), len(pairs), figsize=(3.2 * len(pairs), 3.0 * len(systems)),
-                             squeeze=False, sharey=True)
+    fig, axes = figure(len(systems), 1, height_in=1.9 * len(systems) + 0.5, sharex=True)
     for i, sysname in enumerate(systems):
-        for j, (coll, b, c) in enumerate(pairs):
-            ax = axes[i][j]
+        ax = axes[i][0]
+        data, counts = [], []
+        for coll, b, c in pairs:
             sub = df[(df["system"] == sysname) & (df["collective"] == coll) & (df["bine"] == b)
                      & (df["classic"] == c) & (df["classic_global"] > 0)]
-            buckets = sorted(sub["bucket"].unique())
-            data = [sub.loc[sub["bucket"] == bk, "reduction_pct"].to_numpy() for bk in buckets]
-            if data:
-                ax.boxplot(data, showfliers=False)
-                ax.set_xticks(range(1, len(buckets) + 1),
-                              [f">={bk}" if bk == SIZE_BUCKETS[-1] else str(bk) for bk in buckets],
-                              rotation=90, fontsize=7)
-            ax.axhline(0, color="grey", lw=0.8)
-            ax.set_title(f"{sysname}: {coll}\n{b} vs {c}", fontsize=8)
-            if j == 0:
-                ax.set_ylabel("global-byte reduction (%)")
-            if i == len(systems) - 1:
-                ax.set_xlabel("job nodes (bucket)")
-    fig.tight_layout()
-    fig.savefig(out / "reduction_boxplot.png", dpi=120)
-    plt.close(fig)
+            data.append(sub["reduction_pct"].to_numpy())
+            counts.append(len(sub))
+        ax.boxplot([d if len(d) else [np.nan] for d in data], whis=(5, 95), showfliers=False, widths=0.6,
+                   medianprops={"color": "C3", "linewidth": 0.8})
+        ax.axhline(0, color="grey", lw=0.6)
+        ax.set_ylabel("global-byte\nreduction (%)")
+        ax.set_title(f"{sysname}: Bine vs classic, {max(counts) if counts else 0} jobs with global traffic", fontsize=7)
+    axes[-1][0].set_xticks(range(1, len(pairs) + 1))
+    axes[-1][0].set_xticklabels([c.replace("_", "-") for c, _, _ in pairs], rotation=30, ha="right", fontsize=6.5)
+    axes[-1][0].set_xlabel("collective (Bine vs classic pair as in the table; whiskers: 5th-95th pct.)")
+    fig.align_ylabels()
+    save_png(fig, out / "reduction_boxplot.png")
 
 
 def main(argv: list[str] | None = None) -> int:

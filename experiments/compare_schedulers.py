@@ -52,18 +52,42 @@ def caption(df: pd.DataFrame) -> str:
 
 
 def plot(df: pd.DataFrame, path: Path) -> None:
-    import matplotlib  # noqa: PLC0415
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
+    """Mean bounded slowdown per policy and log, at column width.
+
+    Bars on a linear axis from 1 (the smallest bounded slowdown) when the values span less than 30x;
+    otherwise one marker per log on a log axis (a bar on a log axis starts at an arbitrary floor,
+    so its length means nothing)."""
+    import numpy as np  # noqa: PLC0415
+
+    from hpctwin.twin.plot import figure, save_png  # noqa: PLC0415
     pivot = df.pivot(index="policy", columns="log", values="mean_bsld").reindex(df.policy.unique())
-    ax = pivot.plot.bar(figsize=(max(6, 1.1 * len(pivot)), 4), logy=True, rot=30)
-    ax.set_ylabel("mean bsld (tau = 10 s), log scale")
+    vals = pivot.to_numpy(dtype=float)
+    fin = vals[np.isfinite(vals)]
+    wide = len(pivot) * max(1, len(pivot.columns)) > 12
+    fig, ax = figure(height_in=2.6, width_in=7.16 if wide else 3.5)
+    ax = ax[0][0]
+    x = np.arange(len(pivot))
+    logscale = len(fin) > 0 and fin.max() / max(fin.min(), 1.0) > 30
+    width = 0.8 / max(1, len(pivot.columns))
+    for k, log in enumerate(pivot.columns):
+        off = (k - (len(pivot.columns) - 1) / 2) * width
+        label = log if len(str(log)) <= 30 else "..." + str(log)[-27:]
+        if logscale:
+            ax.plot(x + off, pivot[log].to_numpy(float), "o", ms=3.5, label=label)
+        else:
+            ax.bar(x + off, pivot[log].to_numpy(float) - 1.0, width, bottom=1.0, label=label)
+    if logscale:
+        ax.set_yscale("log")
+        ax.grid(axis="y", which="major", lw=0.3, alpha=0.5)
+        ax.set_ylabel("mean bounded slowdown\n(tau = 10 s; log scale)")
+    else:
+        ax.set_ylim(bottom=1.0)
+        ax.set_ylabel("mean bounded slowdown (tau = 10 s)")
+    ax.set_xticks(x)
+    ax.set_xticklabels(list(pivot.index), rotation=45, ha="right", fontsize=6)
     ax.set_xlabel("queue order + backfilling")
-    ax.set_title("Mean bounded slowdown per policy and log")
-    ax.legend(title="log", fontsize=8)
-    plt.tight_layout()
-    plt.savefig(path, dpi=150)
-    plt.close()
+    ax.legend(title="log", fontsize=6, title_fontsize=6)
+    save_png(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -193,24 +193,39 @@ def write_tables(df: pd.DataFrame, out: str | Path, by: Sequence[str], metrics: 
     return agg
 
 
-def bar_plot(agg: pd.DataFrame, by: Sequence[str], metric: str, path: str | Path, title: str = "") -> Path:
-    """PNG bar chart of ``metric`` per group with 95 % CI error bars."""
-    import matplotlib  # noqa: PLC0415
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
+def bar_plot(agg: pd.DataFrame, by: Sequence[str], metric: str, path: str | Path, title: str = "",
+             lower_bound: float | None = None) -> Path:
+    """PNG bar chart of ``metric`` per group with its 95 % CI, at column width (3.5 in; 7.16 in, two
+    columns, for more than 8 bars), on a linear axis from 0.
+
+    The interval is drawn as it is, except that it is clipped at the metric's physical lower bound
+    (``lower_bound``; default 1 for bounded slowdowns, 0 for a metric whose values are all >= 0,
+    e.g. waits in s): a mean of 50 s +- 80 s is drawn from 0 to 130 s, never below 0 s. The y label
+    carries the unit (from the metric's name suffix); a long title is wrapped, never cut.
+    """
+    import textwrap  # noqa: PLC0415
+
+    from hpctwin.twin.plot import figure, metric_label, save_png  # noqa: PLC0415
     labels = [" / ".join(str(r[c]) for c in by) for _, r in agg.iterrows()] if by else ["all"]
     y = agg[metric].to_numpy(dtype=float)
-    err = agg.get(f"{metric}_ci95")
-    err = None if err is None else np.nan_to_num(err.to_numpy(dtype=float), nan=0.0)
-    fig, ax = plt.subplots(figsize=(max(5.0, 0.45 * len(labels) + 2), 4))
-    ax.bar(np.arange(len(y)), y, yerr=err, capsize=3, color="#4c72b0")
-    ax.set_xticks(np.arange(len(y)))
-    ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=7)
-    ax.set_ylabel(metric)
+    ci = agg.get(f"{metric}_ci95")
+    ci = np.zeros_like(y) if ci is None else np.nan_to_num(ci.to_numpy(dtype=float), nan=0.0)
+    if lower_bound is None:
+        lower_bound = 1.0 if "bsld" in metric else (0.0 if np.all(y[np.isfinite(y)] >= 0) else None)
+    lo = ci if lower_bound is None else np.minimum(ci, np.maximum(y - lower_bound, 0.0))
+    wide = len(y) > 8
+    fig, ax = figure(height_in=2.6, width_in=7.16 if wide else 3.5)
+    ax = ax[0][0]
+    x = np.arange(len(y))
+    ax.bar(x, y, color="#4c72b0", width=0.7)
+    ax.errorbar(x, y, yerr=np.vstack([lo, ci]), fmt="none", ecolor="k", elinewidth=0.7, capsize=2)
+    ax.set_xticks(x)
+    ax.set_xticklabels(labels, rotation=45 if len(y) > 3 else 0, ha="right" if len(y) > 3 else "center",
+                       fontsize=6)
+    ax.set_ylabel(metric_label(metric))
+    ax.set_ylim(bottom=0)
     if title:
-        ax.set_title(title, fontsize=9)
-    fig.tight_layout()
+        ax.set_title("\n".join(textwrap.wrap(title, 90 if wide else 45)))
     path = Path(path)
-    fig.savefig(path, dpi=110, metadata={"Software": None})
-    plt.close(fig)
+    save_png(fig, path)
     return path

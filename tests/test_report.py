@@ -49,3 +49,42 @@ def test_summary_rows_flatten_nested_tables():
                                "notes": ["a"]}))
     assert rows["mean_wait_s"] == "12.5" and rows["failures.goodput"] == "0.75"
     assert rows["failures.regimes"] == '{"default": "requeue"}' and rows["notes"] == '["a"]'
+
+
+def test_summary_table_reads_with_units_and_no_absolute_paths():
+    from hpctwin.twin.report import summary_table
+    s = {"workload": "KTH-SP2", "workload_source": "/work/shared/datasets/KTH-SP2/KTH-SP2-1996-2.1-cln.swf.gz",
+         "system": "/tmp/x/y/frontier-no-network.toml", "mean_wait_s": 5719.6, "utilisation": 0.51659,
+         "mean_bsld": 215.8189, "energy_facility_kwh": 2301.77, "kill_at_walltime": True,
+         "jobs_skipped": {"runtime<=0": 3}, "failures": {"goodput": 0.75, "lost_unit_hours": 12.5},
+         "conventions": "wait = start - submit", "notes": ["read /work/shared/datasets/a.swf"], "odd_w": 3.0}
+    rows = summary_table(s)
+    d = {(sec, k): v for sec, k, v in rows}
+    assert d[("Run", "workload source")] == "KTH-SP2-1996-2.1-cln.swf.gz"
+    assert d[("Run", "system")] == "frontier-no-network.toml"
+    assert d[("Scheduling metrics", "mean wait")] == "5,720 s"
+    assert d[("Scheduling metrics", "utilisation")] == "51.66 %"
+    assert d[("Scheduling metrics", "mean bounded slowdown")] == "215.8"
+    assert d[("Energy and power", "facility energy")] == "2,302 kWh"
+    assert d[("Run", "kill at walltime")] == "yes" and d[("Run", "jobs skipped")] == "runtime<=0: 3"
+    assert d[("failures", "goodput")] == "0.75" and d[("failures", "lost_unit_hours")] == "12.5"
+    assert d[("Other", "odd_w")] == "3 W"
+    assert not any("/" in v for _, _, v in rows)
+    assert "conventions" not in {k for _, k, _ in rows}         # stated in the conventions box instead
+
+
+def test_report_has_no_absolute_paths_and_a_stepped_series(run_dir):
+    assert main([str(run_dir), "--window", "0:86400"]) == 0
+    text = (run_dir / "report.html").read_text()
+    assert str(run_dir.parent) not in text
+    assert "every sample drawn as a step" in text or "samples in 700 bins" in text
+    assert "<th colspan='2' class='sec'>Scheduling metrics</th>" in text
+
+
+def test_long_series_is_aggregated_not_drawn_point_by_point():
+    from hpctwin.twin.report import fig_util_queue
+    t = np.arange(1_950_000) * 15.0
+    u = (np.arange(1_950_000) % 97) / 97.0
+    img, how = fig_util_queue({"time": (t, "s"), "utilisation": (u, ""), "queue_length": (u * 10, "")})
+    assert img.startswith("data:image/png;base64,")
+    assert how.startswith("1,950,000 samples in 700 bins of") and "min..max" in how

@@ -210,7 +210,7 @@ def test_scheduler_that_overcommits_is_rejected():
         simulate([(1, 0, 5, 3, 5), (2, 0, 5, 3, 5)], 4, sched_obj=Greedy())
 
 
-@pytest.mark.parametrize("cmd, text", [("sweep", "sweep_file"), ("export", "{swf,sacct}"), ("topology", "show")])
+@pytest.mark.parametrize("cmd, text", [("sweep", "sweep_file"), ("export", "{swf,sacct,batsim}"), ("topology", "show")])
 def test_delegated_commands_take_their_own_help(capsys, cmd, text):
     with pytest.raises(SystemExit) as e:
         main([cmd, "--help"])

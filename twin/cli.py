@@ -307,7 +307,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_sys.set_defaults(func=cmd_systems)
     for name, helptext in (
             ("topology", "show a machine's interconnect (hpctwin topology show SYSTEM)"),
-            ("export", "export a workload as SWF or a schedule as sacct"),
+            ("export", "export a workload as SWF, a schedule as sacct or as Batsim's jobs output "
+                       "(hpctwin export --format batsim RUN)"),
+            ("plot", "figures of a run at paper column width (hpctwin plot gantt RUN [--window A:B])"),
             ("sweep", "run a sweep file (hpctwin sweep SWEEP.toml [--workers N])")):
         module = DELEGATES[name]
         p = sub.add_parser(name, help=helptext, add_help=False)
@@ -325,7 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: commands whose whole argument list is handed to another module's main(argv)
 DELEGATES = {"topology": "hpctwin.topology.show", "export": "hpctwin.datasets.export", "sweep": "hpctwin.experiments.sweep",
-             "report": "hpctwin.twin.report"}
+             "report": "hpctwin.twin.report", "plot": "hpctwin.twin.plot"}
 DELEGATES["serve"] = "hpctwin.twin.serving.cli"  # hpctwin serve --bundle DIR --out OUT (LLM serving, issue 16)
 
 

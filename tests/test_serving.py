@@ -140,8 +140,30 @@ def test_decode_fast_path_matches_stepping(tmp_path, monkeypatch):
     fast = simulate(trace, [inst(model, blocks=60, bs=4, budget=32, seqs=8)]).requests
     monkeypatch.setattr(Instance, "_decode_run", lambda self, t: False)
     slow = simulate(trace, [inst(model, blocks=60, bs=4, budget=32, seqs=8)]).requests
-    assert [r.first for r in fast] == pytest.approx([r.first for r in slow], abs=1e-12)
-    assert [r.last for r in fast] == pytest.approx([r.last for r in slow], abs=1e-12)
+    assert [r.first for r in fast] == pytest.approx([r.first for r in slow], rel=1e-12, abs=1e-12)
+    assert [r.last for r in fast] == pytest.approx([r.last for r in slow], rel=1e-12, abs=1e-12)
+    # the closed-form run and the vectorised one agree too
+    monkeypatch.undo()
+    monkeypatch.setattr(IterationModel, "decode_run", lambda self, *a: None)
+    vec = simulate(trace, [inst(model, blocks=60, bs=4, budget=32, seqs=8)]).requests
+    assert [r.last for r in vec] == pytest.approx([r.last for r in slow], rel=1e-12, abs=1e-12)
+
+
+def test_closed_form_decode_run_matches_profile(tmp_path):
+    """Real profile shape: the closed-form run reproduces summed per-iteration lookups (with skew)."""
+    rows = [{"prefill_chunk": 0, "kv_prefill": 0, "n_decode": nd, "kv_decode": kv, "time_us": 5 + nd * kv / 50}
+            for nd in (1, 2, 4, 8) for kv in (16, 32, 64, 128, 256)]
+    rows[1]["time_us"] = rows[2]["time_us"] + 1  # a dip, as measured profiles have at short contexts
+    prof = LayerProfile.load(write_profile(tmp_path / "p"))
+    prof.attention = AttentionTable.from_rows(rows)
+    m = IterationModel(TINY, prof, skew_alpha=0.1)
+    k, last_start, end = m.decode_run(0.0, 1e9, 6, 20, 300, 90)
+    dts = [m.iteration_s(6, 6, 0, 0, 6, 20 + j, 90 + j, 20 + j) for j in range(300)]
+    assert k == 300
+    assert end == pytest.approx(sum(dts), rel=1e-12)
+    assert last_start == pytest.approx(sum(dts[:-1]), rel=1e-12)
+    k2, _, end2 = m.decode_run(0.0, sum(dts[:10]) - 1e-9, 6, 20, 300, 90)
+    assert k2 == 10 and end2 == pytest.approx(sum(dts[:10]), rel=1e-12)
 
 
 @pytest.mark.parametrize("router", ["round_robin", "least_outstanding", "kv_aware"])

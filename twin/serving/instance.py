@@ -302,25 +302,35 @@ class Instance:
         if need > kv.free:
             return False
         kvd0 = sum(r.computed for r in run) // n
-        dts = self.model.decode_run_s(n, kvd0, steps, max(r.computed for r in run))
-        ends = self.t + np.cumsum(dts)
-        # iterations start at t, ends[0], ends[1], ...: keep those starting before t_limit
-        k = min(steps, 1 + int(np.searchsorted(ends, t_limit, side="left")))
-        if k < 2:
-            return False
-        end = float(ends[k - 1])
+        kvmax0 = max(r.computed for r in run)
+        closed = self.model.decode_run(self.t, t_limit, n, kvd0, steps, kvmax0)
+        if closed is not None:
+            k, last_start, end = closed
+            if k < 2:
+                return False
+            first_end = None
+        else:
+            dts = self.model.decode_run_s(n, kvd0, steps, kvmax0)
+            ends = self.t + np.cumsum(dts)
+            # iterations start at t, ends[0], ends[1], ...: keep those starting before t_limit
+            k = min(steps, 1 + int(np.searchsorted(ends, t_limit, side="left")))
+            if k < 2:
+                return False
+            end, last_start, first_end = float(ends[k - 1]), float(ends[k - 2]), float(ends[0])
         for r in run:
             if r.generated == 0:  # its prompt's last token ran as a 1-token step: that is its first token
-                r.first = float(ends[0])
+                if first_end is None:
+                    first_end = self.t + float(self.model.decode_run_s(n, kvd0, 1, kvmax0)[0])
+                r.first = first_end
             total = r.computed + k
             kv.allocate(r.uid, total, hashes=r.block_hashes(total, bs) if kv.caching else None, cache_upto=total)
             r.computed = total
             r.generated += k
             r.num_tokens += k
             r.last = end
-        self._last_start = float(ends[k - 2])
+        self._last_start = last_start
         self._last_end = end
-        self.busy_s += float(ends[k - 1] - self.t)
+        self.busy_s += end - self.t
         self.iterations += k
         self.tokens_decoded += k * n
         done = [r for r in run if r.generated >= r.output]

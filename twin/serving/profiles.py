@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import csv
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -369,6 +370,92 @@ class IterationModel:
         for name in self._per_seq:
             us += self.prof.per_sequence_us(name, seqs + pad)
         return self.token_parallel_s(max(tokens, padded_tokens)) + us * 1e-6 + self.ep_comm_s(padded_tokens)
+
+    def _decode_line(self, nd: int) -> tuple[list[float], list[float], list[float]] | None:
+        """One layer's pure-decode attention time (us) for ``nd`` decodes as a piecewise-linear function
+        of the mean context: (knots, values at the knots, slope of each segment incl. the one beyond the
+        last knot). None when it is not nondecreasing (then the vectorised path is used)."""
+        cache = self.__dict__.setdefault("_lines", {})
+        if nd in cache:
+            return cache[nd]
+        att = self.prof.attention
+        ln, hn, tn = _bracket(att.nd_vals, nd)
+        rows = []
+        for ndv in {att.nd_vals[ln], att.nd_vals[hn]}:
+            sl = att.slices.get((0, ndv))
+            if sl is None or not sl[1] or not sl[1][0][0] or sl[0][0] != 0:
+                cache[nd] = None
+                return None
+            rows.append(sl[1][0][0])
+        knots = sorted(set().union(*rows))
+        vals = [att.lookup(0, 0, nd, k) for k in knots]
+        if len(knots) < 2:
+            cache[nd] = None
+            return None
+        slopes = [(vals[i + 1] - vals[i]) / (knots[i + 1] - knots[i]) for i in range(len(knots) - 1)]
+        slopes.append(slopes[-1])
+        cache[nd] = (knots, vals, slopes)
+        return cache[nd]
+
+    def decode_run(self, t0: float, t_limit: float, nd: int, kvd0: int, steps: int, kvmax0: int
+                   ) -> tuple[int, float, float] | None:
+        """Closed-form run of up to ``steps`` pure-decode iterations of ``nd`` sequences (mean context
+        ``kvd0``, longest ``kvmax0``, both growing by one a step) starting at ``t0``, keeping those that
+        start before ``t_limit``: (iterations, start of the last one, end of the last one) in s.
+
+        Within a segment of the profile's kv grid each iteration time is ``A + B j``, so start times are
+        ``t0 + j A + B j (j - 1) / 2``: the run costs a few operations per grid segment, not per step.
+        None when the profile has no pure-decode rows (use `decode_run_s`)."""
+        line = self._decode_line(nd)
+        if line is None:
+            return None
+        knots, vals, slopes = line
+        L, alpha = self.shape.num_layers, self.skew_alpha
+        delta = kvmax0 - kvd0 if (alpha != 0.0 and nd > 1) else 0
+        fixed = self.token_parallel_s(nd) + 1e-6 * sum(self.prof.per_sequence_us(n, nd) for n in self._per_seq)
+
+        def seg(x: float) -> tuple[float, float, float]:
+            """value, slope at x and the next knot above x."""
+            if x < knots[0]:
+                return vals[0], 0.0, knots[0]
+            i = bisect.bisect_right(knots, x) - 1
+            nxt = knots[i + 1] if i + 1 < len(knots) else float("inf")
+            return vals[i] + (x - knots[i]) * slopes[i], slopes[i], nxt
+
+        done, t, x, last_start = 0, t0, float(kvd0), t0
+        while done < steps and t < t_limit:
+            v1, b1, n1 = seg(x)
+            a_us, b_us, m = v1, b1, n1 - x
+            if delta:
+                # skew blend only where the longest decode is slower (t_max > t_mean): g = t_max - t_mean
+                # is linear in the segment; cut the segment where g changes sign
+                v2, b2, n2 = seg(x + delta)
+                m = min(m, n2 - x - delta)
+                g0, gb = v2 - v1, b2 - b1
+                if g0 > 0 or (g0 == 0 and gb > 0):
+                    a_us, b_us = v1 + alpha * g0, b1 + alpha * gb
+                    if gb < 0:  # g > 0 for j < g0 / -gb
+                        m = min(m, max(1, math.ceil(g0 / -gb)))
+                elif gb > 0:  # g < 0 for j < -g0 / gb
+                    m = min(m, max(1, math.ceil(-g0 / gb)))
+            A, B = fixed + 1e-6 * L * a_us, 1e-6 * L * b_us
+            m = int(min(steps - done, max(1, -(-m // 1))))
+            # iterations j < m of this segment start at t + j A + B j (j - 1) / 2: keep those < t_limit
+            lo, hi = 1, m  # iteration 0 starts at t < t_limit
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if t + (mid - 1) * A + B * (mid - 1) * (mid - 2) / 2 < t_limit:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            c = lo
+            last_start = t + (c - 1) * A + B * (c - 1) * (c - 2) / 2
+            t = t + c * A + B * c * (c - 1) / 2
+            x += c
+            done += c
+            if c < m:
+                break
+        return done, last_start, t
 
     def decode_run_s(self, nd: int, kvd0: int, steps: int, kvmax0: int = 0) -> np.ndarray:
         """Times (s) of ``steps`` consecutive pure-decode iterations of ``nd`` sequences whose mean context

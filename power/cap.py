@@ -98,19 +98,19 @@ class PowerCap:
         return self.values[np.searchsorted(self.times, np.asarray(grid, dtype=float), side="right") - 1]
 
     def mean_on_grid(self, grid: np.ndarray, dt: float) -> np.ndarray:
-        """Time-average of the cap (W) over each interval ``[grid[k], grid[k] + dt)`` (inf where the
-        interval touches a period without cap): what an interval-mean power sample is compared with."""
+        """Time-average of the cap (W) over each interval ``[grid[k], grid[k] + dt)`` of a grid spaced
+        by ``dt`` (inf where the interval touches a period without cap): what an interval-mean power
+        sample is compared with."""
+        from hpctwin.power.stepseries import interval_means  # noqa: PLC0415
         g = np.asarray(grid, dtype=float)
         if self.constant:
             return np.full(len(g), float(self.values[0]))
-        out = np.zeros(len(g))
-        edges = np.concatenate((self.times[1:], [math.inf]))
-        for k, (t0, w) in enumerate(zip(self.times, self.values)):
-            t1 = edges[k]
-            overlap = np.clip(np.minimum(g + dt, t1) - np.maximum(g, t0), 0.0, None)
-            with np.errstate(invalid="ignore"):
-                out += np.where(overlap > 0, w * overlap, 0.0)
-        return out / dt
+        finite = np.isfinite(self.values)
+        vals = np.where(finite, self.values, 0.0)
+        edges = np.concatenate((g, [g[-1] + dt])) if len(g) else np.zeros(1)
+        means, uncapped = interval_means(self.times[1:], [np.diff(vals), np.diff((~finite).astype(float))],
+                                         [vals[0], float(not finite[0])], edges)
+        return np.where(uncapped > 0, np.inf, means)
 
     def next_change(self, now: float) -> float | None:
         """Next time (> now) at which the cap changes, or None."""

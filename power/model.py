@@ -589,8 +589,8 @@ class PowerModel(RunModel):
     def _component_means(self, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Interval means (W) of job, idle-node and conversion-loss power over ``edges``."""
         v = self.v0
-        jobs, idle, loss = ss.interval_means_many(self._t, [self._djobs, self._didle, self._dloss],
-                                                  [v[0], v[1], v[2]], self.t0, edges)
+        jobs, idle, loss = ss.interval_means(self._t, [self._djobs, self._didle, self._dloss],
+                                             [v[0], v[1], v[2]], edges)
         return jobs, idle, loss
 
     def _rack_means(self, edges: np.ndarray) -> np.ndarray:
@@ -672,7 +672,7 @@ class PowerModel(RunModel):
             c = np.zeros(0, dtype=np.int64)
             d = np.zeros(0)
         # jumps before t0 do not exist; the grid may start before t0 (idle values there)
-        return ss.interval_means_2d(t, c, d, self.cdu_v0, self.t0, edges)
+        return ss.interval_means(t, d, self.cdu_v0, edges, col=c)
 
     def summary(self) -> dict:
         self._require_final()

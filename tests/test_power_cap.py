@@ -193,9 +193,9 @@ def test_cap_series_is_applied_by_the_throttle_at_its_change_time():
 
 
 def test_power_cap_class_grid_means():
-    c = PowerCap([(10.0, 100.0), (20.0, 50.0)])
-    np.testing.assert_allclose(c.mean_on_grid(np.array([10.0, 15.0, 20.0]), 10.0), [100.0, 75.0, 50.0])
-    assert c.mean_on_grid(np.array([0.0]), 10.0)[0] == math.inf
+    c = PowerCap([(15.0, 100.0), (25.0, 50.0)])
+    np.testing.assert_allclose(c.mean_on_grid(np.array([10.0, 20.0, 30.0]), 10.0), [math.inf, 75.0, 50.0])
+    np.testing.assert_allclose(c.mean_on_grid(np.array([20.0, 30.0]), 10.0), [75.0, 50.0])
     assert PowerCap(5.0).describe() == {"cap_w": 5.0}
 
 

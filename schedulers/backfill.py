@@ -96,11 +96,15 @@ class QueueScheduler(Scheduler):
         if incremental:
             idle = self._easy_idle
             version = getattr(cluster, "version", None)
+            by_end = getattr(cluster, "running_by_end", None)
             if (idle is not None and version is not None and idle[0] == version
-                    and len(queue) >= idle[1] and int(queue[0]) == idle[2]):
+                    and len(queue) >= idle[1] and int(queue[0]) == idle[2]
+                    and by_end is not None and (not by_end or by_end[0][0] >= now)):
                 # Nothing started or ended since the last pass, which started nothing: the head and
                 # the reservation are the same, and every job already examined failed on rules that
                 # only get stricter as time passes. Only the jobs that arrived since can start.
+                # (Not when a running job is past its expected end: that end counts as now, so the
+                # shadow time and the extra units move with time.)
                 if len(queue) == idle[1]:
                     return []
                 starts = self._easy(now, int(queue[0]), queue[idle[1]:], free, [], cluster)

@@ -328,3 +328,34 @@ def test_async_scheduling_joins_the_step_after_next(const_model):
     i2 = Instance(0, const_model, BlockManager(100, 2), 4, 16, async_scheduling=True)
     c, d = simulate([req(0.0, 2, 1), req(1.5 * D, 2, 1)], [i2]).requests
     assert (d.queued, d.first) == pytest.approx((1.5 * D, 2.5 * D))
+
+
+def test_pd_disaggregation_hand_computed(const_model):
+    """Prefill on one instance (first token there), KV sent to the decode instance, decodes there."""
+    from hpctwin.twin.serving.pd import kv_transfer_s, simulate_pd
+    p, d = inst(const_model, iid=0), inst(const_model, iid=1)
+    res = simulate_pd([req(0.0, 2, 3)], [p], [d], link_GBps=1.0, latency_s=0.0)
+    r = res.requests[0]
+    x = kv_transfer_s(TINY, 2, link_GBps=1.0, latency_s=0.0)
+    assert x == pytest.approx(2 * 2 * 16 * 1 * 2 * 2 / 1e9)  # K+V x kv heads x head_dim x layers x bf16 x tokens
+    assert r.first == pytest.approx(D)
+    assert r.last == pytest.approx(D + x + 2 * D)
+    assert r.prefill_instance == 0 and r.instance == 1
+    assert p.tokens_prefilled == 2 and d.tokens_prefilled == 0
+    assert p.kv.free == p.kv.num_blocks and d.kv.free == d.kv.num_blocks
+    assert res.extra["kv_transferred_bytes"] == 2 * 2 * 16 * 1 * 2 * 2
+
+
+def test_pd_conservation(const_model):
+    from hpctwin.twin.serving.pd import simulate_pd
+    rng = random.Random(11)
+    trace = sorted((req(rng.uniform(0, 1), rng.randint(1, 30), rng.randint(1, 40)) for _ in range(120)),
+                   key=lambda r: r.arrival_s)
+    pre = [inst(const_model, blocks=40, bs=4, budget=32, seqs=8, iid=k) for k in range(2)]
+    dec = [inst(const_model, blocks=24, bs=4, budget=32, seqs=8, iid=2 + k) for k in range(2)]
+    res = simulate_pd(trace, pre, dec)
+    assert all(r.generated == t.output_tokens for r, t in zip(res.requests, trace))
+    assert sum(x.tokens_decoded for x in pre + dec) == sum(t.output_tokens for t in trace)
+    assert sorted(r.uid for x in pre + dec for r in x.finished) == list(range(120))
+    assert all(r.arrival <= r.first <= r.last for r in res.requests)
+    assert all(x.kv.free == x.kv.num_blocks for x in pre + dec)

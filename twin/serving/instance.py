@@ -38,7 +38,8 @@ from .profiles import IterationModel
 class Req:
     """A request's serving state (times in seconds on the simulation clock)."""
     __slots__ = ("uid", "arrival", "queued", "prompt", "output", "num_tokens", "computed", "generated",
-                 "first", "last", "preemptions", "hashes", "token_ids", "block_ids", "klass", "instance")
+                 "first", "last", "preemptions", "hashes", "token_ids", "block_ids", "klass", "instance",
+                 "transferred", "prefill_instance", "ready")
 
     def __init__(self, uid: int, arrival: float, prompt: int, output: int, token_ids=None, block_ids=None,
                  klass: int = 0) -> None:
@@ -52,6 +53,9 @@ class Req:
         self.hashes: list = []
         self.token_ids, self.block_ids, self.klass = token_ids, block_ids, klass
         self.instance = -1
+        self.transferred = 0           # tokens whose KV arrived from a prefill instance (P/D)
+        self.prefill_instance = -1
+        self.ready = arrival           # when it reached the instance that now holds it
 
     def block_hashes(self, upto_tokens: int, bs: int) -> list:
         """Chained hashes of the request's full blocks up to ``upto_tokens`` (prompt token ids when known;
@@ -90,12 +94,18 @@ class Instance:
     def __init__(self, iid: int, model: IterationModel, kv: BlockManager, max_num_seqs: int = 256,
                  max_num_batched_tokens: int = 2048, chunked_prefill: bool = True,
                  reserve_full_isl: bool = True, long_prefill_token_threshold: int = 0,
-                 async_scheduling: bool = False) -> None:
+                 async_scheduling: bool = False, role: str = "both") -> None:
         self.iid, self.model, self.kv = iid, model, kv
         self.max_num_seqs, self.budget = int(max_num_seqs), int(max_num_batched_tokens)
         self.chunked, self.reserve_full_isl = chunked_prefill, reserve_full_isl
         self.long_threshold = int(long_prefill_token_threshold)
         self.async_scheduling = bool(async_scheduling)
+        if role not in ("both", "prefill", "decode"):
+            raise ValueError(f"instance role must be both, prefill or decode, got {role!r}")
+        self.role = role
+        #: (time, request) of prompts this prefill instance finished, to hand to a decode instance
+        self.handoffs: list[tuple[float, "Req"]] = []
+        self.prefill_busy_s = 0.0      # iterations with prompt tokens (s)
         self._last_start = self._last_end = float("-inf")
         self._cutoff = 0.0
         self.waiting: deque[Req] = deque()
@@ -123,6 +133,17 @@ class Instance:
         # the engine core reads its input queue between steps: a request reaching a busy engine is
         # received (vLLM's queued_ts) when the step in flight ends
         r.queued = max(now, self.t)
+        r.ready = now
+        self.waiting.append(r)
+        self.outstanding += 1
+
+    def add_transferred(self, r: Req, now: float) -> None:
+        """A request whose prompt KV (``r.computed`` tokens) arrives from a prefill instance at ``now``."""
+        r.transferred = r.computed
+        r.instance = self.iid
+        r.ready = now
+        if not self.running and not self.waiting:
+            self.t = max(self.t, now)
         self.waiting.append(r)
         self.outstanding += 1
 
@@ -182,14 +203,14 @@ class Instance:
         kv, bs, caching = self.kv, self.kv.block_size, self.kv.caching
         while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             r = self.waiting[0]
-            if r.arrival > self._cutoff:
+            if r.ready > self._cutoff:
                 break
             hit: list[int] = []
             hashes = None
             if caching:
                 hashes = r.block_hashes(r.num_tokens, bs)
                 hit = kv.computed_blocks(hashes, r.num_tokens)
-            computed = len(hit) * bs
+            computed = max(len(hit) * bs, r.transferred)
             n = r.num_tokens - computed
             if 0 < self.long_threshold < n:
                 n = self.long_threshold
@@ -210,6 +231,7 @@ class Instance:
     def _preempt(self, r: Req) -> None:
         self.kv.release(r.uid)
         r.computed = 0
+        r.transferred = 0  # recomputed here
         r.preemptions += 1
         self.preemptions += 1
         self.waiting.appendleft(r)
@@ -257,9 +279,12 @@ class Instance:
     def complete(self, b: "Batch", end: float) -> None:
         """Apply an iteration's results at its end time ``end``: tokens, first/last times, finishes."""
         self.busy_s += end - self.t
+        if b.pc:
+            self.prefill_busy_s += end - self.t
         self.iterations += 1
         self.tokens_prefilled += b.pc
         done = []
+        handoff = []
         for r, n, _ in b.sched:
             if r.computed >= r.num_tokens:
                 r.generated += 1
@@ -271,8 +296,16 @@ class Instance:
                     done.append(r)
                 else:
                     r.num_tokens += 1
+                    if self.role == "prefill" and r.generated == 1:
+                        handoff.append(r)
         for r in done:
             self._finish(r)
+        for r in handoff:  # P/D: the prompt is done here; its KV goes to a decode instance
+            self.kv.release(r.uid)
+            self.running.remove(r)
+            self.outstanding -= 1
+            r.prefill_instance = self.iid
+            self.handoffs.append((end, r))
         if self.series is not None:
             self.series.append((end, len(self.running), len(self.waiting), self.kv.used, b.tokens))
         self.t = self._last_end = end
@@ -288,7 +321,7 @@ class Instance:
         """Advance a run of identical pure-decode iterations at once; False if the state does not allow it."""
         run = self.running
         n = len(run)
-        if n > self.budget or n < 1:
+        if n > self.budget or n < 1 or self.role == "prefill":
             return False
         for r in run:
             if r.num_tokens - r.computed != 1:

@@ -1,0 +1,90 @@
+"""Disaggregated prefill/decode serving (Splitwise, DistServe): a prefill pool and a decode pool.
+
+A request is routed to a prefill instance (role ``prefill``), which runs its prompt and produces the
+first token there (its TTFT); the prompt's KV cache is then sent to a decode instance chosen at that
+moment by the decode router, and the request joins that instance's queue when the transfer ends, with
+its prompt already computed (a preemption there recomputes it locally, as vLLM would).
+
+KV transfer (`kv_transfer_s`): ``2 x layers x KV heads x head_dim x bytes x tokens`` bytes, each of the
+``min(tp_prefill, tp_decode)`` rank pairs sending its shard over its own link, plus one link latency;
+sent after the prompt completes (no layer-wise overlap: an upper bound on the visible transfer).
+Default link: 25 GB/s per GPU, one 200 Gb/s HDR InfiniBand NIC per A100 as in the DGX A100 machines
+Splitwise evaluates (Patel et al., ISCA 2024; H100 machines have 400 Gb/s NDR: 50 GB/s).
+"""
+from __future__ import annotations
+
+import heapq
+from typing import Sequence
+
+from hpctwin.datasets.serving_traces import ServingRequest
+
+from .cluster import ROUTERS, ServingResult, make_requests
+from .instance import Instance
+from .models import ModelShape
+
+#: per-GPU link for KV transfers (GB/s, 1 GB = 1e9 B): 200 Gb/s HDR InfiniBand per A100 (DGX A100)
+DEFAULT_KV_LINK_GBPS = 25.0
+#: one link latency (s): a few microseconds for an RDMA write over one switch hop (order of magnitude)
+DEFAULT_KV_LINK_LATENCY_S = 5e-6
+
+
+def kv_transfer_s(shape: ModelShape, tokens: int, tp_prefill: int = 1, tp_decode: int = 1,
+                  link_GBps: float = DEFAULT_KV_LINK_GBPS, latency_s: float = DEFAULT_KV_LINK_LATENCY_S) -> float:
+    """Seconds to move the KV cache of ``tokens`` tokens from a prefill to a decode instance."""
+    nbytes = shape.kv_bytes_per_token(1) * tokens
+    return latency_s + nbytes / max(1, min(tp_prefill, tp_decode)) / (link_GBps * 1e9)
+
+
+def simulate_pd(trace: Sequence[ServingRequest], prefill: Sequence[Instance], decode: Sequence[Instance],
+                prefill_router: str = "least_loaded", decode_router: str = "least_loaded",
+                link_GBps: float = DEFAULT_KV_LINK_GBPS, latency_s: float = DEFAULT_KV_LINK_LATENCY_S
+                ) -> ServingResult:
+    """Serve ``trace`` on a prefill pool and a decode pool (results in trace order).
+
+    Prefill instances never wait for decode ones, so the loop advances the prefill pool to each
+    arrival, then delivers the finished prompts to the decode pool in time order."""
+    if not prefill or not decode:
+        raise ValueError("a disaggregated deployment needs at least one prefill and one decode instance")
+    for x in prefill:
+        x.role = "prefill"
+    for x in decode:
+        x.role = "decode"
+    pick_p, pick_d = ROUTERS[prefill_router](), ROUTERS[decode_router]()
+    reqs = make_requests(trace)
+    heap: list[tuple[float, int, object]] = []
+    tp_of = {x.iid: x.model.tp for x in prefill}
+    transferred_bytes = 0
+
+    def collect() -> None:
+        nonlocal transferred_bytes
+        for x in prefill:
+            for end, r in x.handoffs:
+                dt = kv_transfer_s(x.model.shape, r.computed, tp_of[x.iid], 1, link_GBps, latency_s)
+                transferred_bytes += x.model.shape.kv_bytes_per_token(1) * r.computed
+                heapq.heappush(heap, (end + dt, r.uid, r))
+            x.handoffs.clear()
+
+    def pump(t_limit: float) -> None:
+        collect()
+        while heap and heap[0][0] <= t_limit:
+            t, _, r = heapq.heappop(heap)
+            for d in decode:
+                d.advance_until(t)
+            pick_d(decode, r).add_transferred(r, t)
+        for d in decode:
+            d.advance_until(t_limit)
+
+    for i in sorted(range(len(reqs)), key=lambda i: (reqs[i].arrival, i)):
+        r = reqs[i]
+        for x in prefill:
+            x.advance_until(r.arrival)
+        pump(r.arrival)
+        pick_p(prefill, r).add(r, r.arrival)
+    for x in prefill:
+        x.drain()
+    pump(float("inf"))
+    for r in reqs:
+        if r.generated != r.output:
+            raise RuntimeError(f"request {r.uid} generated {r.generated} of {r.output} tokens")
+    insts = list(prefill) + list(decode)
+    return ServingResult(reqs, insts, max(x.t for x in insts), {"kv_transferred_bytes": transferred_bytes})

@@ -273,7 +273,9 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
         jid = values[col["jobid"]].strip()
         m = _JOBID_RE.match(jid)
         if not m:
-            raise SacctError(f"{p}:{lineno}: field JobID: {jid!r} is not a Slurm job id")
+            big = re.match(r"[0-9]{20,}", jid)
+            raise SacctError(f"{p}:{lineno}: field JobID: {jid[:40]!r} is "
+                             + ("out of range for a 64-bit integer" if big else "not a Slurm job id"))
         if m.group(4) is not None:
             skipped_steps += 1
             continue

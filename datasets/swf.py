@@ -104,22 +104,24 @@ def parse_swf_token(tok: str, k: int, where: str) -> float | int:
     label = f"{where}: field {k + 1} ({name})"
     if not _NUM_RE.match(tok):
         raise SWFError(f"{label}: {tok[:40]!r} is not a number")
-    if name not in _FLOAT_OK and _DIGITS_RE.match(tok):
-        if len(tok.lstrip("+-")) > 19 or not (_INT64_MIN <= (v := int(tok)) <= _INT64_MAX):
+    exact = name not in _FLOAT_OK and _DIGITS_RE.match(tok) is not None
+    if exact and len(tok.lstrip("+-")) > 19:
+        v: float | int = math.inf if name in _TIME_FIELDS else 0
+        if name not in _TIME_FIELDS:
             raise SWFError(f"{label}: {tok[:40]!r} is out of range for a 64-bit integer")
     else:
-        v = float(tok)
-        if not math.isfinite(v):
-            raise SWFError(f"{label}: {tok[:40]!r} is not finite")
-        if name not in _FLOAT_OK:
-            if v != int(v):
-                raise SWFError(f"{label}: {tok[:40]!r} is not an integer")
-            if not (_INT64_MIN <= int(v) <= _INT64_MAX):
-                raise SWFError(f"{label}: {tok[:40]!r} is out of range for a 64-bit integer")
-            v = int(v)
+        v = int(tok) if exact else float(tok)
+    if not exact and not math.isfinite(v):
+        raise SWFError(f"{label}: {tok[:40]!r} is not finite")
     if name in _TIME_FIELDS and abs(v) > MAX_SECONDS:
         raise SWFError(f"{label}: {tok[:40]!r} s is beyond {MAX_SECONDS:g} s (about 3,170 years)")
-    return v
+    if name in _FLOAT_OK:
+        return v
+    if v != int(v):
+        raise SWFError(f"{label}: {tok[:40]!r} is not an integer")
+    if not (_INT64_MIN <= int(v) <= _INT64_MAX):
+        raise SWFError(f"{label}: {tok[:40]!r} is out of range for a 64-bit integer")
+    return int(v)
 
 
 def _parse_lines(path: Path, lines: list[str], data_lineno: np.ndarray, extra: int = 0

@@ -350,6 +350,23 @@ def check_sample_grid(span_s: float, sample_dt: float, source: str = "--sample-d
                           f"{span_s / MAX_SAMPLES:.3g} s")
 
 
+def _empty_error(workload, why: str) -> ConfigError:
+    return ConfigError(f"{workload.source or workload.name}: workload {workload.name!r}: {why}; nothing to "
+                       "simulate (--allow-empty runs it anyway)")
+
+
+def check_loaded(cfg, workload) -> None:
+    """Right after loading: a workload without a single job (none in the file, or every record
+    dropped by the reader) is an error unless ``cfg.allow_empty`` (before the machine size is
+    looked for)."""
+    if len(workload) == 0 and not getattr(cfg, "allow_empty", False):
+        n = sum(workload.dropped.values())
+        if not n:
+            raise _empty_error(workload, "no job records (an empty or header-only file)")
+        raise _empty_error(workload, f"all {n} records were dropped or skipped ("
+                           + ", ".join(f"{k}: {v}" for k, v in workload.dropped.items()) + ")")
+
+
 def check_prepared(cfg, workload, prep) -> None:
     """Checks once the workload is loaded and filtered, before the engine allocates anything:
     a workload with nothing to simulate (unless ``cfg.allow_empty``), the sample grid's size,
@@ -358,15 +375,13 @@ def check_prepared(cfg, workload, prep) -> None:
     wl = prep.workload
     if len(wl) == 0 and not getattr(cfg, "allow_empty", False):
         records = len(workload) + sum(workload.dropped.values())
-        src = workload.source or workload.name
         if records == 0:
             why = "no job records (an empty or header-only file)"
         else:
             parts = {**workload.dropped, **prep.skipped}
             why = (f"all {records} records were dropped or skipped ("
                    + ", ".join(f"{k}: {v}" for k, v in parts.items()) + ")")
-        raise ConfigError(f"{src}: workload {workload.name!r}: {why}; nothing to simulate "
-                          "(--allow-empty runs it anyway)")
+        raise _empty_error(workload, why)
     if len(wl):
         end = float((wl.submit + wl.runtime).max())
         check_sample_grid(end - float(wl.submit.min()), float(cfg.sample_dt))

@@ -403,6 +403,8 @@ def simulate(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
         nodes_hint = cfg.nodes or (system.nodes if system else None)
         workload = load_workload(cfg.workload, data_dir=cfg.data_dir, seed=cfg.seed, nodes=nodes_hint,
                                  size_field=cfg.size_field, options=cfg.options.get("workload"))
+    from .options import check_loaded  # noqa: PLC0415
+    check_loaded(cfg, workload)              # an empty or header-only file says so (issue 14)
     if cfg.allocation not in ALLOCATIONS:
         raise RunConfigError(f"unknown allocation {cfg.allocation!r}; choose one of {', '.join(ALLOCATIONS)}")
     gpu_mode = cfg.allocation == "gpu"

@@ -223,37 +223,45 @@ def workloads(units: int = UNITS, seed: int = 7) -> dict[str, Workload]:
     req = (runtime * rng.uniform(0.6, 3.0, n)).round()
     req[rng.random(n) < 0.08] = np.nan
     req = np.where(np.isnan(req), np.nan, np.maximum(req, 1.0))
-    out["mixed"] = _make("mixed", submit, runtime, procs, req, rng)
+    out["mixed"] = _make("mixed", submit, runtime, procs, req, rng, units)
     n = 30
     submit = np.where(np.arange(n) < 18, 0.0, 600.0)
     runtime = rng.integers(1, 1500, n).astype(float)
     procs = rng.integers(1, units + 1, n)
     req = (runtime * rng.uniform(0.8, 2.0, n)).round()
-    out["burst"] = _make("burst", submit, runtime, procs, np.maximum(req, 1.0), rng)
+    out["burst"] = _make("burst", submit, runtime, procs, np.maximum(req, 1.0), rng, units)
     n = 36
     submit = np.cumsum(rng.exponential(200.0, n)).round()
     runtime = rng.integers(10, 3000, n).astype(float)
     procs = rng.integers(1, units + 1, n)
-    out["exact"] = _make("exact", submit, runtime, procs, runtime.copy(), rng)
+    out["exact"] = _make("exact", submit, runtime, procs, runtime.copy(), rng, units)
     return out
 
 
-def _make(name, submit, runtime, procs, req, rng) -> Workload:
+def _make(name, submit, runtime, procs, req, rng, units=UNITS) -> Workload:
     n = len(submit)
     job_class = rng.choice(np.array(["hpc_batch", "llm_pretrain", "llm_finetune"], dtype=object), n,
                            p=[0.7, 0.2, 0.1])
     return Workload.from_arrays(f"conformance-{name}", submit=submit, runtime=runtime, procs=procs,
                                 requested_time=req, user=rng.integers(0, 4, n), group=rng.integers(0, 2, n),
                                 columns={"gpus": np.asarray(procs, dtype=float), "job_class": job_class},
-                                machine_size=UNITS)
+                                machine_size=units)
+
+
+def units_of(name: str) -> int:
+    """Machine units of a workload name: ``mixed#4`` runs on 4 units, ``mixed`` on `UNITS`."""
+    _, _, units = name.partition("#")
+    return int(units) if units else UNITS
 
 
 class _ByName(dict):
-    """Workloads by name: ``mixed`` (seed 7) or ``mixed@K`` (the same generator with seed K)."""
+    """Workloads by name: ``mixed`` (seed 7), ``mixed@K`` (the same generator with seed K),
+    ``mixed@K#U`` or ``mixed#U`` (for a machine of U units)."""
 
     def __missing__(self, name: str) -> Workload:
-        base, _, seed = name.partition("@")
-        wl = workloads(seed=int(seed) if seed else 7)[base]
+        head, _, _ = name.partition("#")
+        base, _, seed = head.partition("@")
+        wl = workloads(units=units_of(name), seed=int(seed) if seed else 7)[base]
         self[name] = wl
         return wl
 
@@ -286,8 +294,8 @@ def _run(key: str, workload: str) -> Outcome:
     from hpctwin.twin.run import RunConfig, simulate  # noqa: PLC0415
     label, scheduler, order, backfill, options, run = json.loads(key)
     t0 = time.perf_counter()
-    cfg = RunConfig(workload=f"conformance-{workload.replace('@', '-seed')}", scheduler=scheduler, order=order, backfill=backfill,
-                    nodes=UNITS // GPUS_PER_NODE if run.get("allocation") == "gpu" else UNITS,
+    cfg = RunConfig(workload=f"conformance-{workload.replace('@', '-seed').replace('#', '-units')}", scheduler=scheduler, order=order, backfill=backfill,
+                    nodes=units_of(workload) // GPUS_PER_NODE if run.get("allocation") == "gpu" else units_of(workload),
                     options={"scheduler": options} if options else {}, **run)
     res = simulate(cfg, copy.deepcopy(_workloads()[workload]))
     return Outcome(res.jobs, res.summary, time.perf_counter() - t0)
@@ -424,7 +432,8 @@ def _engine(target: Target, workload: str, models=(), record: bool = False):
     new reservations) per scheduling pass."""
     from hpctwin.twin.run import job_table, prepare  # noqa: PLC0415
     from hpctwin.twin.simulation import Simulation  # noqa: PLC0415
-    prep = prepare(copy.deepcopy(_workloads()[workload]), UNITS, "conformance")
+    units = units_of(workload)
+    prep = prepare(copy.deepcopy(_workloads()[workload]), units, "conformance")
     sched = target.make()
     passes: list = []
     if record:
@@ -440,7 +449,7 @@ def _engine(target: Target, workload: str, models=(), record: bool = False):
             passes.append(view + ([int(getattr(s, "job", s)) for s in starts], new))
             return starts
         sched.schedule = schedule
-    sim = Simulation(job_table(prep), prep.workload.runtime, prep.kill_limit, sched, UNITS, models=list(models))
+    sim = Simulation(job_table(prep), prep.workload.runtime, prep.kill_limit, sched, units, models=list(models))
     return sim.run(), prep, sched, passes
 
 

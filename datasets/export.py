@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         write_swf(wl, a.out)
         print(f"wrote {len(wl)} jobs to {a.out}")
         return 0
-    from .sacct import export_sacct  # noqa: PLC0415
+    from .sacct import export_sacct, run_name_tables  # noqa: PLC0415
     run_dir = Path(a.run_dir)
     jobs_csv = run_dir / "jobs.csv"
     if not jobs_csv.exists():
@@ -168,6 +168,6 @@ def main(argv: list[str] | None = None) -> int:
         summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").exists() else {}
         epoch = float(summary.get("unix_start_time") or 0.0)
     df = pd.read_csv(jobs_csv, keep_default_na=False, na_values=[""])
-    n = export_sacct(df, a.out, epoch=epoch)
+    n = export_sacct(df, a.out, epoch=epoch, names=run_name_tables(run_dir))   # user/account names, not ids
     print(f"wrote {n} jobs to {a.out}")
     return 0

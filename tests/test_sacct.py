@@ -182,3 +182,23 @@ def test_replay_with_slurm_and_export(tmp_path):
     assert all(states[j] == "TIMEOUT" for j in killed)
     # no job of this dump overruns its limit; the log's outcome is kept (SWF code -> State)
     assert states[101] == "FAILED" and states[102] == "CANCELLED" and states[100] == "COMPLETED"
+
+
+def test_export_round_trips_user_account_partition_names(tmp_path):
+    """hpctwin run on a sacct dump, then hpctwin export sacct: names come back as text, not ids."""
+    from hpctwin.twin.cli import main  # noqa: PLC0415
+    dump = tmp_path / "names.sacct"
+    dump.write_text(
+        "JobID|JobIDRaw|Submit|Start|End|Elapsed|Timelimit|NNodes|NCPUS|NodeList|User|Account|Partition|State\n"
+        "1|1|2024-01-01T00:00:00|2024-01-01T00:01:00|2024-01-01T00:11:00|00:10:00|01:00:00|4|16|n[001-004]|alice|physics|batch|COMPLETED\n"
+        "2|2|2024-01-01T00:02:00|2024-01-01T00:20:00|2024-01-01T00:30:00|00:10:00|01:00:00|2|8|n[005-006]|bob|chem|gpu|COMPLETED\n")
+    run = tmp_path / "run"
+    assert main(["run", "-w", f"sacct:{dump}", "--nodes", "16", "-o", str(run), "-q"]) == 0
+    out = tmp_path / "back.sacct"
+    assert main(["export", "sacct", str(run), "-o", str(out)]) == 0
+    back = read_sacct(out)
+    assert back.columns["user_name"].tolist() == ["alice", "bob"]
+    assert back.columns["account_name"].tolist() == ["physics", "chem"]
+    assert back.columns["partition_name"].tolist() == ["batch", "gpu"]
+    # the simulated nodes read back as the same node ids (export writes n[0-3], n[4-5])
+    assert [r.tolist() for r in back.columns["recorded_nodes"]] == [[0, 1, 2, 3], [4, 5]]

@@ -359,3 +359,40 @@ def test_pd_conservation(const_model):
     assert sorted(r.uid for x in pre + dec for r in x.finished) == list(range(120))
     assert all(r.arrival <= r.first <= r.last for r in res.requests)
     assert all(x.kv.free == x.kv.num_blocks for x in pre + dec)
+
+
+def test_splitwise_and_distserve_tables(tmp_path):
+    from hpctwin.twin.serving.tables import DistServeIterationModel, SplitwiseIterationModel
+    p = tmp_path / "perf_model.csv"
+    p.write_text("model,hardware,prompt_size,batch_size,token_size,peak_power,average_power,prompt_time,token_time,"
+                 "e2e_time,tensor_parallel\n"
+                 "llama2-70b,a100-80gb,128,1,128,1,0.7,100,40,0,4\nllama2-70b,a100-80gb,128,1,128,1,0.7,110,40,0,4\n"
+                 "llama2-70b,a100-80gb,256,1,128,1,0.7,200,50,0,4\nllama2-70b,a100-80gb,512,1,128,1,0.7,400,60,0,4\n")
+    m = SplitwiseIterationModel(p, "llama2-70b", "a100-80gb", 4)
+    assert m.iteration_s(128, 1, 128, 0, 0, 0) == pytest.approx(0.105)          # median of 100 and 110 ms
+    assert m.iteration_s(384, 1, 384, 0, 0, 0) == pytest.approx(0.300)          # halfway 256..512
+    assert m.iteration_s(300, 2, 296, 0, 4, 10) == pytest.approx(1.1 * (0.2 + 44 / 256 * 0.2))  # mixed: 1.1 x prompt
+    assert m.iteration_s(256, 256, 0, 0, 256, 10) == pytest.approx(0.050)
+    with pytest.raises(ValueError, match="no rows for model='bloom-176b'"):
+        SplitwiseIterationModel(p, "bloom-176b", "a100-80gb", 8)
+    j = tmp_path / "c.json"
+    j.write_text('{"facebook/opt-13b": {"1": {"decoding_large_small_bs_threshold": 95, "prefill": [20, 0.1, 1e-5],'
+                 '"decoding_smallbs": [20, 0.001, 0.05], "decoding_largebs": [18, 0.0005, 0.1]}}}')
+    d = DistServeIterationModel(j, "facebook/opt-13b", 1)
+    assert d.iteration_s(1000, 1, 1000, 0, 0, 0) == pytest.approx((20 + 100 + 10) / 1e3)
+    assert d.iteration_s(10, 10, 0, 0, 10, 500) == pytest.approx((20 + 0.001 * 5000 + 0.5) / 1e3)
+    k, last, end = d.decode_run(0.0, 1e9, 10, 500, 5, 500)
+    assert k == 5 and end == pytest.approx(sum(d.decode_s(10, 10 * (500 + i)) for i in range(5)))
+
+
+def test_phase_energy(const_model, tmp_path):
+    from hpctwin.twin.serving.energy import PhasePower, instance_energy, read_splitwise_power
+    i = inst(const_model, budget=16, seqs=4)
+    simulate([req(0.0, 2, 3)], [i])  # 1 prefill iteration, 2 decode iterations of D each
+    e = instance_energy(i, 10 * D, PhasePower(10.0, 100.0, 50.0))
+    assert (e["prefill_s"], e["decode_s"], e["idle_s"]) == pytest.approx((D, 2 * D, 7 * D))
+    assert e["energy_j"] == pytest.approx(100 * D + 50 * 2 * D + 10 * 7 * D)
+    p = tmp_path / "constant.yaml"
+    p.write_text("_target_: x\nidle_power:\n  a100-80gb: 63\nprompt_power:\n  a100-80gb: 400\n"
+                 "token_power:\n  a100-80gb: 250\n")
+    assert read_splitwise_power(p) == {"a100-80gb": PhasePower(63.0, 400.0, 250.0)}

@@ -218,6 +218,20 @@ class LayerProfile:
         return max(0.001, v_lo + (activated - aes[lo]) * (v_hi - v_lo) / (aes[hi] - aes[lo]))
 
 
+def linear_run(t0: float, t_limit: float, steps: int, a: float, b: float) -> tuple[int, float, float]:
+    """Up to ``steps`` iterations of times ``a + b j`` from ``t0``, keeping those that start before
+    ``t_limit`` (iteration 0 always runs): (count, start of the last, end of the last), seconds."""
+    lo, hi = 1, max(1, steps)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if t0 + (mid - 1) * a + b * (mid - 1) * (mid - 2) / 2 < t_limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    c = lo
+    return c, t0 + (c - 1) * a + b * (c - 1) * (c - 2) / 2, t0 + c * a + b * c * (c - 1) / 2
+
+
 def skew_alpha_from_meta(meta_yaml: Path, tp: int) -> float:
     """``skew_fit.per_tp[tp].alpha_default`` of a profile's ``meta.yaml`` (0 when skew fitting is disabled
     or the file is absent). LLMServingSim falls back to this pooled alpha when the per-bucket table
@@ -441,16 +455,7 @@ class IterationModel:
             A, B = fixed + 1e-6 * L * a_us, 1e-6 * L * b_us
             m = int(min(steps - done, max(1, -(-m // 1))))
             # iterations j < m of this segment start at t + j A + B j (j - 1) / 2: keep those < t_limit
-            lo, hi = 1, m  # iteration 0 starts at t < t_limit
-            while lo < hi:
-                mid = (lo + hi + 1) // 2
-                if t + (mid - 1) * A + B * (mid - 1) * (mid - 2) / 2 < t_limit:
-                    lo = mid
-                else:
-                    hi = mid - 1
-            c = lo
-            last_start = t + (c - 1) * A + B * (c - 1) * (c - 2) / 2
-            t = t + c * A + B * c * (c - 1) / 2
+            c, last_start, t = linear_run(t, t_limit, m, A, B)
             x += c
             done += c
             if c < m:

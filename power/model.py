@@ -259,7 +259,6 @@ class PowerModel(RunModel):
         self.t_start = np.full(nj, np.nan)
         self.t_end = np.full(nj, np.nan)
         self.held = np.zeros(nj)        # s the job held nodes, over all its segments (requeues)
-        self.cap_violation_s = 0.0
         self._t_last_event = self.t0
         # change-point logs: scalar series and per-CDU heat
         self._lt: list[float] = []

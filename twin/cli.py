@@ -95,7 +95,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="inject node failures (twin.failures; options with --set failures.KEY=VALUE, e.g. "
                         "failures.node_mtbf_days=100)")
     p.add_argument("--power-cap", type=float, default=None, metavar="WATTS",
-                   help="facility power cap for the power-aware wrapper around the scheduler (needs --power on)")
+                   help="facility power cap (W: rack input + CDU pumps + cooling plant), held at every sample by "
+                        "refusing starts and throttling running jobs; the summary says if it could not be held "
+                        "(needs --power on)")
     p.add_argument("--sample-dt", type=float, default=15.0, help="time-series sampling step in seconds (default 15)")
     p.add_argument("--slurm-conf", default=None, help="slurm.conf-style file for --scheduler slurm")
     p.add_argument("--allow-empty", action="store_true",

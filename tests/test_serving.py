@@ -396,3 +396,42 @@ def test_phase_energy(const_model, tmp_path):
     p.write_text("_target_: x\nidle_power:\n  a100-80gb: 63\nprompt_power:\n  a100-80gb: 400\n"
                  "token_power:\n  a100-80gb: 250\n")
     assert read_splitwise_power(p) == {"a100-80gb": PhasePower(63.0, 400.0, 250.0)}
+
+
+def test_autoscaler_fixed_hand_computed(const_model):
+    """Fixed policy of 2 from 1 instance: a second one is started at the first tick and serves after
+    its cold start; GPU time is billed from the decision."""
+    from hpctwin.twin.serving.autoscale import FixedPolicy, simulate_autoscaled
+    trace = [req(float(t), 2, 2) for t in range(0, 40)]
+    res, log = simulate_autoscaled(trace, lambda iid: inst(const_model, iid=iid), FixedPolicy(2), 1, 4,
+                                   cold_start=5.0, interval_s=15.0)
+    assert log.times[:2] == [15.0, 30.0]
+    assert (log.active[0], log.starting[0]) == (1, 1) and log.active[1] == 2
+    served = {r.instance for r in res.requests if r.arrival >= 20.0}
+    assert served == {0, 1}
+    assert all(r.instance == 0 for r in res.requests if r.arrival < 20.0)
+    assert log.gpu_seconds == pytest.approx(res.makespan_s + (res.makespan_s - 15.0))
+
+
+@pytest.mark.parametrize("policy", ["util", "tps"])
+def test_autoscaler_bounds_and_conservation(const_model, policy):
+    """Never below the minimum nor above the cluster; every request finishes with its tokens."""
+    from hpctwin.twin.serving.autoscale import DecodeTPSPolicy, UtilizationPolicy, simulate_autoscaled
+    rng = random.Random(5)
+    trace = []
+    t = 0.0
+    while t < 400:
+        rate = 20.0 if 150 < t < 250 else 1.0  # a burst
+        t += rng.expovariate(rate)
+        trace.append(req(t, rng.randint(1, 20), rng.randint(1, 30)))
+    pol = UtilizationPolicy(0.6, window_s=60) if policy == "util" else DecodeTPSPolicy(100.0, window_s=60)
+    res, log = simulate_autoscaled(trace, lambda iid: inst(const_model, blocks=64, bs=4, budget=64, seqs=16,
+                                                               iid=iid), pol, 2, 6, cold_start=20.0,
+                                   interval_s=15.0)
+    tot = [a + s for a, s in zip(log.active, log.starting)]
+    assert min(tot) >= 2 and max(tot) <= 6
+    assert max(log.active) > 2  # the burst scaled the pool up
+    assert log.active[-1] <= 3  # and it came back down
+    assert all(r.generated == q.output_tokens for r, q in zip(res.requests, trace))
+    assert sorted(r.uid for x in res.instances for r in x.finished) == list(range(len(trace)))
+    assert 0 < log.busy_gpu_seconds <= log.gpu_seconds

@@ -143,6 +143,50 @@ def _check_nodes(nodes, capacity: int, what: str) -> int:
     return n
 
 
+def _links_per_pair(kind: str, g: int, routers: int, h: int, links_per_pair: int | None, arrangement: str,
+                    ports: str) -> int:
+    """Cables per group pair of a Dragonfly(+) with ``routers`` global-port switches of ``h`` ports per
+    group (``ports``: how the error names ``routers * h``); `TopologyError` for a bad arrangement or
+    more groups than the global ports can join."""
+    if arrangement not in ARRANGEMENTS:
+        raise TopologyError(f"unknown global link arrangement {arrangement!r}; choose one of {', '.join(ARRANGEMENTS)}")
+    if g > 1 and g - 1 > routers * h:
+        raise TopologyError(f"a {kind} with {g} groups needs at least {g - 1} global ports per group, "
+                            f"but a group has only {ports} = {routers * h}; at most {routers * h + 1} groups fit")
+    if links_per_pair is None:
+        return (routers * h) // (g - 1) if g > 1 else 0
+    return _positive_int("links_per_pair", links_per_pair)
+
+
+def _link_params(terminal_bandwidth: float, local_bandwidth: float, global_bandwidth: float,
+                 terminal_latency: float, local_latency: float, global_latency: float
+                 ) -> tuple[float, float, float, list[float]]:
+    """Validated (terminal, local, global) bandwidths (bytes/s) and latencies (s) of a Dragonfly(+)."""
+    bw_t = _positive_float("terminal_bandwidth", terminal_bandwidth)
+    bw_l = _positive_float("local_bandwidth", local_bandwidth)
+    bw_g = _positive_float("global_bandwidth", global_bandwidth)
+    lat = [_nonneg_float(n, v) for n, v in (("terminal_latency", terminal_latency),
+                                             ("local_latency", local_latency),
+                                             ("global_latency", global_latency))]
+    return bw_t, bw_l, bw_g, lat
+
+
+def _add_hosts(G: nx.Graph, H: int, p: int, per_group: int, label: str) -> list[int]:
+    """Hosts ``0..H-1``, ``p`` per switch ``(label, group, index)`` with ``per_group`` such switches
+    a group; returns each host's global switch index (terminal edges: `_add_terminals`)."""
+    sw = (np.arange(H) // p).tolist()
+    G.add_nodes_from((i, {"kind": "host", "group": s // per_group, "switch": (label, s // per_group, s % per_group),
+                          "coords": (s // per_group, s % per_group, i % p)})
+                     for i, s in enumerate(sw))
+    return sw
+
+
+def _add_terminals(G: nx.Graph, sw: list[int], per_group: int, label: str, bandwidth: float, latency: float) -> None:
+    G.add_edges_from((i, (label, s // per_group, s % per_group),
+                      {"kind": "terminal", "bandwidth": bandwidth, "latency": latency, "links": 1})
+                     for i, s in enumerate(sw))
+
+
 def dragonfly_graph(p: int, a: int, h: int, g: int, *, links_per_pair: int | None = None,
                     arrangement: str = "absolute", nodes: int | None = None,
                     terminal_bandwidth: float = 25e9, local_bandwidth: float = 25e9,
@@ -163,21 +207,9 @@ def dragonfly_graph(p: int, a: int, h: int, g: int, *, links_per_pair: int | Non
     a = _positive_int("a (switches per group)", a)
     h = _positive_int("h (global ports per switch)", h, minimum=0 if g == 1 else 1)
     g = _positive_int("g (groups)", g)
-    if arrangement not in ARRANGEMENTS:
-        raise TopologyError(f"unknown global link arrangement {arrangement!r}; choose one of {', '.join(ARRANGEMENTS)}")
-    if g > 1 and g - 1 > a * h:
-        raise TopologyError(f"a Dragonfly with {g} groups needs at least {g - 1} global ports per group, "
-                            f"but a group has only a*h = {a}*{h} = {a * h}; at most {a * h + 1} groups fit")
-    if links_per_pair is None:
-        m = (a * h) // (g - 1) if g > 1 else 0
-    else:
-        m = _positive_int("links_per_pair", links_per_pair)
-    bw_t = _positive_float("terminal_bandwidth", terminal_bandwidth)
-    bw_l = _positive_float("local_bandwidth", local_bandwidth)
-    bw_g = _positive_float("global_bandwidth", global_bandwidth)
-    lat = [_nonneg_float(n, v) for n, v in (("terminal_latency", terminal_latency),
-                                             ("local_latency", local_latency),
-                                             ("global_latency", global_latency))]
+    m = _links_per_pair("Dragonfly", g, a, h, links_per_pair, arrangement, f"a*h = {a}*{h}")
+    bw_t, bw_l, bw_g, lat = _link_params(terminal_bandwidth, local_bandwidth, global_bandwidth,
+                                         terminal_latency, local_latency, global_latency)
     cables = global_cables(g, a, h, m, arrangement)
     H = _check_nodes(nodes, g * a * p, f"a Dragonfly of {g} groups x {a} switches x {p} hosts")
 
@@ -185,15 +217,10 @@ def dragonfly_graph(p: int, a: int, h: int, g: int, *, links_per_pair: int | Non
     G.graph["topology"] = {"kind": "dragonfly", "p": p, "a": a, "h": h, "g": g, "links_per_pair": m,
                            "arrangement": arrangement, "hosts": H, "switches": g * a,
                            "terminal_bandwidth": bw_t, "local_bandwidth": bw_l, "global_bandwidth": bw_g}
-    sw = np.arange(H) // p
-    G.add_nodes_from((i, {"kind": "host", "group": int(s // a), "switch": ("sw", int(s // a), int(s % a)),
-                          "coords": (int(s // a), int(s % a), int(i % p))})
-                     for i, s in enumerate(sw.tolist()))
+    sw = _add_hosts(G, H, p, a, "sw")
     G.add_nodes_from((("sw", gg, r), {"kind": "switch", "role": "router", "group": gg, "index": r})
                      for gg in range(g) for r in range(a))
-    G.add_edges_from((i, ("sw", int(s // a), int(s % a)),
-                      {"kind": "terminal", "bandwidth": bw_t, "latency": lat[0], "links": 1})
-                     for i, s in enumerate(sw.tolist()))
+    _add_terminals(G, sw, a, "sw", bw_t, lat[0])
     G.add_edges_from((("sw", gg, r1), ("sw", gg, r2),
                       {"kind": "local", "bandwidth": bw_l, "latency": lat[1], "links": 1})
                      for gg in range(g) for r1 in range(a) for r2 in range(r1 + 1, a))
@@ -221,18 +248,9 @@ def dragonfly_plus_graph(groups: int, leaves: int, spines: int, hosts_per_leaf: 
     ns = _positive_int("spines (per group)", spines)
     p = _positive_int("hosts_per_leaf", hosts_per_leaf)
     h = _positive_int("global_per_spine", global_per_spine, minimum=0 if g == 1 else 1)
-    if arrangement not in ARRANGEMENTS:
-        raise TopologyError(f"unknown global link arrangement {arrangement!r}; choose one of {', '.join(ARRANGEMENTS)}")
-    if g > 1 and g - 1 > ns * h:
-        raise TopologyError(f"a Dragonfly+ with {g} groups needs at least {g - 1} global ports per group, "
-                            f"but a group has only spines*global_per_spine = {ns * h}; at most {ns * h + 1} groups fit")
-    m = ((ns * h) // (g - 1) if g > 1 else 0) if links_per_pair is None else _positive_int("links_per_pair", links_per_pair)
-    bw_t = _positive_float("terminal_bandwidth", terminal_bandwidth)
-    bw_l = _positive_float("local_bandwidth", local_bandwidth)
-    bw_g = _positive_float("global_bandwidth", global_bandwidth)
-    lat = [_nonneg_float(n, v) for n, v in (("terminal_latency", terminal_latency),
-                                             ("local_latency", local_latency),
-                                             ("global_latency", global_latency))]
+    m = _links_per_pair("Dragonfly+", g, ns, h, links_per_pair, arrangement, "spines*global_per_spine")
+    bw_t, bw_l, bw_g, lat = _link_params(terminal_bandwidth, local_bandwidth, global_bandwidth,
+                                         terminal_latency, local_latency, global_latency)
     cables = global_cables(g, ns, h, m, arrangement)
     H = _check_nodes(nodes, g * nl * p, f"a Dragonfly+ of {g} groups x {nl} leaves x {hosts_per_leaf} hosts")
 
@@ -241,17 +259,12 @@ def dragonfly_plus_graph(groups: int, leaves: int, spines: int, hosts_per_leaf: 
                            "hosts_per_leaf": p, "global_per_spine": h, "links_per_pair": m,
                            "arrangement": arrangement, "hosts": H, "switches": g * (nl + ns),
                            "terminal_bandwidth": bw_t, "local_bandwidth": bw_l, "global_bandwidth": bw_g}
-    lf = np.arange(H) // p
-    G.add_nodes_from((i, {"kind": "host", "group": int(s // nl), "switch": ("leaf", int(s // nl), int(s % nl)),
-                          "coords": (int(s // nl), int(s % nl), int(i % p))})
-                     for i, s in enumerate(lf.tolist()))
+    lf = _add_hosts(G, H, p, nl, "leaf")
     G.add_nodes_from((("leaf", gg, r), {"kind": "switch", "role": "leaf", "group": gg, "index": r})
                      for gg in range(g) for r in range(nl))
     G.add_nodes_from((("spine", gg, r), {"kind": "switch", "role": "spine", "group": gg, "index": r})
                      for gg in range(g) for r in range(ns))
-    G.add_edges_from((i, ("leaf", int(s // nl), int(s % nl)),
-                      {"kind": "terminal", "bandwidth": bw_t, "latency": lat[0], "links": 1})
-                     for i, s in enumerate(lf.tolist()))
+    _add_terminals(G, lf, nl, "leaf", bw_t, lat[0])
     G.add_edges_from((("leaf", gg, r1), ("spine", gg, r2),
                       {"kind": "local", "bandwidth": bw_l, "latency": lat[1], "links": 1})
                      for gg in range(g) for r1 in range(nl) for r2 in range(ns))

@@ -44,7 +44,7 @@ import math
 
 import numpy as np
 
-from hpctwin.topology.placement import Placer, _contiguous, groups_spanned
+from hpctwin.topology.placement import Placer, _contiguous, fewest_buckets, groups_spanned
 
 
 class ShapeError(ValueError):
@@ -124,27 +124,10 @@ class LLMPlacer(Placer):
         units = procs // r
         cap = cnt // r
         if r < procs and cap.sum() >= units:                   # 2. whole replicas per group
-            order = np.argsort(-cap, kind="stable")
-            cum = np.cumsum(cap[order])
-            k = int(np.searchsorted(cum, units))               # groups order[:k] full, then one more
-            take = {int(x): int(cap[x]) for x in order[:k]}
-            rest = units - (int(cum[k - 1]) if k else 0)
-            if rest:
-                cand = order[k:]
-                cand = cand[cap[cand] >= rest]
-                take[int(cand[np.argmin(cap[cand])])] = rest
-            parts = [self._in_group(grp, n_rep * r, free_mask) for grp, n_rep in take.items() if n_rep]
-            return np.sort(np.concatenate(parts)).astype(np.int64)
-        order = np.argsort(-cnt, kind="stable")                 # 3. fewest groups, node granularity
-        cum = np.cumsum(cnt[order])
-        k = int(np.searchsorted(cum, procs))
-        take = {int(x): int(cnt[x]) for x in order[:k]}
-        rest = procs - (int(cum[k - 1]) if k else 0)
-        if rest:
-            cand = order[k:]
-            cand = cand[cnt[cand] >= rest]
-            take[int(cand[np.argmin(cnt[cand])])] = rest
-        parts = [self._in_group(grp, n, free_mask) for grp, n in take.items() if n]
+            take = fewest_buckets(cap, units) * r
+        else:                                                   # 3. fewest groups, node granularity
+            take = fewest_buckets(cnt, procs)
+        parts = [self._in_group(int(grp), int(take[grp]), free_mask) for grp in np.flatnonzero(take)]
         return np.sort(np.concatenate(parts)).astype(np.int64)
 
     def _in_group(self, grp: int, n: int, free_mask: np.ndarray) -> np.ndarray:

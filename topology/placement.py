@@ -86,6 +86,24 @@ class Contiguous(Placer):
         return _contiguous(procs, free_mask)
 
 
+def fewest_buckets(cap: np.ndarray, need: int) -> np.ndarray:
+    """How much to take from each bucket (a free run, a group) so that ``need`` units come from the
+    fewest buckets: the largest buckets whole (descending capacity, ties by lower index), then the
+    remainder from the smallest remaining bucket that holds it (best fit). Returns an int64 array
+    of amounts per bucket; the caller ensures ``cap.sum() >= need``."""
+    order = np.argsort(-cap, kind="stable")
+    cum = np.cumsum(cap[order])
+    k = int(np.searchsorted(cum, need))         # buckets order[:k] whole, then part of one more
+    take = np.zeros(len(cap), dtype=np.int64)
+    take[order[:k]] = cap[order[:k]]
+    rest = need - (int(cum[k - 1]) if k else 0)
+    if rest:
+        cand = order[k:]
+        cand = cand[cap[cand] >= rest]
+        take[cand[np.argmin(cap[cand])]] = rest
+    return take
+
+
 def _contiguous(procs: int, free_mask: np.ndarray) -> np.ndarray:
     starts, lens = free_runs(free_mask)
     fit = np.flatnonzero(lens >= procs)
@@ -93,16 +111,7 @@ def _contiguous(procs: int, free_mask: np.ndarray) -> np.ndarray:
         best = fit[np.argmin(lens[fit])]  # argmin returns the first (lowest id) among ties
         s = starts[best]
         return np.arange(s, s + procs, dtype=np.int64)
-    order = np.argsort(-lens, kind="stable")
-    cum = np.cumsum(lens[order])
-    k = int(np.searchsorted(cum, procs))        # runs order[:k] whole, then part of one more
-    rest = procs - (int(cum[k - 1]) if k else 0)
-    take_run = np.zeros(len(starts), dtype=np.int64)   # nodes to take from the start of each run
-    take_run[order[:k]] = lens[order[:k]]
-    if rest:
-        cand = order[k:]
-        cand = cand[lens[cand] >= rest]
-        take_run[cand[np.argmin(lens[cand])]] = rest
+    take_run = fewest_buckets(lens, procs)      # nodes to take from the start of each run
     free_ids = np.flatnonzero(free_mask)
     run = np.searchsorted(starts, free_ids, side="right") - 1
     return free_ids[(free_ids - starts[run]) < take_run[run]].astype(np.int64)
@@ -123,19 +132,12 @@ class GroupPacked(Placer):
         if len(fits):
             grp = fits[np.argmin(cnt[fits])]
             return free_ids[fg == grp][:procs].astype(np.int64)
-        order = np.argsort(-cnt, kind="stable")
-        cum = np.cumsum(cnt[order])
-        k = int(np.searchsorted(cum, procs))
-        whole = order[:k]
-        rest = procs - (int(cum[k - 1]) if k else 0)
-        take = np.isin(fg, whole)
-        if rest:
-            cand = order[k:]
-            cand = cand[cnt[cand] >= rest]
-            last = cand[np.argmin(cnt[cand])]
-            in_last = np.flatnonzero(fg == last)[:rest]
-            take[in_last] = True
-        return free_ids[take].astype(np.int64)
+        take = fewest_buckets(cnt, procs)       # whole groups, then the lowest free ids of one more
+        full = (take == cnt) & (take > 0)
+        sel = full[fg]
+        for grp in np.flatnonzero((take > 0) & ~full).tolist():
+            sel[np.flatnonzero(fg == grp)[:take[grp]]] = True
+        return free_ids[sel].astype(np.int64)
 
 
 class Spread(Placer):

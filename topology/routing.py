@@ -97,13 +97,25 @@ class Router:
     term_up: np.ndarray
     term_down: np.ndarray
 
-    # ------------------------------------------------------------------ public
     #: network-part results kept by ``link_loads(..., cache=True)`` (most recently used first out)
     CACHE_SIZE = 4096
     #: True when `_network_pieces` depends on the traffic only through access-switch-level data
     #: (the key of `_switch_key`), so its result can be cached across host sets
     _switch_level = False
 
+    # ------------------------------------------------------------------ construction (subclasses)
+    def _bind_links(self, G: nx.Graph) -> dict:
+        """Index the graph's links (``n_links``, ``bandwidth``, ``link_kind``); returns the edge -> id map."""
+        self.links = _GraphLinks(G)
+        self.n_links, self.bandwidth, self.link_kind = self.links.n_links, self.links.bandwidth, self.links.kind
+        return self.links.eid
+
+    def _bind_terminals(self, eid: dict, switch_of) -> None:
+        """``term_up`` / ``term_down``: each host's link to / from ``switch_of(its access switch index)``."""
+        self.term_up = np.array([eid[(i, switch_of(int(s)))] for i, s in enumerate(self.host_acc)], dtype=np.int64)
+        self.term_down = self.term_up ^ 1
+
+    # ------------------------------------------------------------------ public
     def link_loads(self, traffic: Traffic, routing: str = "minimal", cache: bool = False,
                    sent: np.ndarray | None = None) -> LinkLoads:
         """Bytes on every directed link used by ``traffic`` (one round), as a sparse `LinkLoads`.
@@ -795,15 +807,12 @@ class DragonflyRouter(_GroupedRouter):
 
     def __init__(self, G: nx.Graph):
         t = G.graph["topology"]
-        self.links = _GraphLinks(G)
-        self.n_links, self.bandwidth, self.link_kind = self.links.n_links, self.links.bandwidth, self.links.kind
+        eid = self._bind_links(G)
         p, a, ng, H = t["p"], t["a"], t["g"], t["hosts"]
         self.n_hosts, self.n_groups, self.acc_per_group, self.n_acc = H, ng, a, ng * a
         self.host_acc = np.arange(H, dtype=np.int64) // p
         self.host_group = self.host_acc // a
-        eid = self.links.eid
-        self.term_up = np.array([eid[(i, ("sw", int(s // a), int(s % a)))] for i, s in enumerate(self.host_acc)], dtype=np.int64)
-        self.term_down = self.term_up ^ 1
+        self._bind_terminals(eid, lambda s: ("sw", int(s // a), int(s % a)))
         self.local_id = _link_table(eid, (((gg * a + r1, r2), (("sw", gg, r1), ("sw", gg, r2)))
                                           for gg in range(ng) for r1 in range(a) for r2 in range(a) if r1 != r2),
                                     (ng * a, a))
@@ -875,15 +884,12 @@ class DragonflyPlusRouter(_GroupedRouter):
 
     def __init__(self, G: nx.Graph):
         t = G.graph["topology"]
-        self.links = _GraphLinks(G)
-        self.n_links, self.bandwidth, self.link_kind = self.links.n_links, self.links.bandwidth, self.links.kind
+        eid = self._bind_links(G)
         p, nl, ns, ng, H = t["hosts_per_leaf"], t["leaves"], t["spines"], t["groups"], t["hosts"]
         self.n_hosts, self.n_groups, self.acc_per_group, self.n_acc, self.n_spines = H, ng, nl, ng * nl, ns
         self.host_acc = np.arange(H, dtype=np.int64) // p
         self.host_group = self.host_acc // nl
-        eid = self.links.eid
-        self.term_up = np.array([eid[(i, ("leaf", int(s // nl), int(s % nl)))] for i, s in enumerate(self.host_acc)], dtype=np.int64)
-        self.term_down = self.term_up ^ 1
+        self._bind_terminals(eid, lambda s: ("leaf", int(s // nl), int(s % nl)))
         pairs = [((gg * nl + l, s), (("leaf", gg, l), ("spine", gg, s))) for gg in range(ng) for l in range(nl) for s in range(ns)]
         self.up_id = _link_table(eid, pairs, (ng * nl, ns))
         self.down_id = np.where(self.up_id >= 0, self.up_id ^ 1, -1)
@@ -926,16 +932,13 @@ class FatTreeRouter(Router):
 
     def __init__(self, G: nx.Graph):
         t = G.graph["topology"]
-        self.links = _GraphLinks(G)
-        self.n_links, self.bandwidth, self.link_kind = self.links.n_links, self.links.bandwidth, self.links.kind
+        eid = self._bind_links(G)
         k, hpe, P, H = t["k"], t["hosts_per_edge"], t["pods"], t["hosts"]
         half = k // 2
         self.half, self.n_pods, self.n_hosts = half, P, H
         self.host_acc = np.arange(H, dtype=np.int64) // hpe
         self.host_group = self.host_acc // half
-        eid = self.links.eid
-        self.term_up = np.array([eid[(i, ("edge", int(e // half), int(e % half)))] for i, e in enumerate(self.host_acc)], dtype=np.int64)
-        self.term_down = self.term_up ^ 1
+        self._bind_terminals(eid, lambda e: ("edge", int(e // half), int(e % half)))
         self.edge_up = _link_table(eid, (((p * half + i, j), (("edge", p, i), ("agg", p, j)))
                                          for p in range(P) for i in range(half) for j in range(half)), (P * half, half))
         self.agg_up = _link_table(eid, (((p * half + j, c), (("agg", p, j), ("core", j, c)))
@@ -973,15 +976,12 @@ class LeafSpineRouter(Router):
 
     def __init__(self, G: nx.Graph):
         t = G.graph["topology"]
-        self.links = _GraphLinks(G)
-        self.n_links, self.bandwidth, self.link_kind = self.links.n_links, self.links.bandwidth, self.links.kind
+        eid = self._bind_links(G)
         p, nl, S, H = t["hosts_per_leaf"], t["leaves"], t["spines"], t["hosts"]
         self.n_hosts, self.n_leaves, self.n_spines = H, nl, S
         self.host_acc = np.arange(H, dtype=np.int64) // p
         self.host_group = self.host_acc.copy()
-        eid = self.links.eid
-        self.term_up = np.array([eid[(i, ("leaf", int(l)))] for i, l in enumerate(self.host_acc)], dtype=np.int64)
-        self.term_down = self.term_up ^ 1
+        self._bind_terminals(eid, lambda l: ("leaf", int(l)))
         self.up_id = _link_table(eid, (((l, s), (("leaf", l), ("spine", s))) for l in range(nl) for s in range(S)), (nl, S))
 
     def _network_pieces(self, traffic: Traffic, routing: str):

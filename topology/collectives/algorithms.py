@@ -258,6 +258,15 @@ def _rs_partners(kind: str, p: int, halving: bool, collective: str, name: str) -
     return xor_partners(p, halving=halving)
 
 
+def _own_block(p: int, nu: np.ndarray):
+    """Layout of rank r holding one block, its own ``nu[r]``, in slot ``nu[r]`` (-1 elsewhere)."""
+    def layout(r: int) -> np.ndarray:
+        out = np.full(p, -1, dtype=np.int64)
+        out[nu[r]] = 0
+        return out
+    return layout
+
+
 def _reduce_scatter(kind: str, halving: bool, name: str):
     def gen(p: int, root: int = 0) -> Schedule:
         _check_p(p)
@@ -266,12 +275,7 @@ def _reduce_scatter(kind: str, halving: bool, name: str):
         nu = block_numbering(P)
         inv = np.argsort(nu)
         steps = _rs_steps(P, nu, np.arange(p, dtype=np.int64))
-
-        def final(r: int) -> np.ndarray:
-            out = np.full(p, -1, dtype=np.int64)
-            out[nu[r]] = 0
-            return out
-        return Schedule("reduce_scatter", name, p, p, p, steps, lambda r: inv, final, p, 1,
+        return Schedule("reduce_scatter", name, p, p, p, steps, lambda r: inv, _own_block(p, nu), p, 1,
                         meta={"block_numbering": nu})
     return gen
 
@@ -285,12 +289,7 @@ def _allgather_butterfly(kind: str, halving: bool, name: str):
         nu = block_numbering(P)
         inv = np.argsort(nu)
         steps = _ag_steps(P, nu, np.arange(p, dtype=np.int64))
-
-        def init(r: int) -> np.ndarray:
-            out = np.full(p, -1, dtype=np.int64)
-            out[nu[r]] = 0
-            return out
-        return Schedule("allgather", name, p, p, p, steps, init, lambda r: inv, 1, p,
+        return Schedule("allgather", name, p, p, p, steps, _own_block(p, nu), lambda r: inv, 1, p,
                         meta={"block_numbering": nu})
     return gen
 

@@ -177,16 +177,12 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     out = Path(args.out) if args.out else Path("runs") / f"collectives_validate-p{p}.csv"
     colls = [c.strip() for c in args.collectives.split(",") if c.strip()]
-    for c in colls:
-        if c not in ALGORITHMS:
-            if rank == 0:
-                print(f"unknown collective {c!r}; supported: {', '.join(COLLECTIVES)}", file=sys.stderr)
-            return 2
     dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
-    for d in dtypes:
-        if d not in _DTYPES:
+    for what, names, known in (("collective", colls, COLLECTIVES), ("dtype", dtypes, list(_DTYPES))):
+        bad = [x for x in names if x not in known]
+        if bad:
             if rank == 0:
-                print(f"unknown dtype {d!r}; supported: {', '.join(_DTYPES)}", file=sys.stderr)
+                print(f"unknown {what} {bad[0]!r}; supported: {', '.join(known)}", file=sys.stderr)
             return 2
     blocks = [int(x) for x in args.block_elems.split(",") if x.strip()]
     cores = os.cpu_count() or 1

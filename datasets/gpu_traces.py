@@ -130,6 +130,7 @@ def _num(path: Path, df: pd.DataFrame, col: str, *, allow_empty: bool = False, i
     ok = ~np.isnan(v)
     if integer:
         _bad(path, df, ok & (v != np.round(v)), col, "not an integer")
+        _bad(path, df, ok & (np.abs(np.where(ok, v, 0.0)) > 2.0 ** 53), col, "out of range for an integer")
     if minimum is not None:
         _bad(path, df, ok & (v < minimum), col, f"below {minimum:g}")
     if maximum is not None:
@@ -341,6 +342,7 @@ def _slurm_like(p: Path, df: pd.DataFrame, name: str, *, has_type: bool, vc_col:
         jclass = np.full(len(df), UNKNOWN_CLASS, dtype=object)
     nodes_eff = np.where(np.isnan(nodes), 1.0, nodes)
     raw_id = df["job_id"].astype(str).str.strip().to_numpy(dtype=object)
+    _bad(p, df, pd.Series(raw_id).duplicated().to_numpy(), "job_id", "repeats an earlier job id")
     num = pd.to_numeric(pd.Series(raw_id), errors="coerce").to_numpy()
     job_id = (num.astype(np.int64) if len(num) and np.all(np.isfinite(num)) and len(np.unique(num)) == len(num)
               else np.arange(1, len(df) + 1))
@@ -355,6 +357,7 @@ def _slurm_like(p: Path, df: pd.DataFrame, name: str, *, has_type: bool, vc_col:
     wl = wl.take(keep)
     if dropped:
         wl.notes.append(f"{dropped} jobs never started or have no end time: dropped")
+        wl.dropped["never_started_or_unfinished"] = dropped
     wl.notes.append("procs = node_num (nodes); columns['gpus'] = gpu_num; times relative to the earliest "
                     f"submit (UnixStartTime {t0:.0f})")
     return wl
@@ -402,12 +405,13 @@ def read_philly(path: str | os.PathLike, *, name: str = "Philly") -> Workload:
     p = Path(path)
     if not p.exists():
         raise GPUTraceError(f"{p}: file not found")
-    opener = gzip.open if p.suffix == ".gz" else open
+    from .textio import read_text  # noqa: PLC0415 - gzip by magic bytes, BOM dropped
     try:
-        with opener(p, "rt") as f:
-            data = json.load(f)
+        data = json.loads(read_text(p, GPUTraceError))
     except json.JSONDecodeError as e:
         raise GPUTraceError(f"{p}:{e.lineno}: not valid JSON: {e.msg}") from None
+    except RecursionError:
+        raise GPUTraceError(f"{p}: JSON nested too deeply to be a job list") from None
     if not isinstance(data, list):
         raise GPUTraceError(f"{p}: expected a JSON list of jobs, got {type(data).__name__}")
 

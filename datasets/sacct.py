@@ -88,6 +88,8 @@ _FLOAT_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\Z
 _DUR_NUM_RE = re.compile(r"[0-9]{1,12}\Z")
 _SEC_RE = re.compile(r"[0-9]{1,12}(?:\.[0-9]*)?\Z")
 _INT64_MAX = 2 ** 63 - 1
+#: longest TRES list read (characters): a node's TRES list is a few hundred characters
+_MAX_TRES = 1 << 16
 #: largest accepted time or duration (s), as for SWF logs (about 3,170 years)
 MAX_SECONDS = 1e11
 
@@ -396,6 +398,9 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
         tres = field(values, "alloctres")
         if tres is None or not tres.strip():
             tres = field(values, "reqtres") or ""
+        if len(tres) > _MAX_TRES:
+            raise SacctError(f"{p}:{lineno}: field {'AllocTRES' if 'alloctres' in col else 'ReqTRES'}: "
+                             f"{len(tres):,} characters, longer than any TRES list")
         gl = _GPU_RE.findall(tres) if tres else []
         if any(len(x) > 9 for x in gl):
             raise SacctError(f"{p}:{lineno}: field {'AllocTRES' if 'alloctres' in col else 'ReqTRES'}: "

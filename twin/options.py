@@ -19,7 +19,7 @@ import difflib
 import inspect
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Iterable
 
 import numpy as np
@@ -303,6 +303,10 @@ def validate_run_config(cfg, source: str = "command line") -> None:
     def flag(name: str) -> str:
         return f"{source}: --{name.replace('_', '-')}" if source == "command line" else f"{source}: {name}"
 
+    schema = run_field_schema()
+    for f in fields(cfg):                    # types first: a config file can hold anything
+        if f.name in schema and f.name not in ("sample_dt", "nodes", "seed", "power_cap", "gpus_per_node"):
+            schema[f.name].check(getattr(cfg, f.name), flag(f.name))
     if not isinstance(cfg.workload, str) or not cfg.workload.strip():
         raise ConfigError(f"{flag('workload')}: empty workload (a file, a registry name, or synthetic)")
     if not isinstance(cfg.scheduler, str) or not cfg.scheduler.strip():

@@ -435,3 +435,22 @@ def test_autoscaler_bounds_and_conservation(const_model, policy):
     assert all(r.generated == q.output_tokens for r, q in zip(res.requests, trace))
     assert sorted(r.uid for x in res.instances for r in x.finished) == list(range(len(trace)))
     assert 0 < log.busy_gpu_seconds <= log.gpu_seconds
+
+
+def test_priority_classes_order_admission_and_preemption(const_model):
+    """Priority policy: a class-0 request overtakes queued class-1 ones; preemption hits class 1 first."""
+    a = ServingRequest(0.0, 2, 3, klass=1)
+    b = ServingRequest(0.0, 2, 3, klass=1)
+    c = ServingRequest(0.0, 2, 3, klass=0)
+    i = Instance(0, const_model, BlockManager(100, 2), 1, 64, policy="priority")
+    r = simulate([a, b, c], [i]).requests
+    assert r[2].first == pytest.approx(D)          # class 0 first although it arrived last
+    assert r[0].first == pytest.approx(4 * D)      # then FCFS within class 1
+    assert r[1].first == pytest.approx(7 * D)
+    # preemption: 3 blocks of 2 tokens; class-0 runner grows, the class-1 one is the victim
+    i2 = Instance(0, const_model, BlockManager(3, 2), 4, 64, policy="priority")
+    r2 = simulate([ServingRequest(0.0, 2, 3, klass=0), ServingRequest(0.0, 2, 3, klass=1)], [i2]).requests
+    assert r2[1].preemptions == 1 and r2[0].preemptions == 0
+    assert r2[0].last == pytest.approx(3 * D)
+    with pytest.raises(ValueError, match="fcfs or priority"):
+        Instance(0, const_model, BlockManager(3, 2), policy="edf")

@@ -94,7 +94,7 @@ class Instance:
     def __init__(self, iid: int, model: IterationModel, kv: BlockManager, max_num_seqs: int = 256,
                  max_num_batched_tokens: int = 2048, chunked_prefill: bool = True,
                  reserve_full_isl: bool = True, long_prefill_token_threshold: int = 0,
-                 async_scheduling: bool = False, role: str = "both") -> None:
+                 async_scheduling: bool = False, role: str = "both", policy: str = "fcfs") -> None:
         self.iid, self.model, self.kv = iid, model, kv
         self.max_num_seqs, self.budget = int(max_num_seqs), int(max_num_batched_tokens)
         self.chunked, self.reserve_full_isl = chunked_prefill, reserve_full_isl
@@ -103,6 +103,11 @@ class Instance:
         if role not in ("both", "prefill", "decode"):
             raise ValueError(f"instance role must be both, prefill or decode, got {role!r}")
         self.role = role
+        if policy not in ("fcfs", "priority"):
+            raise ValueError(f"scheduling policy must be fcfs or priority, got {policy!r}")
+        #: vLLM's ``policy="priority"``: waiting ordered by (class, arrival), lower class first; preemption
+        #: takes the lowest-priority running request (HyperFlexis-style multi-SLO classes use it)
+        self.priority = policy == "priority"
         #: (time, request) of prompts this prefill instance finished, to hand to a decode instance
         self.handoffs: list[tuple[float, "Req"]] = []
         self.prefill_busy_s = 0.0      # iterations with prompt tokens (s)
@@ -134,7 +139,7 @@ class Instance:
         # received (vLLM's queued_ts) when the step in flight ends
         r.queued = max(now, self.t)
         r.ready = now
-        self.waiting.append(r)
+        self._enqueue(r)
         self.outstanding += 1
 
     def add_transferred(self, r: Req, now: float) -> None:
@@ -144,8 +149,19 @@ class Instance:
         r.ready = now
         if not self.running and not self.waiting:
             self.t = max(self.t, now)
-        self.waiting.append(r)
+        self._enqueue(r)
         self.outstanding += 1
+
+    def _enqueue(self, r: Req) -> None:
+        if not self.priority:
+            self.waiting.append(r)
+            return
+        key = (r.klass, r.arrival, r.uid)
+        for k, q in enumerate(self.waiting):
+            if (q.klass, q.arrival, q.uid) > key:
+                self.waiting.insert(k, r)
+                return
+        self.waiting.append(r)
 
     def idle(self) -> bool:
         return not self.running and not self.waiting
@@ -185,7 +201,17 @@ class Instance:
                 if kv.allocate(r.uid, total, hashes=hashes, cache_upto=min(total, r.num_tokens)):
                     ok = True
                     break
-                victim = running.pop()
+                if self.priority:
+                    # vLLM V1 priority policy: the lowest-priority (largest value), latest-arriving runs
+                    victim = max(running, key=lambda q: (q.klass, q.arrival))
+                    vi = running.index(victim)
+                    running.pop(vi)
+                    if vi < i:  # already scheduled this step: give its tokens back
+                        j = next(k for k, e in enumerate(out) if e[0] is victim)
+                        budget += out.pop(j)[1]
+                        i -= 1
+                else:
+                    victim = running.pop()
                 self._preempt(victim)
                 preempted = True
                 if victim is r:
@@ -204,7 +230,11 @@ class Instance:
         while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             r = self.waiting[0]
             if r.ready > self._cutoff:
-                break
+                if not self.priority:
+                    break
+                r = next((q for q in self.waiting if q.ready <= self._cutoff), None)
+                if r is None:
+                    break
             hit: list[int] = []
             hashes = None
             if caching:
@@ -221,7 +251,10 @@ class Instance:
                 break
             if not kv.allocate(r.uid, computed + n, hit=hit, hashes=hashes, cache_upto=computed + n):
                 break
-            self.waiting.popleft()
+            if self.waiting[0] is r:
+                self.waiting.popleft()
+            else:
+                self.waiting.remove(r)
             r.computed = computed
             self.running.append(r)
             out.append((r, n, computed))
@@ -234,7 +267,10 @@ class Instance:
         r.transferred = 0  # recomputed here
         r.preemptions += 1
         self.preemptions += 1
-        self.waiting.appendleft(r)
+        if self.priority:
+            self._enqueue(r)
+        else:
+            self.waiting.appendleft(r)
 
     # ---- one iteration ------------------------------------------------------------------------
     def _step(self) -> None:

@@ -289,7 +289,9 @@ def test_inner_units_honoured_and_checked():
     res, _, _ = simulate([(1, 0, 10, 2, None)], 8, sched_obj=sched)
     assert res.nodes == ["5-6"]
     sched = GPUPackingScheduler(Fixed([5]), gpus_per_node=4)
-    with pytest.raises(ValueError, match=r"gave job index 0 \(2 GPUs\) units \[5\] that are not 2 free GPUs"):
+    # a policy's exception is a located engine error naming the policy, with its own message
+    with pytest.raises(SimulationError, match=r"scheduler gpu-pack\(fixed,best-fit\) raised at t=0.0: (.|\n)*"
+                       r"gave job index 0 \(2 GPUs\) units \[5\] that are not 2 free GPUs"):
         simulate([(1, 0, 10, 2, None)], 8, sched_obj=sched)
 
 
@@ -328,7 +330,13 @@ def test_hooks_forwarded():
     s.on_interrupt(4.0, 0)                          # inner without on_interrupt: its on_finish
     assert calls[-1] == ("finish", 0)
     assert s.next_wakeup(5.0) is None
-    GPUPackingScheduler("easy", gpus_per_node=2).on_requeue(3.0, 0)     # inner without the hook: no-op
+    class Bare:
+        name = "bare"
+
+        def schedule(self, now, queue, cluster):
+            return []
+
+    GPUPackingScheduler(Bare(), gpus_per_node=2).on_requeue(3.0, 0)     # inner without the hook: no-op
 
 
 def test_wrapper_bad_input():

@@ -37,6 +37,7 @@ class Cluster:
         self.version = 0
         self._slot: dict[int, int] = {}
         self._nodes: dict[int, np.ndarray] = {}
+        self._key: dict[int, tuple[float, int, int]] = {}     # job -> its running_by_end entry
         #: running jobs as (expected end, job, units), sorted: EASY walks it for the shadow time
         self.running_by_end: list[tuple[float, int, int]] = []
         #: units out of service; a down group of units is held by the pseudo-job ``pseudo_base + first unit``
@@ -84,7 +85,7 @@ class Cluster:
     # ------------------------------------------------------------------ mutation (simulation only)
     def first_free(self, procs: int) -> np.ndarray:
         """The ``procs`` lowest-numbered free units (first-fit)."""
-        return np.flatnonzero(self._free_mask)[:procs]
+        return self._free_mask.nonzero()[0][:procs]
 
     def allocate(self, job: int, nodes: np.ndarray, start: float, expected_end: float,
                  checked: bool = False) -> None:
@@ -104,21 +105,29 @@ class Cluster:
                                     "are already in use")
         if job in self._slot:
             raise CapacityError(f"job index {job} is already running")
-        self._free_mask[nodes] = False
-        self.node_job[nodes] = job
-        self._free -= len(nodes)
+        k = len(nodes)
+        lo = int(nodes[0]) if k else 0
+        if k and int(nodes[-1]) - lo + 1 == k:  # one contiguous range: slices, not fancy indexing
+            self._free_mask[lo:lo + k] = False
+            self.node_job[lo:lo + k] = job
+        else:
+            self._free_mask[nodes] = False
+            self.node_job[nodes] = job
+        self._free -= k
         n = self._n
         if n == len(self._job):
             for name in ("_job", "_procs", "_start", "_end"):
                 a = getattr(self, name)
                 setattr(self, name, np.concatenate((a, np.empty_like(a))))
         self._job[n] = job
-        self._procs[n] = len(nodes)
+        self._procs[n] = k
         self._start[n] = start
         self._end[n] = expected_end
         self._slot[job] = n
         self._nodes[job] = nodes
-        insort(self.running_by_end, (float(expected_end), int(job), len(nodes)))
+        key = (float(expected_end), int(job), k)
+        self._key[job] = key
+        insort(self.running_by_end, key)
         self._n = n + 1
         self.version += 1
 
@@ -143,7 +152,7 @@ class Cluster:
         s = self._slot.pop(job)
         nodes = self._nodes.pop(job)
         by_end = self.running_by_end
-        del by_end[bisect_left(by_end, (float(self._end[s]), int(job), len(nodes)))]
+        del by_end[bisect_left(by_end, self._key.pop(job))]
         last = self._n - 1
         if s != last:
             moved = int(self._job[last])
@@ -153,8 +162,14 @@ class Cluster:
             self._end[s] = self._end[last]
             self._slot[moved] = s
         self._n = last
-        self._free_mask[nodes] = True
-        self.node_job[nodes] = -1
-        self._free += len(nodes)
+        k = len(nodes)
+        lo = int(nodes[0]) if k else 0
+        if k and int(nodes[-1]) - lo + 1 == k:
+            self._free_mask[lo:lo + k] = True
+            self.node_job[lo:lo + k] = -1
+        else:
+            self._free_mask[nodes] = True
+            self.node_job[nodes] = -1
+        self._free += k
         self.version += 1
         return nodes

@@ -1,41 +1,55 @@
 """The event loop: exact, event-driven replay of a workload against a scheduler.
 
-Time is the log's clock in seconds (float). Events are job finishes, job submissions and timers
-(a scheduler's or a model's ``next_wakeup``). Events at the same instant are processed in a fixed
-order (DESIGN.md section 5): all finishes (ties by job id), then all submissions (ties by job id),
-then timers, then **one** scheduling pass whose starts are applied in the order returned.
+Time is the log's clock in seconds (float). Events are job finishes (and kills at the time limit),
+physics models' own events (node failures, repairs), job submissions and the policy's wake-ups.
+**Same-instant order** (DESIGN.md section 5), at every event time ``now``:
+
+1. finishes, ties by job id (the finish heap orders ``(time, job id)``);
+2. model events, in model order (each model's operations applied right after its ``on_event``);
+3. submissions, ties by job id (the workload is sorted by submit time, then id);
+4. timers: the policy's (scheduler's and gates') wake-up;
+5. **one** scheduling pass, if anything above happened and jobs wait; its starts are checked
+   (`twin.guards`), placed, offered to the gates and applied in the order returned.
+
+The pieces, one job each: `twin.rates` (progress rates and the finish heap), `twin.waitqueue` (the
+waiting queue, front/back requeue keys), `twin.ledger` (every job's segments: always on, one result
+path), `twin.recorder` (the piecewise-constant series and the progress bar), `twin.timers` (one heap
+for model events and wake-ups), `twin.guards` (decision checks, located errors, progress guards),
+`twin.contract` (the scheduler, gate and model contract; hooks resolved once at bind time).
 
 Running jobs progress at a *rate* (1.0 = nominal). Models (power caps, network contention) change
 rates at events; a job's remaining work is then re-integrated exactly and its finish event moved.
-A job is killed at ``start + requested_time`` (wall clock) when ``kill_at_walltime`` is on.
+A job is killed at ``segment start + requested_time`` (wall clock) when ``kill_at_walltime`` is on.
+At their own events models act through `EngineControl` (interrupt a job and requeue it at the
+queue's front or back, take units out of service until a time, give them back). A down unit is held
+by a pseudo-job (index ``n + unit``) with its repair time as expected end, so backfilling policies
+plan around it; ``busy`` in the recorded series excludes down units (``change_down`` holds them).
 
-Models may also own events (``next_event``/``on_event``, e.g. node failures and repairs): at such
-an event they act through `EngineControl` (interrupt a job and requeue it at the queue's front or
-back, take units out of service until a time, give them back). Events at one instant: finishes,
-then model events, then submissions, then timers, then the pass. A down unit is held by a
-pseudo-job (index ``n + unit``) with its repair time as expected end, so backfilling policies plan
-around it; ``busy`` in the recorded series excludes down units (``change_down`` holds them).
-
-Cost grows with the number of events, never with simulated time: there is no per-second loop.
+Cost grows with the number of events, never with simulated time: there is no per-second loop, and
+nothing is done per event in proportion to the queue or the machine (the policy aside).
 """
 from __future__ import annotations
 
-import heapq
 import math
+from heapq import heappop
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
-from hpctwin.schedulers.base import JobTable, Scheduler, Start
-
 from .cluster import CapacityError, Cluster
-from .ranges import ranges_of_sorted
-from .model_api import ModelContext, RunModel
+from .contract import (BindContext, JobTable, ModelContext, ModelView, RunModel, Scheduler, Start,
+                       bind_policy, gate_hooks, model_hooks, resolve_hooks)
+from .control import EngineControl
+from .guards import QUIET_EVENTS, SimulationError, check_units, decode, located, stuck_message
+from .ledger import Ledger
+from .rates import Progress, RateError
+from .recorder import Recorder
+from .timers import Timers
+from .waitqueue import QueueError, WaitQueue
 
-
-class SimulationError(RuntimeError):
-    """The run cannot go on: a scheduler decision that breaks the rules, or a deadlock."""
+__all__ = ["EngineControl", "SimResult", "Simulation", "SimulationError"]
+INF = math.inf
 
 
 @dataclass
@@ -43,7 +57,7 @@ class SimResult:
     """Raw outcome of a run (per-job arrays indexed like the workload passed to `Simulation`).
 
     ``start``/``end`` in seconds (NaN for jobs never run), ``killed`` True where the job hit its
-    requested time, ``nodes`` the units each job held as compact ranges (``"0-3,8"``; "" if never run).
+    requested time, ``nodes`` the units each job held as compact ranges (``"0-3,8"``; None if never run).
     ``change_t``/``change_busy``/``change_queue``: the piecewise-constant busy units and queue
     length, each value holding from its time to the next.
     """
@@ -74,26 +88,31 @@ class SimResult:
     last_start: np.ndarray | None = None
     #: units out of service (down) from each change time (like ``change_busy``; None if never any)
     change_down: np.ndarray | None = None
+    #: starts refused by each gate (gate name -> count)
+    refusals: dict = field(default_factory=dict)
 
 
 class Simulation:
-    """Replays ``workload`` (sorted by submit, job id) on a machine of ``total`` units.
+    """Replays ``jobs`` (sorted by submit, job id) on a machine of ``total`` units.
 
     Parameters
     ----------
     jobs: the `JobTable` schedulers see (estimates, sizes...).
     runtime: actual runtimes at rate 1 (s).
-    kill_limit: wall-clock limit per job (s; inf = none): the job ends at start + kill_limit.
-    scheduler: the policy.
+    kill_limit: wall-clock limit per job (s; inf = none): the job ends at segment start + kill_limit.
+    scheduler: the policy (`twin.contract.Scheduler`, or any object with ``schedule``).
     total: units of the machine.
-    placer: object with ``place(job, procs, free_mask) -> node ids`` (None = first-fit).
+    placer: object with ``place(job, procs, free_mask) -> unit ids`` (None = first-fit).
     models: `RunModel` instances stepped at every start and finish.
+    context: the models' `ModelContext` (seed, system, options); gates: `twin.contract.Gate`s.
     progress: a tqdm-like object with ``update(n)`` (or None).
+    node_group: node -> group map handed to policies in their `BindContext` (or None).
     """
 
     def __init__(self, jobs: JobTable, runtime: np.ndarray, kill_limit: np.ndarray,
                  scheduler: Scheduler, total: int, placer=None, models: Sequence[RunModel] = (),
-                 context: ModelContext | None = None, progress=None):
+                 context: ModelContext | None = None, progress=None, gates: Sequence = (),
+                 node_group: np.ndarray | None = None):
         self.jobs = jobs
         self.runtime = np.asarray(runtime, dtype=np.float64)
         self.kill_limit = np.asarray(kill_limit, dtype=np.float64)
@@ -101,10 +120,11 @@ class Simulation:
         self.cluster = Cluster(total)
         self.placer = placer
         self.models = list(models)
+        self.gates = list(gates)
         self.context = context
         self.progress = progress
-        n = len(jobs)
-        self.n = n
+        self.node_group = node_group
+        n = self.n = len(jobs)
         if n and np.any(np.diff(jobs.submit) < 0):
             raise SimulationError("jobs must be sorted by submit time")
         if n and (jobs.procs.max() > total or jobs.procs.min() < 1):
@@ -112,469 +132,317 @@ class Simulation:
             raise SimulationError(f"job {int(jobs.job_id[bad])} needs {int(jobs.procs[bad])} units; "
                                   f"the machine has {total}")
 
-    # ------------------------------------------------------------------ run
+    # ------------------------------------------------------------------ the loop
     def run(self) -> SimResult:
-        jobs, cluster, sched = self.jobs, self.cluster, self.scheduler
-        n = self.n
-        submit = jobs.submit
-        job_id = jobs.job_id
-        procs = jobs.procs
-        est = jobs.estimate
-        runtime_arr = self.runtime
-        # Per-job state as Python lists: the loop reads and writes single elements at every event,
-        # which lists do several times faster than numpy arrays; converted to arrays at the end.
-        NAN = math.nan
-        submit = submit.tolist()
-        job_id = job_id.tolist()
-        procs = procs.tolist()
-        est = est.tolist()
-        runtime = runtime_arr.tolist()
-        kill_limit = self.kill_limit.tolist()
-        start = [NAN] * n          # first start
-        start_seg = [NAN] * n      # start of the current segment (differs after a requeue)
-        end = [NAN] * n
-        killed = [False] * n
-        nodes_of: list = [None] * n
-        # progress-rate state of running jobs
-        rate = [1.0] * n
-        last_t = [0.0] * n
-        version = [0] * n
-        model_factors: list[dict[int, float]] = [dict() for _ in self.models]
+        self._bind()
+        prog, timers, queue, cluster, rec = self._prog, self._timers, self._queue, self.cluster, self._rec
+        n, submit, fin_heap, tim_heap, on_submit = self.n, self._submit, prog.heap, timers.heap, self._hooks.on_submit
+        has_events, rec_t, rec_busy, rec_q = bool(self._event_models), rec.t.append, rec.busy.append, rec.queue.append
+        q_new, q_waiting, wakeup = queue.new, queue.waiting, self._wakeup
+        now, ptr, events, version, quiet = 0.0, 0, 0, prog.version, 0
+        try:
+            while True:
+                t_sub = submit[ptr] if ptr < n else INF
+                t_fin = (fin_heap[0][0] if fin_heap[0][3] == version[fin_heap[0][2]] else prog.next_time()) if fin_heap else INF
+                t_tim = timers.next_time(self._finished < n) if tim_heap else INF
+                now = t_fin if t_fin < t_sub else t_sub
+                if t_tim < now:
+                    now = t_tim
+                if now == INF:
+                    self._check_deadlock()
+                    break
+                cluster.now = now
+                events += 1
+                finished = t_fin <= now and self._finishes(now)                 # 1. ties by job id
+                acted = has_events and self._model_events(now)                  # 2. in model order
+                submitted = t_sub <= now                                        # 3. ties by job id
+                if submitted:
+                    while ptr < n and submit[ptr] <= now:
+                        q_new.append(ptr)
+                        q_waiting[ptr] = 1
+                        if on_submit is not None:
+                            on_submit(now, ptr)
+                        ptr += 1
+                    self._ptr = ptr
+                woke = timers.wake is not None and timers.policy_due(now)       # 4. the policy's wake-up
+                if q_new:
+                    queue.merge()
+                started = 0
+                if (finished or acted or submitted or woke) and len(queue.arr):
+                    started = self._pass(now)                                   # 5. one pass
+                down = cluster.down                                             # record the state
+                rec_t(now)
+                rec_busy(cluster.total - cluster._free - down)
+                rec_q(len(queue.arr))
+                if rec.down is not None:
+                    rec.down.append(down)
+                if wakeup is not None:
+                    nxt = wakeup(now)
+                    if nxt is not None:
+                        self._set_wakeup(now, nxt)
+                if finished or submitted or started:
+                    quiet = 0
+                elif len(queue.arr):
+                    quiet = self._guard(now, acted, quiet)
+            self.events = events
+        except (SimulationError, KeyboardInterrupt):
+            raise
+        except (RateError, QueueError) as e:
+            raise SimulationError(str(e)) from None
+        except Exception as e:
+            raise located(e, now, self._owners) from e
+        rec.close()
+        for m in self.models:
+            m.finalize(rec.end_time)
+        return self._result()
 
-        if hasattr(sched, "bind"):
-            sched.bind(jobs, cluster)
-        ctx = self.context or ModelContext(n_nodes=cluster.total, jobs=jobs, runtime=runtime_arr)
+    # ------------------------------------------------------------------ set-up
+    def _bind(self) -> None:
+        jobs, cluster, sched, n = self.jobs, self.cluster, self.scheduler, self.n
+        self._submit = jobs.submit.tolist()
+        self._job_id = jobs.job_id.tolist()
+        self._procs = jobs.procs.tolist()
+        self._est = jobs.estimate.tolist()
+        self._runtime = self.runtime.tolist()
+        ctx = self.context or ModelContext(n_nodes=cluster.total, jobs=jobs, runtime=self.runtime)
+        bctx = BindContext(jobs, cluster, cluster.total, seed=ctx.seed, node_group=self.node_group,
+                           models={m.name: (m.view() if hasattr(m, "view") else ModelView(m)) for m in self.models},
+                           system=ctx.system, options=ctx.options)
+        bind_policy(sched, bctx)
+        for g in self.gates:
+            bind_policy(g, bctx)
         for m in self.models:
             m.bind(ctx)
-        # engine work per job (nominal s): the runtime, unless a model adds to it (checkpoints...)
-        work0 = runtime_arr
-        for m in self.models:
-            w = m.engine_work(work0) if hasattr(m, "engine_work") else None
+        self.sched_name = getattr(sched, "name", type(sched).__name__)
+        self._owners = [(sched, f"scheduler {self.sched_name}"), (self.placer, "placer")]
+        self._owners += [(g, f"gate {g.name}") for g in self.gates]
+        self._owners += [(m, f"model {m.name}") for m in self.models]
+        self._hooks = resolve_hooks(sched)
+        mh = [model_hooks(m) for m in self.models]
+        self._model_start = [(k, h["on_start"]) for k, h in enumerate(mh) if h["on_start"]]
+        self._model_finish = [(k, h["on_finish"]) for k, h in enumerate(mh) if h["on_finish"]]
+        self._event_models = [k for k, h in enumerate(mh) if h["next_event"]]
+        gh = [gate_hooks(g) for g in self.gates]
+        self._gate_pass = [h["begin_pass"] for h in gh if h["begin_pass"]]
+        self._gate_start = [h["on_start"] for h in gh if h["on_start"]]
+        self._gate_finish = [h["on_finish"] for h in gh if h["on_finish"]]
+        self._left_hooks = bool(self._gate_finish or self._model_finish)
+        self._after_start = bool(self._gate_start or self._model_start)
+        wakes = [f for f in [self._hooks.next_wakeup] + [h["next_wakeup"] for h in gh] if f]
+        self._wakeup = wakes[0] if len(wakes) == 1 else (_earliest(wakes) if wakes else None)
+        work = self._engine_work(mh)
+        prog = self._prog = Progress(work.tolist(), self.kill_limit.tolist(), self._job_id, len(self.models))
+        prog.model_names = [m.name for m in self.models]
+        prog.rate_hooks = [h["on_rate_change"] for h in mh if h["on_rate_change"]]
+        prog._running = cluster.is_running
+        self._work0 = work
+        self._queue = WaitQueue(n)
+        self._ledger = Ledger(self._submit)
+        self._rec = Recorder(self.progress)
+        self._done = self._rec.job_done if self.progress is not None else None
+        self._timers = Timers(len(self.models))
+        t0 = self._submit[0] if n else 0.0
+        for k in self._event_models:
+            self._timers.set(k, self.models[k].next_event(t0))
+        cluster.pseudo_base = n
+        self._control = EngineControl(self)
+        self._ptr = self._finished = self.passes = self.events = 0
+        self._refusals = {g.name: 0 for g in self.gates}
+
+    def _engine_work(self, mh: list) -> np.ndarray:
+        """Engine work per job (nominal s): the runtime, unless a model adds to it (checkpoints...)."""
+        work = self.runtime
+        for m, h in zip(self.models, mh):
+            w = h["engine_work"](work) if h["engine_work"] else None
             if w is not None:
                 w = np.asarray(w, dtype=np.float64)
-                if w.shape != work0.shape or not (w >= 0).all():
+                if w.shape != work.shape or not (w >= 0).all():
                     raise SimulationError(f"model {m.name} gave an invalid engine work array")
-                work0 = w
-        work_left = work0.tolist()
-        seg_work = list(work_left)       # engine work at the start of the current segment
-        event_models = [m for m in self.models
-                        if getattr(type(m), "next_event", RunModel.next_event) is not RunModel.next_event]
+                work = w
+        return work
 
-        heap: list = []
-        # Waiting jobs in queue order: a numpy array plus the submissions not yet merged into it, so
-        # long queues cost vectorised copies, not Python loops. Without requeues the queue order is
-        # the arrival (= index) order; after the first requeue, ``qkey`` holds each entry's order key.
-        queue_arr = np.empty(0, dtype=np.int64)
-        qkey: np.ndarray | None = None
-        new_subs: list[int] = []
-        waiting = bytearray(n)
-        ptr = 0
-        finished = 0
-        passes = 0
-        events = 0
-        ch_t: list[float] = []
-        ch_busy: list[int] = []
-        ch_q: list[int] = []
-        ch_down: list[int] | None = None
-        wake = None
-        has_models = bool(self.models)
-        def hook(name):
-            fn = getattr(sched, name, None)
-            return fn is not None and getattr(type(sched), name, None) is not getattr(Scheduler, name)
-        has_hooks = hook("on_submit")
-        has_start_hook = hook("on_start")
-        has_finish_hook = hook("on_finish")
-        next_wakeup = getattr(sched, "next_wakeup", None) or (lambda now: None)
-        progress = self.progress
-        prog_pending = 0
-        INF = math.inf
-        # failure bookkeeping (only touched when a model interrupts jobs or takes units down)
-        state = _FailureState(n)
+    # ------------------------------------------------------------------ 1. finishes
+    def _finishes(self, now: float) -> bool:
+        prog, cluster, led = self._prog, self.cluster, self._ledger
+        heap, version, work_left, start_seg = prog.heap, prog.version, prog.work_left, prog.start_seg
+        last_t, rate, kill_limit, runtime, seg_work = prog.last_t, prog.rate, prog.kill_limit, self._runtime, prog.seg_work
+        on_finish, left, done = self._hooks.on_finish, self._left_hooks, self._done
+        count = 0
+        while heap and heap[0][0] <= now:
+            _, _, j, ver = heappop(heap)
+            if ver != version[j]:
+                continue
+            work_left[j] -= (now - last_t[j]) * rate[j]
+            count += 1
+            killed = now == start_seg[j] + kill_limit[j] and work_left[j] > 1e-9 * max(1.0, runtime[j])
+            led.close(j, start_seg[j], now, seg_work[j] - work_left[j], cluster.release(j), now, killed)
+            if on_finish is not None:
+                on_finish(now, j)
+            if left:
+                self._left_units(now, j)
+            if done is not None:
+                done()
+        self._finished += count
+        return count > 0
 
-        def push_finish(j: int, now: float) -> None:
-            t_work = now + work_left[j] / rate[j]
-            t_kill = start_seg[j] + kill_limit[j]
-            if t_kill < t_work:
-                t = t_kill
+    def _left_units(self, now: float, j: int) -> None:
+        """Job ``j`` left its units (finish, kill, interruption): gates and models are told."""
+        for fn in self._gate_finish:
+            fn(now, j)
+        if self._model_finish:
+            prog = self._prog
+            prog.forget(j)
+            for k, fn in self._model_finish:
+                prog.apply(now, k, fn(now, j))
+
+    # ------------------------------------------------------------------ 2. model events
+    def _model_events(self, now: float) -> bool:
+        if not self._event_models:
+            return False
+        control, prog, acted = self._control, self._prog, False
+        for k in self._timers.models_due(now):
+            m = self.models[k]
+            control._now = now
+            prog.apply(now, k, m.on_event(now, control))
+            if control._ops:
+                acted = True
+                control.apply(now)
+            self._timers.set(k, m.next_event(now))
+        return acted
+
+    # ------------------------------------------------------------------ 4. wake-ups
+    def _set_wakeup(self, now: float, nxt: float) -> None:
+        """The policy asked for a pass at ``nxt`` (s); kept while anything may still happen."""
+        if not nxt > now:
+            raise SimulationError(f"scheduler {self.sched_name} asked for a wakeup at {nxt} <= now {now}")
+        pending = self._ptr < self.n or len(self._queue.arr) or self._prog.heap
+        self._timers.set(self._timers.policy, nxt if pending else None)
+
+    # ------------------------------------------------------------------ 5. the pass
+    def _pass(self, now: float) -> int:
+        self.passes += 1
+        queue, cluster = self._queue, self.cluster
+        decisions = self.scheduler.schedule(now, queue.arr, cluster)
+        if not decisions:
+            return 0
+        for fn in self._gate_pass:
+            fn(now, cluster)
+        started: set[int] = set()
+        waiting, n, name, stop, procs, est = queue.waiting, self.n, self.sched_name, None, self._procs, self._est
+        first_fit, gates, allocate, open_segment = self.placer is None, self.gates, cluster.allocate, self._ledger.open
+        prog, on_start, more = self._prog, self._hooks.on_start, self._after_start
+        start_seg, last_t, push_finish = prog.start_seg, prog.last_t, prog.push_finish
+        for d in decisions:
+            j, units = (d, None) if type(d) is int else decode(name, d)
+            if j in started or not (0 <= j < n) or not waiting[j]:
+                raise SimulationError(f"scheduler {name} started job index {j} which is not waiting")
+            if stop is not None:
+                self._refuse(now, j, *stop)
+                continue
+            p = procs[j]
+            if p > cluster._free:
+                raise SimulationError(f"scheduler {name} started job {self._job_id[j]} ({p} units) "
+                                      f"at t={now} with only {cluster._free} free")
+            if units is None and first_fit:
+                units, checked = cluster.first_free(p), True
             else:
-                t = t_work
-            version[j] += 1
-            heapq.heappush(heap, (t, job_id[j], j, version[j]))
-
-        def apply_rates(now: float, k: int, factors: dict[int, float] | None) -> None:
-            if not factors:
-                return
-            mf = model_factors[k]
-            for j, f in factors.items():
-                if not cluster.is_running(j):
+                units, checked = self._units(j, units), False
+            if gates:
+                refusal = self._admit(now, j, units)
+                if refusal is not None:
+                    if refusal[2]:
+                        stop = (refusal[0], f"{refusal[1]} (refused with an earlier start of this pass)")
                     continue
-                if f <= 0:
-                    raise SimulationError(f"model {self.models[k].name} gave job {int(job_id[j])} rate {f}")
-                mf[j] = f
-                new_rate = 1.0
-                for other in model_factors:
-                    new_rate *= other.get(j, 1.0)
-                if new_rate != rate[j]:
-                    work_left[j] -= (now - last_t[j]) * rate[j]
-                    last_t[j] = now
-                    rate[j] = new_rate
-                    push_finish(j, now)
-                    for m in self.models:
-                        m.on_rate_change(now, j, new_rate)
+            try:
+                allocate(j, units, now, now + est[j], checked)
+            except CapacityError as e:
+                raise SimulationError(f"scheduler {name}: {e}") from None
+            open_segment(j, now)
+            start_seg[j] = last_t[j] = now
+            push_finish(j, now)
+            if on_start is not None:
+                on_start(now, j)
+            if more:
+                self._started(now, j, units)
+            started.add(j)
+        if started:
+            queue.remove(started)
+        return len(started)
 
-        control = EngineControl(self, work_left, seg_work, last_t, rate)
-        cluster.pseudo_base = n
-
-        def apply_ops(now: float) -> None:
-            nonlocal queue_arr, qkey, finished, prog_pending, ch_down
-            if not state.active:
-                state.activate(start, submit, end, seg_work, work_left)
-            ops, control._ops = control._ops, []
-            for op in ops:
-                kind = op[0]
-                if kind == "interrupt":
-                    _, j, new_work, where = op
-                    if not cluster.is_running(j):
-                        raise SimulationError(f"interrupt of job {int(job_id[j])}, which is not running")
-                    work_left[j] -= (now - last_t[j]) * rate[j]
-                    units = cluster.release(j)
-                    version[j] += 1          # drops its finish event
-                    state.close_segment(j, start_seg[j], now, seg_work[j] - work_left[j])
-                    state.segments.append((j, start_seg[j], now, ranges_of_sorted(units)))
-                    state.interruptions[j] += 1
-                    fn = getattr(sched, "on_interrupt", None) or getattr(sched, "on_finish", None)
-                    if fn is not None:
-                        fn(now, j)
-                    rate[j] = 1.0                # a new run starts at full speed
-                    if has_models:
-                        for mf in model_factors:
-                            mf.pop(j, None)
-                        for k, m in enumerate(self.models):
-                            apply_rates(now, k, m.on_finish(now, j))
-                    if where == "none":          # the job ends here, failed
-                        end[j] = now
-                        nodes_of[j] = ranges_of_sorted(units)
-                        state.failed[j] = True
-                        finished += 1
-                        if progress is not None:
-                            prog_pending += 1
-                        continue
-                    work_left[j] = seg_work[j] = float(new_work)
-                    if qkey is None:
-                        qkey = queue_arr.astype(np.float64)
-                    key = state.queue_key(where, ptr)
-                    pos = int(np.searchsorted(qkey, key))
-                    queue_arr = np.insert(queue_arr, pos, j)
-                    qkey = np.insert(qkey, pos, key)
-                    waiting[j] = 1
-                    state.enqueued[j] = now
-                    fn = getattr(sched, "on_requeue", None)
-                    if fn is not None:
-                        fn(now, j)
-                elif kind == "down":
-                    cluster.take_down(op[1], now, op[2])
-                    if ch_down is None:
-                        ch_down = [0] * len(ch_t)
-                    fn = getattr(sched, "on_units_down", None)
-                    if fn is not None:
-                        fn(now, op[1], op[2])
-                else:
-                    cluster.bring_up(op[1])
-                    fn = getattr(sched, "on_units_up", None)
-                    if fn is not None:
-                        fn(now, op[1])
-
-        while True:
-            # ---- next event time
-            while heap and heap[0][3] != version[heap[0][2]]:
-                heapq.heappop(heap)
-            t_fin = heap[0][0] if heap else INF
-            t_sub = submit[ptr] if ptr < n else INF
-            t_wake = wake if wake is not None else INF
-            now = min(t_fin, t_sub, t_wake)
-            t_ev = INF
-            if event_models and (now < INF or finished < n):
-                for m in event_models:
-                    te = m.next_event(now if now < INF else (ch_t[-1] if ch_t else 0.0))
-                    if te is not None and te < t_ev:
-                        t_ev = te
-                # model events only matter while jobs remain: never run past the last job
-                if finished < n and t_ev < INF and (now == INF or t_ev < now):
-                    now = t_ev
-            if now == INF:
-                if len(queue_arr) or new_subs:
-                    j = int(queue_arr[0]) if len(queue_arr) else new_subs[0]
-                    n_wait = len(queue_arr) + len(new_subs)
-                    raise SimulationError(
-                        f"deadlock: {n_wait} jobs wait (first: job {int(job_id[j])}, "
-                        f"{int(procs[j])} units) on an idle machine and no event is pending; "
-                        f"scheduler {sched.name} never starts them")
-                break
-            now = float(now)
-            cluster.now = now
-            events += 1
-            changed = False
-            # ---- finishes (ties by job id: the heap orders (time, job_id))
-            while heap and heap[0][0] <= now:
-                t, _, j, ver = heapq.heappop(heap)
-                if ver != version[j]:
-                    continue
-                work_left[j] -= (now - last_t[j]) * rate[j]
-                end[j] = now
-                if now == start_seg[j] + kill_limit[j] and work_left[j] > 1e-9 * max(1.0, runtime[j]):
-                    killed[j] = True
-                units = cluster.release(j)
-                nodes_of[j] = ranges_of_sorted(units)   # kept as text: small for 10^5+ jobs
-                if state.active:
-                    state.close_segment(j, start_seg[j], now, seg_work[j] - work_left[j])
-                finished += 1
-                changed = True
-                if has_finish_hook:
-                    sched.on_finish(now, j)
-                if has_models:
-                    for mf in model_factors:
-                        mf.pop(j, None)
-                    for k, m in enumerate(self.models):
-                        apply_rates(now, k, m.on_finish(now, j))
-                if progress is not None:
-                    prog_pending += 1
-                    if prog_pending >= 2000:
-                        progress.update(prog_pending)
-                        prog_pending = 0
-            # ---- model events (failures, repairs): each model's operations are applied right after it
-            if t_ev <= now:
-                control._now = now
-                for k, m in enumerate(self.models):
-                    if m in event_models:
-                        te = m.next_event(now)
-                        if te is not None and te <= now:
-                            apply_rates(now, k, m.on_event(now, control))
-                            if control._ops:
-                                changed = True
-                                apply_ops(now)
-            # ---- submissions
-            while ptr < n and submit[ptr] <= now:
-                new_subs.append(ptr)
-                waiting[ptr] = 1
-                if has_hooks:
-                    sched.on_submit(now, ptr)
-                ptr += 1
-                changed = True
-            # ---- timers
-            if wake is not None and wake <= now:
-                wake = None
-                changed = True
-            # ---- one scheduling pass
-            if new_subs:
-                queue_arr = np.concatenate((queue_arr, np.asarray(new_subs, dtype=np.int64)))
-                if qkey is not None:
-                    qkey = np.concatenate((qkey, np.asarray(new_subs, dtype=np.float64)))
-                new_subs = []
-            if changed and len(queue_arr):
-                passes += 1
-                decisions = sched.schedule(now, queue_arr, cluster)
-                if decisions:
-                    started = set()
-                    for d in decisions:
-                        if isinstance(d, Start):
-                            j, chosen = int(d.job), d.nodes
-                        else:
-                            j, chosen = int(d), None
-                        if j in started or not (0 <= j < n) or not waiting[j]:
-                            raise SimulationError(f"scheduler {sched.name} started job index {j} "
-                                                  "which is not waiting")
-                        p = procs[j]
-                        if p > cluster.free:
-                            raise SimulationError(
-                                f"scheduler {sched.name} started job {int(job_id[j])} ({p} units) "
-                                f"at t={now} with only {cluster.free} free")
-                        checked = False
-                        if chosen is None:
-                            if self.placer is not None:
-                                chosen = self.placer.place(j, p, cluster.free_mask)
-                            else:
-                                chosen, checked = cluster.first_free(p), True
-                        if len(chosen) != p:
-                            raise SimulationError(f"job {int(job_id[j])}: {len(chosen)} units chosen for "
-                                                  f"a request of {p}")
-                        try:
-                            cluster.allocate(j, chosen, now, now + est[j], checked)
-                        except CapacityError as e:
-                            raise SimulationError(str(e)) from None
-                        started.add(j)
-                        waiting[j] = 0
-                        if state.active:
-                            state.open_segment(j, now)
-                        if start[j] != start[j]:
-                            start[j] = now
-                        start_seg[j] = now
-                        last_t[j] = now
-                        push_finish(j, now)
-                        if has_start_hook:
-                            sched.on_start(now, j)
-                        if has_models:
-                            for k, m in enumerate(self.models):
-                                apply_rates(now, k, m.on_start(now, j, chosen))
-                    if qkey is None:
-                        # the queue is sorted (arrival = index order): delete by position
-                        if len(started) == 1:
-                            i = int(np.searchsorted(queue_arr, next(iter(started))))
-                            queue_arr = np.concatenate((queue_arr[:i], queue_arr[i + 1:]))
-                        else:
-                            queue_arr = np.delete(queue_arr, np.searchsorted(queue_arr, sorted(started)))
-                    else:
-                        keep = ~np.isin(queue_arr, np.fromiter(started, dtype=np.int64, count=len(started)))
-                        queue_arr = queue_arr[keep]
-                        qkey = qkey[keep]
-            # ---- record the piecewise-constant state
-            ch_t.append(now)
-            down = cluster.down
-            ch_busy.append(cluster.busy - down)
-            ch_q.append(len(queue_arr))
-            if ch_down is not None:
-                ch_down.append(down)
-            nxt = next_wakeup(now)
-            if nxt is not None:
-                if nxt <= now:
-                    raise SimulationError(f"scheduler {sched.name} asked for a wakeup at {nxt} <= now {now}")
-                wake = nxt if (ptr < n or len(queue_arr) or heap) else None
-
-        if progress is not None and prog_pending:
-            progress.update(prog_pending)
-        end_time = ch_t[-1] if ch_t else 0.0
-        for m in self.models:
-            m.finalize(end_time)
-        start_a = np.array(start, dtype=np.float64)
-        end_a = np.array(end, dtype=np.float64)
-        out = SimResult(start=start_a, end=end_a,
-                        killed=np.array(killed, dtype=bool), nodes=nodes_of,
-                        change_t=np.asarray(ch_t), change_busy=np.asarray(ch_busy, dtype=np.int64),
-                        change_queue=np.asarray(ch_q, dtype=np.int64), models=self.models,
-                        passes=passes, events=events)
-        if state.active:
-            out.failed = np.array(state.failed, dtype=bool)
-            out.interruptions = np.array(state.interruptions, dtype=np.int64)
-            out.work_done = np.array(state.work_done, dtype=np.float64)
-            out.held = np.array(state.held, dtype=np.float64)
-            out.queued = np.array(state.queued, dtype=np.float64)
-            out.segments = state.segments
-            out.last_start = np.array(start_seg, dtype=np.float64)
+    def _units(self, j: int, chosen) -> np.ndarray:
+        """The units of job ``j`` from the decision or the placer, checked for type and count."""
+        p = self._procs[j]
+        if chosen is None:
+            chosen = self.placer.place(j, p, self.cluster.free_mask)
         else:
-            out.last_start = start_a
-            ran = ~np.isnan(start_a)
-            out.failed = np.zeros(n, dtype=bool)
-            out.interruptions = np.zeros(n, dtype=np.int64)
-            out.held = np.where(ran, end_a - start_a, 0.0)
-            out.work_done = np.where(ran, work0 - np.array(work_left, dtype=np.float64), 0.0)
-            out.queued = np.where(ran, start_a - self.jobs.submit, np.nan)
-        if ch_down is not None:
-            out.change_down = np.asarray(ch_down, dtype=np.int64)
-        return out
+            chosen = check_units(self.sched_name, self._job_id[j], chosen)
+        if len(chosen) != p:
+            raise SimulationError(f"job {self._job_id[j]}: {len(chosen)} units chosen for a request of {p}")
+        return chosen
+
+    def _admit(self, now: float, j: int, units: np.ndarray):
+        """None if every gate admits the start; else (gate name, reason, rest of pass) after telling the policy."""
+        for g in self.gates:
+            r = g.admit(now, j, units, self.cluster)
+            if r is not None:
+                self._refuse(now, j, g.name, r.reason)
+                return g.name, r.reason, r.rest_of_pass
+        return None
+
+    def _refuse(self, now: float, j: int, gate: str, reason: str) -> None:
+        self._refusals[gate] += 1
+        if self._hooks.on_refused is not None:
+            self._hooks.on_refused(now, j, reason)
+
+    def _started(self, now: float, j: int, units: np.ndarray) -> None:
+        """Gates and models are told of a start just applied."""
+        for fn in self._gate_start:
+            fn(now, j, units)
+        prog = self._prog
+        for k, fn in self._model_start:
+            prog.apply(now, k, fn(now, j, units))
+
+    # ------------------------------------------------------------------ guards and the end
+    def _check_deadlock(self) -> None:
+        q = self._queue
+        if len(q):
+            j = q.first()
+            raise SimulationError(
+                f"deadlock: {len(q)} jobs wait (first: job {self._job_id[j]}, {self._procs[j]} units) on "
+                f"an idle machine and no event is pending; scheduler {self.sched_name} never starts them")
+
+    def _guard(self, now: float, by_models: bool, quiet: int) -> int:
+        """An event with no start, finish or submission while jobs wait: the count of such events in a
+        row on a machine where nothing runs; the run stops at `QUIET_EVENTS`."""
+        cluster = self.cluster
+        if cluster.busy - cluster.down:
+            return 0                             # jobs run: their finishes will come
+        quiet += 1
+        if quiet >= QUIET_EVENTS:
+            j = self._queue.first()
+            names = [self.models[k].name for k in self._event_models]
+            raise SimulationError(stuck_message(now, self.sched_name, names, len(self._queue), self._job_id[j],
+                                                self._procs[j], cluster.total - cluster.down, cluster.total,
+                                                quiet, by_models))
+        return quiet
+
+    def _result(self) -> SimResult:
+        led, prog, rec = self._ledger, self._prog, self._rec
+        t, busy, queue, down = rec.arrays()
+        return SimResult(
+            start=np.array(led.start, dtype=np.float64), end=np.array(led.end, dtype=np.float64),
+            killed=np.array(led.killed, dtype=bool), nodes=led.node_text(), change_t=t, change_busy=busy,
+            change_queue=queue, models=self.models, passes=self.passes, events=self.events,
+            failed=np.array(led.failed, dtype=bool), interruptions=np.array(led.interruptions, dtype=np.int64),
+            work_done=np.array(led.work_done, dtype=np.float64), held=np.array(led.held, dtype=np.float64),
+            queued=np.array(led.queued, dtype=np.float64), segments=led.segments,
+            last_start=np.array(prog.start_seg, dtype=np.float64), change_down=down,
+            refusals=dict(self._refusals))
 
 
-class _FailureState:
-    """Per-job bookkeeping the engine switches on at the first interruption or outage: wall time
-    held, engine work done, time queued (over all segments), interruptions, failed jobs."""
-
-    FRONT = -1.0e15
-
-    def __init__(self, n: int):
-        self.n = n
-        self.active = False
-        self.segments: list = []
-        self._front = 0
-        self._back = 0
-        self._back_ptr = -1
-
-    def activate(self, start: list, submit: list, end: list, seg_work: list, work_left: list) -> None:
-        """Switch on, initialised from the state so far: jobs done have one closed segment; jobs
-        running have one open segment, closed by `close_segment` at their end."""
-        self.active = True
-        n = self.n
-        nan = math.nan
-        self.failed = [False] * n
-        self.interruptions = [0] * n
-        self.work_done = [0.0] * n
-        self.held = [0.0] * n
-        self.queued = [(start[j] - submit[j]) if start[j] == start[j] else 0.0 for j in range(n)]
-        self.enqueued = [nan if start[j] == start[j] else submit[j] for j in range(n)]
-        for j in range(n):
-            if end[j] == end[j]:
-                self.held[j] = end[j] - start[j]
-                self.work_done[j] = seg_work[j] - work_left[j]
-
-    def open_segment(self, j: int, now: float) -> None:
-        e = self.enqueued[j]
-        if e == e:
-            self.queued[j] += now - e
-            self.enqueued[j] = math.nan
-
-    def close_segment(self, j: int, seg_start: float, now: float, work: float) -> None:
-        self.held[j] += now - seg_start
-        self.work_done[j] += work
-
-    def queue_key(self, where: str, ptr: int) -> float:
-        """Order key of a requeued job: "front" before every waiting job (requeued jobs among
-        themselves in requeue order), "back" after every job submitted so far."""
-        if where == "front":
-            self._front += 1
-            return self.FRONT + self._front
-        if ptr != self._back_ptr:
-            self._back_ptr, self._back = ptr, 0
-        self._back += 1
-        if self._back >= 1_000_000:
-            raise SimulationError("more than 10^6 back-requeues between two submissions")
-        return (ptr - 1) + 0.5 + self._back * 1e-7
-
-
-class EngineControl:
-    """What a model may do at its own events (``RunModel.on_event``): read the machine and the
-    running jobs' progress, interrupt jobs, take units out of service and give them back. The
-    operations a model asks for are applied by the engine, in order, right after its ``on_event``
-    returns (so the state read within one ``on_event`` is the state before them).
-    """
-
-    def __init__(self, sim: "Simulation", work_left: list, seg_work: list, last_t: list, rate: list):
-        self._sim = sim
-        self._work_left, self._seg_work, self._last_t, self._rate = work_left, seg_work, last_t, rate
-        self._ops: list = []
-        self._now = 0.0
-
-    @property
-    def cluster(self) -> Cluster:
-        return self._sim.cluster
-
-    def job_on(self, unit: int) -> int:
-        """Job index running on ``unit`` (-1 if the unit is free or down)."""
-        j = int(self._sim.cluster.node_job[unit])
-        return j if 0 <= j < self._sim.n else -1
-
-    def is_down(self, unit: int) -> bool:
-        return int(self._sim.cluster.node_job[unit]) >= self._sim.n
-
-    def progress(self, job: int) -> float:
-        """Engine work (nominal s) ``job`` has done in its current segment, at the event's time."""
-        w = self._work_left[job] - (self._now - self._last_t[job]) * self._rate[job]
-        return self._seg_work[job] - w
-
-    def rate(self, job: int) -> float:
-        return self._rate[job]
-
-    def interrupt(self, job: int, new_work: float, requeue: str) -> None:
-        """End ``job``'s current segment now and free its units. ``requeue``: "front" or "back"
-        puts it back in the queue with ``new_work`` nominal seconds of engine work to do when it
-        starts again (restart cost plus the work left); "none" ends it as failed."""
-        if requeue not in ("front", "back", "none"):
-            raise SimulationError(f"unknown requeue position {requeue!r}; use 'front', 'back' or 'none'")
-        if not new_work >= 0:
-            raise SimulationError(f"job {job}: new engine work must be >= 0 s, got {new_work}")
-        self._ops.append(("interrupt", int(job), float(new_work), requeue))
-
-    def take_down(self, units, until: float) -> None:
-        """Take ``units`` (free, or freed by an `interrupt` asked for before) out of service until
-        ``until`` (s): schedulers see them held, with ``until`` as the expected end."""
-        self._ops.append(("down", np.asarray(units, dtype=np.int64), float(until)))
-
-    def bring_up(self, units) -> None:
-        """Return down ``units`` (as taken down together) to service."""
-        self._ops.append(("up", np.asarray(units, dtype=np.int64)))
+def _earliest(fns: list):
+    """One wake-up function from several: the earliest of their answers (None if all None)."""
+    def wakeup(now: float) -> float | None:
+        times = [t for t in (f(now) for f in fns) if t is not None]
+        return min(times) if times else None
+    return wakeup

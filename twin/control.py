@@ -1,0 +1,105 @@
+"""What a physics model may do at its own events, and how the engine applies it.
+
+`EngineControl` is handed to ``RunModel.on_event``: read the machine and the running jobs' progress,
+interrupt jobs, take units out of service and give them back. The operations a model asks for are
+applied by the engine, in order, right after its ``on_event`` returns (so the state read within one
+``on_event`` is the state before them).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .cluster import Cluster
+from .guards import SimulationError
+
+REQUEUE = ("front", "back", "none")
+
+
+class EngineControl:
+    """A model's handle on the engine during ``on_event`` (see the module docstring)."""
+
+    def __init__(self, sim):
+        self._sim = sim
+        self._ops: list = []
+        self._now = 0.0
+
+    @property
+    def cluster(self) -> Cluster:
+        return self._sim.cluster
+
+    def job_on(self, unit: int) -> int:
+        """Job index running on ``unit`` (-1 if the unit is free or down)."""
+        j = int(self._sim.cluster.node_job[unit])
+        return j if 0 <= j < self._sim.n else -1
+
+    def is_down(self, unit: int) -> bool:
+        return int(self._sim.cluster.node_job[unit]) >= self._sim.n
+
+    def progress(self, job: int) -> float:
+        """Engine work (nominal s) ``job`` has done in its current segment, at the event's time."""
+        return self._sim._prog.done_in_segment(job, self._now)
+
+    def rate(self, job: int) -> float:
+        return self._sim._prog.rate[job]
+
+    def interrupt(self, job: int, new_work: float, requeue: str) -> None:
+        """End ``job``'s current segment now and free its units. ``requeue``: "front" or "back"
+        puts it back in the queue with ``new_work`` nominal seconds of engine work to do when it
+        starts again (restart cost plus the work left); "none" ends it as failed."""
+        if requeue not in REQUEUE:
+            raise SimulationError(f"unknown requeue position {requeue!r}; use 'front', 'back' or 'none'")
+        if not new_work >= 0:
+            raise SimulationError(f"job {job}: new engine work must be >= 0 s, got {new_work}")
+        self._ops.append(("interrupt", int(job), float(new_work), requeue))
+
+    def take_down(self, units, until: float) -> None:
+        """Take ``units`` (free, or freed by an `interrupt` asked for before) out of service until
+        ``until`` (s): schedulers see them held, with ``until`` as the expected end."""
+        self._ops.append(("down", np.asarray(units, dtype=np.int64), float(until)))
+
+    def bring_up(self, units) -> None:
+        """Return down ``units`` (as taken down together) to service."""
+        self._ops.append(("up", np.asarray(units, dtype=np.int64)))
+
+    # ------------------------------------------------------------------ engine side
+    def apply(self, now: float) -> None:
+        """Apply the operations asked for, in order."""
+        ops, self._ops = self._ops, []
+        sim = self._sim
+        hooks = sim._hooks
+        for op in ops:
+            if op[0] == "interrupt":
+                self._interrupt(now, *op[1:])
+            elif op[0] == "down":
+                sim.cluster.take_down(op[1], now, op[2])
+                sim._rec.outage()
+                if hooks.on_units_down is not None:
+                    hooks.on_units_down(now, op[1], op[2])
+            else:
+                sim.cluster.bring_up(op[1])
+                if hooks.on_units_up is not None:
+                    hooks.on_units_up(now, op[1])
+
+    def _interrupt(self, now: float, j: int, new_work: float, where: str) -> None:
+        sim = self._sim
+        prog, led, hooks = sim._prog, sim._ledger, sim._hooks
+        if not sim.cluster.is_running(j):
+            raise SimulationError(f"interrupt of job {sim._job_id[j]}, which is not running")
+        prog.stop(j, now)
+        units = sim.cluster.release(j)
+        seg_start = prog.start_seg[j]
+        led.close(j, seg_start, now, prog.seg_work[j] - prog.work_left[j], units)
+        led.interrupted(j, seg_start, now, units)
+        if hooks.on_interrupt is not None:
+            hooks.on_interrupt(now, j)
+        sim._left_units(now, j)
+        if where == "none":                       # the job ends here, failed
+            led.fail(j, now)
+            sim._finished += 1
+            sim._rec.job_done()
+            return
+        prog.work_left[j] = prog.seg_work[j] = float(new_work)
+        sim._queue.requeue(j, where, sim._ptr)
+        led.requeued(j, now)
+        if hooks.on_requeue is not None:
+            hooks.on_requeue(now, j)

@@ -25,6 +25,8 @@ from hpctwin.twin.cli import main
 HDR = "; MaxProcs: 16\n"
 J1 = "1 0 5 100 4 -1 -1 4 200 -1 1 1 1 -1 1 -1 -1 -1"
 J2 = "2 10 0 50 2 1.5 -1 -1 60 -1 1 2 1 -1 1 -1 -1 -1"
+HELIOS_HDR = "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue\n"
+HELIOS_T = "2020-06-09 18:41:01,2020-06-09 18:41:01,2020-06-10 04:55:09,36848,0"
 SH = "JobID|JobIDRaw|Submit|Start|End|Elapsed|Timelimit|NNodes|NCPUS|NodeList|State"
 S1 = "1|1|2024-01-01T00:00:00|2024-01-01T00:01:00|2024-01-01T00:11:00|00:10:00|01:00:00|4|16|n[001-004]|COMPLETED"
 S2 = "2|2|2024-01-01T00:02:00|2024-01-01T00:20:00|2024-01-01T00:30:00|00:10:00|01:00:00|2|8|n[005-006]|COMPLETED"
@@ -131,6 +133,13 @@ RUN_CASES = [
     ("alibaba-gpu-inf", {"p.csv": "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
                                   "deletion_time,scheduled_time\np0,1000,1024,inf,1000,,LS,Running,0,10,0\n"},
      ["-w", "alibaba-gpu:{d}/p.csv", "--nodes", "4"], "p.csv:2: field 'num_gpu': not a number"),
+    ("helios-gpu-num-beyond-int", {"h.csv": HELIOS_HDR + "1,u,vc1,1e20,1,1,COMPLETED," + HELIOS_T + "\n"}, ["--nodes", "8"],
+     "h.csv:2: field 'gpu_num': out of range for an integer (value '1e20')"),
+    ("helios-duplicate-job-id", {"h.csv": HELIOS_HDR + ("1,u,vc1,1,1,1,COMPLETED," + HELIOS_T + "\n") * 2}, ["--nodes", "8"],
+     "h.csv:3: field 'job_id': repeats an earlier job id (value '1')"),
+    ("philly-json-too-deep", {"p.json": "[" * 100000 + "]" * 100000}, ["--nodes", "8"],
+     "p.json: JSON nested too deeply to be a job list"),
+    ("philly-json-broken", {"p.json": '[{"jobid": 1,'}, ["-w", "philly:{d}/p.json", "--nodes", "8"], "p.json:1: not valid JSON"),
     ("opendc-not-parquet", {"t.parquet": "not parquet"}, ["-w", "surf:{d}/t.parquet", "--nodes", "4"],
      "t.parquet: not a readable Parquet file"),
     # ---------------------------------------------------------------- --set and flags
@@ -177,6 +186,8 @@ RUN_CASES = [
      "s.toml:2: system.nodes: expected an integer, got 'ten'"),
     ("system-power-unknown-key", {"s.toml": "[system]\nnodes = 4\n[power]\ncpu_idl_w = 3\n"}, ["--system", "{d}/s.toml"],
      "s.toml:4: power.cpu_idl_w: [power] unknown key(s) 'cpu_idl_w'"),
+    ("config-file-wrong-type", {"c.toml": '[run]\nworkload = "synthetic:jobs=10,nodes=4"\nnodes = "ten"\n'},
+     ["-w", "synthetic", "--config", "{d}/c.toml"], "nodes: expected an integer, got 'ten'"),
     ("system-toml-syntax", {"s.toml": "[system\nnodes = 4\n"}, ["--system", "{d}/s.toml"], "TOML syntax error"),
 ]
 

@@ -311,10 +311,14 @@ class SlurmScheduler(Scheduler):
                            and not sp.bf_max_job_part and not sp.bf_max_job_user)
         self.W = (NN + 63) // 64
         self.slot_of: dict[int, int] = {}
+        self._ones = np.ones(0, dtype=np.int64)
         if self.use_kernel:
+            from . import slurm_kernels  # noqa: PLC0415
+            self._kern = slurm_kernels
             # running jobs in slots (at most one per node): used flag, expected end, job id and
             # node words, read by the compiled cycle without per-cycle Python work
             self.pm_words = np.stack([self._words(r) for r in self.pmask])
+            self._no_prio = np.zeros(0)
             self.slot_used = np.zeros(NN, dtype=np.bool_)
             self.slot_end = np.zeros(NN)
             self.slot_id = np.zeros(NN, dtype=np.int64)
@@ -515,7 +519,9 @@ class SlurmScheduler(Scheduler):
     def _order(self, now: float, queue: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Pending jobs in Slurm's evaluation order and their priorities."""
         if self.static_order:
-            return queue, np.ones(len(queue), dtype=np.int64)
+            if len(self._ones) < len(queue):
+                self._ones = np.ones(2 * len(queue), dtype=np.int64)
+            return queue, self._ones[:len(queue)]
         # priorities as of the last PriorityCalcPeriod tick; a job submitted since has age 0
         # (its priority was set at submit with the current fair-share values)
         prio = self.prio_calc.compute(max(self.last_tick, 0.0), queue, self.fs_factor)
@@ -540,7 +546,8 @@ class SlurmScheduler(Scheduler):
         return np.sort(ids[o[:k]])
 
     # ================================================================== start bookkeeping
-    def _apply_start(self, now: float, j: int, nodes: np.ndarray) -> Start:
+    def _apply_start(self, now: float, j: int, nodes: np.ndarray,
+                     words: np.ndarray | None = None) -> Start:
         self.node_end[nodes] = now + self.est[j]
         self.job_nodes[j] = nodes
         self.run_end[j] = now + float(self.est[j])
@@ -554,7 +561,7 @@ class SlurmScheduler(Scheduler):
             self.slot_used[slot] = True
             self.slot_end[slot] = now + float(self.est[j])
             self.slot_id[slot] = self.job_id[j]
-            self.slot_words[slot] = self._words_of(nodes)
+            self.slot_words[slot] = words if words is not None else self._words_of(nodes)
         self.applied.add(j)
         self.n_pending -= 1
         units = len(nodes) * self.cpn
@@ -577,6 +584,17 @@ class SlurmScheduler(Scheduler):
     def _main_pass(self, now: float, order: np.ndarray, depth: int | None) -> tuple[list[Start], bool]:
         """Strict priority pass; returns the starts and whether the whole queue was considered."""
         sp = self.cfg.sched
+        if self.use_kernel:
+            if not (self.node_end == -_INF).any():
+                # no idle node: the pass stops at its first job (n_idle == 0), having seen all
+                self.last_pass_pos = []
+                return [], True
+            pos, words, complete = self._kern.main_pass(
+                self.NN, self.node_end, np.asarray(order, dtype=np.int64),
+                -1 if depth is None else int(depth), int(sp.partition_job_depth), self.req,
+                self.jpart, self.pm_words, len(self.parts))
+            self.last_pass_pos = pos
+            return self._starts_of(now, order, pos, words), bool(complete)
         idle = self.node_end == -_INF
         avail = np.ones(self.NN, dtype=bool)
         failed = set()
@@ -585,6 +603,7 @@ class SlurmScheduler(Scheduler):
         complete = True
         n_idle = int(idle.sum())
         P = len(self.parts)
+        self.last_pass_pos = started_pos = []
         for pos, j in enumerate(order.tolist()):
             if depth is not None and pos >= depth:
                 complete = False
@@ -609,6 +628,7 @@ class SlurmScheduler(Scheduler):
                 else:
                     nodes = np.flatnonzero(cand)[:need]
                 starts.append(self._apply_start(now, j, nodes))
+                started_pos.append(pos)
                 idle[nodes] = False
                 n_idle -= need
             else:
@@ -661,9 +681,15 @@ class SlurmScheduler(Scheduler):
 
     def _backfill_compiled(self, now: float, order: np.ndarray, prio: np.ndarray) -> list[Start]:
         """`_backfill` by the compiled cycle (`schedulers.slurm_kernels.bf_cycle`)."""
-        from .slurm_kernels import bf_cycle  # noqa: PLC0415
         sp = self.cfg.sched
-        pos, words, n_res = bf_cycle(
+        # no job of the queue fits the idle nodes: the cycle would stop at its first job
+        # (``n_idle < suffix_min``) with no start and no reservation
+        n_idle = int(np.count_nonzero(self.node_end == -_INF))
+        if n_idle == 0 or n_idle < int(self.req[order].min()):
+            return []
+        if not sp.bf_min_prio_reserve:
+            prio = self._no_prio
+        pos, words, n_res = self._kern.bf_cycle(
             float(now), float(sp.bf_resolution), float(sp.bf_window), int(sp.bf_max_job_test),
             int(sp.bf_job_part_count_reserve), int(sp.bf_max_job_start),
             int(sp.bf_min_prio_reserve), float(sp.bf_min_age_reserve), int(self.NN),
@@ -672,11 +698,19 @@ class SlurmScheduler(Scheduler):
             np.asarray(prio, dtype=np.float64), self.submit, self.job_id, self.pm_words,
             len(self.parts))
         self.stats["reservations"] += int(n_res)
-        starts = []
+        return self._starts_of(now, order, pos, words)
+
+    def _starts_of(self, now: float, order: np.ndarray, pos: np.ndarray,
+                   words: np.ndarray) -> list[Start]:
+        """Apply a compiled pass's starts: queue positions ``pos`` on the node words ``words``."""
+        starts: list[Start] = []
+        if not len(pos):
+            return starts
         NN = self.NN
         for q in range(len(pos)):
             bitsv = np.unpackbits(words[q].view(np.uint8), bitorder="little")[:NN]
-            starts.append(self._apply_start(now, int(order[pos[q]]), np.flatnonzero(bitsv)))
+            starts.append(self._apply_start(now, int(order[pos[q]]), np.flatnonzero(bitsv),
+                                            words[q]))
         return starts
 
     def _backfill(self, now: float, order: np.ndarray, prio: np.ndarray) -> list[Start]:
@@ -989,9 +1023,9 @@ class SlurmScheduler(Scheduler):
                 if self.bf_dirty and self.n_pending:
                     if order is None:
                         order, prio = self._order(now, queue)
-                    if out:
-                        started = {s.job for s in out}
-                        keep = np.array([int(x) not in started for x in order], dtype=bool)
+                    if out:             # the pass's own starts leave the queue
+                        keep = np.ones(len(order), dtype=bool)
+                        keep[self.last_pass_pos] = False
                         order, prio = order[keep], prio[keep]
                     bst = self._backfill(now, order, prio)
                     self.stats["backfill_passes"] += 1

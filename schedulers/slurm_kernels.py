@@ -462,3 +462,64 @@ def bf_cycle(now, res, bf_window, max_test, jpcr, max_start, min_prio, min_age,
                                   prio, rsub, rjid, suffix_min, pmask, n_parts, out_pos,
                                   out_nodes)
     return out_pos[:n_st], out_nodes[:n_st], n_res
+
+
+@njit(cache=True)
+def main_pass(nn, node_end, order, depth, part_job_depth, req, jpart, pmask, n_parts):
+    """The strict-priority pass of `SlurmScheduler._main_pass` under select/linear (job_scheduler.c
+    ``_schedule``: a job that does not fit fails its partition and removes the partition's nodes
+    from the pass; ``_run_now`` -> ``_job_test`` chooses the nodes). ``depth`` < 0: no limit.
+    Returns (started queue positions, their node words, whether the whole queue was seen)."""
+    W = pmask.shape[1]
+    nq = order.shape[0]
+    idle = np.zeros(W, dtype=np.uint64)
+    for i in range(nn):
+        if node_end[i] == -INF:
+            idle[i >> 6] |= np.uint64(1) << np.uint64(i & 63)
+    avail = np.empty(W, dtype=np.uint64)
+    for w in range(W):
+        avail[w] = ~np.uint64(0)
+    failed = np.zeros(n_parts, dtype=np.bool_)
+    n_failed = 0
+    per_part = np.zeros(n_parts, dtype=np.int64)
+    n_idle = _count(idle)
+    cand = np.empty(W, dtype=np.uint64)
+    nodes = np.empty(W, dtype=np.uint64)
+    scratch_s = np.empty(nn + 1, dtype=np.int64)
+    scratch_l = np.empty(nn + 1, dtype=np.int64)
+    out_pos = np.empty(nq, dtype=np.int64)
+    out_nodes = np.empty((nq, W), dtype=np.uint64)
+    n_st = 0
+    complete = True
+    for pos in range(nq):
+        if depth >= 0 and pos >= depth:
+            complete = False
+            break
+        if n_failed == n_parts or n_idle == 0:
+            break
+        j = order[pos]
+        k = jpart[j]
+        if failed[k]:
+            continue
+        if part_job_depth > 0:
+            if per_part[k] >= part_job_depth:
+                complete = False
+                continue
+            per_part[k] += 1
+        for w in range(W):
+            cand[w] = idle[w] & avail[w] & pmask[k, w]
+        need = req[j]
+        if _count(cand) >= need:
+            job_test(cand, need, nn, nodes, scratch_s, scratch_l)
+            out_pos[n_st] = pos
+            for w in range(W):
+                out_nodes[n_st, w] = nodes[w]
+                idle[w] &= ~nodes[w]
+            n_st += 1
+            n_idle -= need
+        else:
+            failed[k] = True
+            n_failed += 1
+            for w in range(W):
+                avail[w] &= ~pmask[k, w]
+    return out_pos[:n_st], out_nodes[:n_st], complete

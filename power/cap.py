@@ -193,6 +193,22 @@ def idle_floor_facility_w(model) -> float:
     return float(idle["facility_w"] + plant)
 
 
+def check_feasible(model) -> None:
+    """Raise `PowerConfigError` when a cap value is below the machine's idle floor
+    (`idle_floor_facility_w`): no schedule and no throttle can hold it (throttling every job to idle
+    power would stall the jobs, not meet the cap)."""
+    from hpctwin.power.config import PowerConfigError  # noqa: PLC0415
+    floor = idle_floor_facility_w(model)
+    for t, w in zip(model.cap.times, model.cap.values):
+        if math.isfinite(w) and w < floor:
+            when = "" if not math.isfinite(t) else f" (from t = {t:g} s)"
+            raise PowerConfigError(
+                f"power cap {w:,.0f} W{when} is below the idle power of the machine, {floor:,.0f} W at the "
+                f"facility (idle nodes and switches, conversion losses, CDU pumps and the cooling plant), by "
+                f"{floor - w:,.0f} W: no schedule can hold it; give a cap of at least {math.ceil(floor):,d} W "
+                f"or fewer nodes")
+
+
 def cap_report(model) -> dict:
     """The summary's ``power_cap`` table of a finalized capped `power.model.PowerModel`: where the
     cap is defined, the electrical limit that holds it, whether it held at every sample and, when
@@ -228,7 +244,7 @@ def cap_report(model) -> dict:
 def _why_not_held(model, caps: np.ndarray) -> str:
     floor = idle_floor_facility_w(model)
     low = float(np.nanmin(caps)) if len(caps) else math.inf
-    if floor > low:
+    if floor > low:                      # refused at bind (check_feasible); kept for duck-typed models
         return (f"idle power alone ({floor:,.0f} W at the facility, cooling included) exceeds the cap "
                 f"({low:,.0f} W) by {floor - low:,.0f} W: no throttle can hold it")
     if model.cap_level != "facility":

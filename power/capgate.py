@@ -35,10 +35,7 @@ class PowerCapGate(Gate):
     def bind(self, ctx) -> None:
         self.ctx = ctx
         if self.model is None:
-            self.model = ctx.model("power")
-        if not getattr(self.model, "capped", False):
-            raise ValueError("PowerCapGate: the power model has no cap (give --power-cap W or "
-                             "[power] facility_cap_w)")
+            self.model = ctx.model("power")      # (models are bound after gates: no cap check here)
 
     def begin_pass(self, now: float, view) -> None:
         self._first = True
@@ -46,6 +43,8 @@ class PowerCapGate(Gate):
     def admit(self, now: float, job: int, units: np.ndarray, view) -> Refusal | None:
         first, self._first = self._first, False
         m = self.model
+        if not m.capped:                          # a power model without a cap: nothing to refuse
+            return None
         n = len(units) / float(getattr(m, "units_per_node", 1) or 1)
         ok, proj, limit = m.admit(now, job, n)
         if ok:

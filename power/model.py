@@ -36,7 +36,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from hpctwin.power.cap import PowerCap, cap_report, electrical_limit_w
+from hpctwin.power.cap import PowerCap, cap_report, check_feasible, electrical_limit_w
 from hpctwin.power.chain import Chain, Layout
 from hpctwin.power.config import CoolingConfig, PowerConfig, PowerConfigError, parse_cooling, parse_power
 from hpctwin.power.cooling import run_cooling
@@ -122,6 +122,7 @@ class PowerModel(RunModel):
 
     def bind(self, ctx: ModelContext) -> None:
         self.ctx = ctx
+        self.units_per_node = getattr(ctx, "units_per_node", None) or self.units_per_node   # GPU allocation: G
         spec = self.system if self.system is not None else ctx.system
         if spec is None:
             from hpctwin.twin.system import load_system
@@ -169,6 +170,8 @@ class PowerModel(RunModel):
         limits = [electrical_limit_w(float(v), self.chain.cdu_pumps_w, self.cool_cfg) for v in self.cap.values]
         self._elec_limits = np.array([w for w, _ in limits])
         self.cap_level = limits[0][1]
+        if self.capped:
+            check_feasible(self)
         self.idle_facility_w = idle_fac
         self.peak_facility_w = peak["facility_w"]
         self.sample_dt = float(self._sample_dt or ctx.options.get("sample_dt", 15.0))

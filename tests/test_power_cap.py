@@ -115,14 +115,21 @@ def test_synthetic_cap_holds_with_throttle_alone_and_with_refusals():
     assert spec.cooling                                   # the cap counted the cooling plant
 
 
-def test_cap_below_idle_says_so_in_the_printed_summary():
-    from hpctwin.twin.cli import format_summary
-    r = run(RunConfig(workload="synthetic:jobs=20,nodes=8", system="generic", nodes=8, power=True, seed=1,
+def test_cap_below_idle_is_refused_with_the_floor():
+    with pytest.raises(ValueError, match=r"power cap 100 W is below the idle power of the machine, .* W at the "
+                                         r"facility .*no schedule can hold it"):
+        run(RunConfig(workload="synthetic:jobs=20,nodes=8", system="generic", nodes=8, power=True, seed=1,
                       power_cap=100.0))
-    rep = r.summary["power_cap"]
-    assert rep["held"] is False and "idle power alone" in rep["why"]
-    line = [x for x in format_summary(r.summary).splitlines() if x.startswith("power cap")][0]
-    assert "NOT HELD" in line and "idle power alone" in line and "100 W" in line
+
+
+def test_a_cap_not_held_is_said_in_the_printed_summary():
+    from hpctwin.power.cap import cap_summary_line
+    rep = {"cap_w": 1000.0, "level": "facility: ...", "held": False, "samples_over_cap": 3,
+           "fraction_samples_over_cap": 0.25, "max_excess_w": 12.0,
+           "why": "utilisation traces change job power between events, where the throttle does not act"}
+    assert cap_summary_line(rep) == ("1,000 W at the facility: NOT HELD: 3 samples (25.0 %) above it, by up to 12 W; "
+                                     "why: utilisation traces change job power between events, where the throttle "
+                                     "does not act")
 
 
 class Recorder(Scheduler):

@@ -136,18 +136,14 @@ def test_facility_cap_throttles_and_holds():
     assert m.summary()["peak_electrical_power_w"] == pytest.approx(cap)
 
 
-def test_facility_cap_below_idle_is_reported_not_held():
-    # idle machine: 4 x 40 W nodes -> rack input 4 x 84 W node inputs + 2 x 4 W switches, over 0.8
-    # rectifiers with 2 x 1 W losses each: (2 x (168 + 4) + 4 x 1) / 0.8 = 435 W, + 2 CDU pumps of 100 W
+def test_facility_cap_below_idle_rejected_with_the_floor():
+    # idle machine: 4 x 40 W nodes -> node inputs (40 + 2) / 0.5 = 84 W; two chassis of 2 x 84 + 4 W
+    # switch = 172 W, rectifiers (172 + 2 x 1) / 0.8 = 217.5 W each: 435 W rack input + 2 CDU pumps of 100 W
     spec = tiny_spec(facility_cap_w=10.0)
     m = PowerModel(spec, cooling=False)
-    m.bind(tiny_ctx(spec, [0.0], [1], [10.0], {}))
-    replay(m, [0.0], [10.0], [np.array([0])])
-    rep = m.summary()["power_cap"]
-    # the throttle goes to idle power (the job crawls, at the engine's minimum rate): every sample is over
-    assert rep["held"] is False and rep["samples_over_cap"] > 0 and rep["fraction_samples_over_cap"] == 1.0
-    assert rep["max_excess_w"] == pytest.approx(625.0) and rep["min_throttle"] == 0.0
-    assert rep["why"].startswith("idle power alone (635 W at the facility, cooling included) exceeds the cap (10 W)")
+    with pytest.raises(ValueError, match=r"power cap 10 W is below the idle power of the machine, 635 W at the "
+                                         r"facility .* by 625 W: no schedule can hold it; give a cap of at least 635 W"):
+        m.bind(tiny_ctx(spec, [0.0], [1], [10.0], {}))
 
 
 def test_trace_profile_energy_and_rate_change():
@@ -261,3 +257,22 @@ def test_energy_identity_random_run_with_cooling():
         assert len(v) == len(grid) and unit
     # exact interval means integrate back to the exact energies
     assert ts["power_jobs_w"][0].sum() * 15.0 == pytest.approx(br["jobs"], rel=1e-9)
+
+
+def test_cap_not_held_between_events_by_a_trace_is_reported():
+    # a CPU trace 0 -> 1 every 10 s: the throttle acts at events with the trace's mean, so the samples
+    # of the full-load phases exceed a cap set just above the mean draw
+    spec = tiny_spec()
+    tr = np.empty(1, dtype=object)
+    tr[0] = np.array([0.0, 1.0] * 5)
+    cols = {"cpu_util_trace": tr, "gpu_util": np.zeros(1), "util_trace_dt": np.array([10.0])}
+    probe = PowerModel(spec, cooling=False)
+    probe.bind(tiny_ctx(spec, [0.0], [4], [100.0], cols))
+    idle_w = probe.idle_facility_w
+    cap = idle_w + 4 * 0.6 * 100.0 / (0.5 * 0.8)        # above the mean (0.5 x 100 W per node), below the peak
+    m = PowerModel(spec, cooling=False, facility_cap_w=cap, sample_dt=10.0)
+    m.bind(tiny_ctx(spec, [0.0], [4], [100.0], cols))
+    replay(m, [0.0], [100.0], [np.arange(4)])
+    rep = m.summary()["power_cap"]
+    assert rep["held"] is False and rep["samples_over_cap"] == 5
+    assert rep["why"].startswith("utilisation traces change job power between events")

@@ -146,3 +146,25 @@ def resolve_gz(path: Path) -> Path:
     if gz.exists():
         return gz
     raise ServingTraceError(f"{path}: file not found (nor {gz.name})")
+
+
+def diurnal_trace(lengths: list[ServingRequest], hours: float = 24.0, mean_rate: float = 2.0,
+                  peak_to_trough: float = 3.0, peak_hour: float = 14.0, seed: int = 0) -> list[ServingRequest]:
+    """A day-shaped Poisson workload: rate ``mean_rate (1 + a cos(2 pi (t - peak) / 24 h))`` req/s with
+    ``a`` set by the peak-to-trough ratio, arrivals by thinning, (input, output) lengths drawn with
+    replacement from ``lengths`` (e.g. an Azure trace), all from one seeded generator."""
+    import numpy as np  # noqa: PLC0415
+    if not lengths:
+        raise ServingTraceError("diurnal_trace: no requests to draw lengths from")
+    if peak_to_trough < 1:
+        raise ServingTraceError(f"diurnal_trace: peak_to_trough must be >= 1, got {peak_to_trough}")
+    rng = np.random.default_rng(seed)
+    a = (peak_to_trough - 1) / (peak_to_trough + 1)
+    lam_max = mean_rate * (1 + a)
+    span = hours * 3600.0
+    n = rng.poisson(lam_max * span)
+    t = np.sort(rng.uniform(0, span, n))
+    keep = rng.uniform(0, 1, n) < (1 + a * np.cos(2 * np.pi * (t / 3600.0 - peak_hour) / 24.0)) / (1 + a)
+    t = t[keep]
+    pick = rng.integers(0, len(lengths), len(t))
+    return [ServingRequest(float(ti), lengths[k].input_tokens, lengths[k].output_tokens) for ti, k in zip(t, pick)]

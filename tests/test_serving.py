@@ -454,3 +454,17 @@ def test_priority_classes_order_admission_and_preemption(const_model):
     assert r2[0].last == pytest.approx(3 * D)
     with pytest.raises(ValueError, match="fcfs or priority"):
         Instance(0, const_model, BlockManager(3, 2), policy="edf")
+
+
+def test_diurnal_trace_shape_and_seed():
+    from hpctwin.datasets.serving_traces import diurnal_trace
+    lengths = [req(0.0, 100, 10), req(0.0, 200, 20)]
+    a = diurnal_trace(lengths, hours=24, mean_rate=0.5, peak_to_trough=3.0, peak_hour=14.0, seed=3)
+    assert a == diurnal_trace(lengths, hours=24, mean_rate=0.5, peak_to_trough=3.0, peak_hour=14.0, seed=3)
+    t = np.array([r.arrival_s for r in a]) / 3600
+    assert abs(len(a) / (24 * 3600) - 0.5) < 0.02
+    peak = np.sum((t > 12) & (t < 16))
+    assert peak > 2.5 * np.sum((t > 0) & (t < 4))  # 3:1 day shape, trough at 2 am
+    assert {(r.input_tokens, r.output_tokens) for r in a} == {(100, 10), (200, 20)}
+    with pytest.raises(ServingTraceError, match="peak_to_trough must be >= 1"):
+        diurnal_trace(lengths, peak_to_trough=0.5)

@@ -53,6 +53,7 @@ class PoolView:
     busy_fraction: float      # mean over active instances during the last interval
     decode_tps: float         # decode tokens per second over the last interval
     waiting: int              # requests queued on active instances
+    kv_fraction: float = 0.0  # mean KV-block use of the active instances at the tick
 
 
 class FixedPolicy:
@@ -76,18 +77,24 @@ class _Stabilised:
 
 
 class UtilizationPolicy(_Stabilised):
-    """HPA on the busy fraction: desired = ceil(current x busy / target) outside the tolerance band."""
+    """HPA on a utilisation metric: desired = ceil(current x metric / target) outside the tolerance band.
+
+    ``metric="busy"``: the fraction of time the GPUs run an iteration (what a GPU-utilisation counter
+    reports; with continuous batching one decoding request keeps it near 1); ``metric="kv"``: the mean
+    KV-cache use (vLLM's ``gpu_cache_usage_perc``)."""
 
     def __init__(self, target: float = 0.7, tolerance: float = HPA_TOLERANCE,
-                 window_s: float = HPA_DOWNSCALE_WINDOW_S) -> None:
+                 window_s: float = HPA_DOWNSCALE_WINDOW_S, metric: str = "busy") -> None:
         super().__init__(window_s)
         if not 0 < target <= 1:
             raise ValueError(f"utilisation target must be in (0, 1], got {target}")
-        self.target, self.tolerance = target, tolerance
+        if metric not in ("busy", "kv"):
+            raise ValueError(f"utilisation metric must be busy or kv, got {metric!r}")
+        self.target, self.tolerance, self.metric = target, tolerance, metric
 
     def desired(self, v: PoolView) -> int:
         cur = max(1, v.active + v.starting)
-        ratio = v.busy_fraction / self.target
+        ratio = (v.busy_fraction if self.metric == "busy" else v.kv_fraction) / self.target
         rec = cur if abs(ratio - 1) <= self.tolerance else math.ceil(max(1, v.active) * ratio)
         return self._stabilise(v.now, rec)
 
@@ -193,7 +200,8 @@ def simulate_autoscaled(trace: Sequence[ServingRequest], make_instance: Callable
             span = max(1e-9, t - prev["t"])
             view = PoolView(t, interval_s, len(act), len(starting),
                             min(1.0, (busy - prev["busy"]) / (span * max(1, len(act)))),
-                            (tok - prev["tok"]) / span, sum(len(x.waiting) for x in act))
+                            (tok - prev["tok"]) / span, sum(len(x.waiting) for x in act),
+                            sum(x.kv.used / x.kv.num_blocks for x in act) / max(1, len(act)))
             prev.update(t=t, busy=busy, tok=tok)
             want = max(min_instances, min(max_instances, int(policy.desired(view))))
             have = len(act) + len(starting)

@@ -63,6 +63,10 @@ KNOWN_MODELS: dict[str, ModelShape] = {m.name: m for m in (
     ModelShape("Qwen/Qwen3-32B", "qwen3", 64, 5120, 64, 8, 128, 25600, 151936),
     ModelShape("Qwen/Qwen3-30B-A3B-Instruct-2507", "qwen3_moe", 48, 2048, 32, 4, 128, 6144, 151936,
                num_experts=128, experts_per_token=8, moe_intermediate=768),
+    ModelShape("mistralai/Mixtral-8x7B-v0.1", "mixtral", 32, 4096, 32, 8, 128, 14336, 32000,
+               num_experts=8, experts_per_token=2, moe_intermediate=14336),
+    ModelShape("microsoft/Phi-mini-MoE-instruct", "phimoe", 32, 4096, 32, 8, 128, 960, 32064,
+               num_experts=16, experts_per_token=2, moe_intermediate=960),
     # Splitwise / DistServe models (HF configs of meta-llama/Llama-2-70b-hf, bigscience/bloom, facebook/opt-*)
     ModelShape("llama2-70b", "llama", 80, 8192, 64, 8, 128, 28672, 32000),
     ModelShape("bloom-176b", "bloom", 70, 14336, 112, 112, 128, 57344, 250880),
@@ -83,6 +87,9 @@ SEQUENCES: dict[str, dict[str, list[str]]] = {
                   "post_attn": ["o_proj", "layernorm"], "mlp": ["moe"],
                   "head": ["final_layernorm", "lm_head", "sampler"]},
 }
+# Mixtral and PhiMoE: the Llama walk with an MoE block (profiler/models/{mixtral,phimoe}.yaml)
+for _t in ("mixtral", "phimoe"):
+    SEQUENCES[_t] = {**SEQUENCES["llama"], "mlp": ["moe"]}
 
 #: layers followed by a tensor-parallel all-reduce (LLMServingSim trace_generator._TP_ALLREDUCE_AFTER)
 TP_ALLREDUCE_AFTER = ("o_proj", "down_proj")

@@ -287,6 +287,8 @@ def test_serve_cli_writes_outputs(tmp_path):
     s = json.load(open(out / "summary.json"))
     assert s["tpot"]["mean"] == pytest.approx(d / 2)  # request 0: 2d / (3 - 1); request 1: 0 / max(1, 0)
     assert s["requests"] == 2 and s["output_tokens"] == 4
+    ts = list(csv.DictReader(open(out / "timeseries.csv")))
+    assert ts and ts[-1]["running"] == "0" and int(ts[0]["batch_tokens"]) == 2
     assert main(["serve", "--bundle", str(tmp_path / "nope"), "--out", str(out)]) == 2
 
 

@@ -28,10 +28,13 @@ from .metrics import fifteen, latencies
 
 
 def run_bundle(bundle: str | Path | Bundle, data_dir: str | None = None, router: str = "least_loaded",
-               ) -> tuple[Bundle, ServingResult]:
+               series: bool = False) -> tuple[Bundle, ServingResult]:
     """Simulate a bundle's workload on its deployment."""
     b = bundle if isinstance(bundle, Bundle) else load_bundle(bundle, data_dir)
     insts = b.build_instances()
+    if series:
+        for x in insts:
+            x.series = []
     return b, simulate(b.workload(), insts, router=router, units=b.units(insts))
 
 
@@ -79,6 +82,14 @@ def write_outputs(out: Path, b: Bundle, res: ServingResult) -> dict:
         for r in res.requests:
             w.writerow([r.uid, f"{r.arrival:.9f}", f"{r.queued:.9f}", f"{r.first:.9f}", f"{r.last:.9f}", r.prompt,
                         r.generated, r.instance, r.preemptions])
+    if any(x.series is not None for x in res.instances):
+        with open(out / "timeseries.csv", "w", newline="") as fh:
+            w = csv.writer(fh, lineterminator="\n")
+            w.writerow(["t_s", "instance", "running", "waiting", "kv_used_blocks", "kv_blocks", "batch_tokens"])
+            rows = sorted((t, x.iid, run, wait, kv, x.kv.num_blocks, tok) for x in res.instances
+                          for (t, run, wait, kv, tok) in (x.series or []))
+            for t, iid, run, wait, kv, nb, tok in rows:
+                w.writerow([f"{t:.9f}", iid, run, wait, kv, nb, tok])
     s = summary(b, res)
     (out / "summary.json").write_text(json.dumps(s, indent=2) + "\n")
     return s
@@ -93,10 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--router", choices=list(ROUTERS), default="least_loaded",
                    help="request router across instances (default least_loaded: vLLM's DP balancer, "
                         "LLMServingSim's LOAD)")
+    p.add_argument("--no-timeseries", action="store_true",
+                   help="do not write timeseries.csv (one row per iteration, or per run of identical "
+                        "decode iterations: running, waiting, KV blocks used, batch tokens)")
     p.add_argument("--quiet", "-q", action="store_true")
     a = p.parse_args(argv)
     try:
-        b, res = run_bundle(a.bundle, a.data_dir, a.router)
+        b, res = run_bundle(a.bundle, a.data_dir, a.router, series=not a.no_timeseries)
         s = write_outputs(Path(a.out), b, res)
     except (BundleError, ValueError, FileNotFoundError) as e:
         print(f"hpctwin serve: error: {e}", file=sys.stderr)

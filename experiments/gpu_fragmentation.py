@@ -496,33 +496,29 @@ def run_fill(pods: PodSet, state0: PackingState, info: dict, target: float = 1.0
 
 
 def plot(fill_series: dict, replay_series: dict, gpus: int, path: Path, title: str) -> None:
-    import matplotlib  # noqa: PLC0415
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
+    from hpctwin.twin.plot import figure, save_png  # noqa: PLC0415
     panels = [p for p in (fill_series, replay_series) if p]
-    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4), squeeze=False)
+    fig, axes = figure(len(panels), 1, height_in=2.2 * len(panels) + 0.3)
     k = 0
     if fill_series:
-        ax = axes[0][k]
+        ax = axes[k][0]
         k += 1
         for pol, r in fill_series.items():
             ax.plot(100 * r.arrived / gpus, r.frag_exp, label=pol, lw=1)
         ax.set_xlabel("arrived GPU demand (% of cluster GPUs)")
-        ax.set_ylabel("expected fragmentation (GPUs, FGD metric)")
-        ax.set_title("fill (Weng et al. ATC'23 method)", fontsize=9)
-        ax.legend(fontsize=8)
+        ax.set_ylabel("expected fragmentation\n(GPUs, FGD metric)")
+        ax.set_title(f"{title}: fill (Weng et al. ATC'23 method)")
+        ax.legend()
     if replay_series:
-        ax = axes[0][k]
+        ax = axes[k][0]
         for pol, r in replay_series.items():
             ax.step(r.t / 3600, r.frag_wait, where="post", label=pol, lw=0.8)
         ax.set_xlabel("time (h)")
-        ax.set_ylabel("free GPUs unusable by waiting pods")
-        ax.set_title("event-driven replay", fontsize=9)
-        ax.legend(fontsize=8)
-    fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+        ax.set_ylabel("free GPUs unusable\nby waiting pods (GPUs)")
+        ax.set_title(f"{title}: event-driven replay" if not fill_series else "event-driven replay")
+        ax.legend()
+    fig.align_ylabels()
+    save_png(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -576,7 +572,7 @@ def main(argv: list[str] | None = None) -> int:
     text = " ".join(conv)
     write_table_files(df, out, "GPU packing policies on the Alibaba GPU 2023 (openb) trace. " + text,
                       label="tab:gpu-fragmentation")
-    plot(fser, rser, info["gpus"], out / "fragmentation.png", "Alibaba GPU 2023 (openb), GPU packing policies")
+    plot(fser, rser, info["gpus"], out / "fragmentation.png", "Alibaba GPU 2023 (openb)")
     print(df.to_string(index=False))
     print(text)
     print(f"wrote {out}/results.csv, results.md, results.tex, fragmentation.png")

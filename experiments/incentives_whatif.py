@@ -458,27 +458,23 @@ def main(argv=None) -> pd.DataFrame:
 
 
 def _plot(a, series: dict, yang_series: dict) -> None:
-    import matplotlib  # noqa: PLC0415
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
+    from hpctwin.twin.plot import figure, save_png  # noqa: PLC0415
     first = next(iter(series.values()))
     t = first.timeseries["time"][0]
     d0 = (a.week_start_day * 86400.0) if a.week_start_day is not None else float(np.median(t))
     panels = [("charging rules and users", series)] + ([("price-aware scheduling (Yang setting)", yang_series)]
                                                         if yang_series else [])
-    fig, axes = plt.subplots(len(panels), 1, figsize=(11, 4 * len(panels)), sharex=True, squeeze=False)
+    fig, axes = figure(len(panels), 1, height_in=2.4 * len(panels) + 0.3, sharex=True)
     for ax, (title, ser) in zip(axes[:, 0], panels):
         for label, r in ser.items():
             tt, p = r.timeseries["time"][0], r.timeseries["power_facility_w"][0]
             m = (tt >= d0) & (tt < d0 + 7 * 86400)
-            ax.plot((tt[m] - d0) / 86400.0, p[m] / 1e3, lw=0.6, label=label)
+            ax.step((tt[m] - d0) / 86400.0, p[m] / 1e3, where="post", lw=0.5, label=label)
         ax.set_ylabel("facility power (kW)")
-        ax.set_title(title, fontsize=9)
-        ax.legend(fontsize=7)
+        ax.set_title(title)
+        ax.legend(fontsize=5)
     axes[-1, 0].set_xlabel(f"days after day {d0 / 86400:.1f} of the log")
-    fig.tight_layout()
-    fig.savefig(f"{a.out}/facility_power_week.png", dpi=120)
-    plt.close(fig)
+    save_png(fig, f"{a.out}/facility_power_week.png")
 
 
 if __name__ == "__main__":

@@ -450,12 +450,10 @@ def _report(row: dict) -> None:
 def plot_goodput(sizes: dict, systems, mtbf_days, path: Path, policy: str = "llm") -> None:
     """Goodput vs job size per regime and MTBF: the engine's training jobs (markers, per size bin) and
     the analytic expectation of Daly's renewal model for the same jobs (lines)."""
-    import matplotlib  # noqa: PLC0415
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-    fig, axes = plt.subplots(1, len(systems), figsize=(6 * len(systems), 4.4), squeeze=False)
+    from hpctwin.twin.plot import figure, save_png  # noqa: PLC0415
+    fig, axes = figure(len(systems), 1, height_in=2.8 * len(systems))
     markers = ("o", "s", "^", "v")
-    for ax, system in zip(axes[0], systems):
+    for ax, system in zip(axes[:, 0], systems):
         for k, md in enumerate(mtbf_days):
             for regime, color in zip(REGIMES, ("C0", "C1")):
                 s = sizes.get((system, regime, float(md)))
@@ -467,15 +465,13 @@ def plot_goodput(sizes: dict, systems, mtbf_days, path: Path, policy: str = "llm
                            facecolors="none" if regime == "fast_recovery" else color, edgecolors=color,
                            label=f"engine {regime}, MTBF {md:.3g} d")
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("job size (GPUs held; bins [g, 2g); marker area ~ jobs in the bin)")
-        ax.set_ylabel("goodput = useful / wall GPU-time")
-        ax.set_title(f"{system}: training jobs of the {policy} policy", fontsize=9)
-        ax.legend(fontsize=6)
-    fig.suptitle("Node failures injected into the event simulation (markers) vs the expectation of Daly's renewal "
-                 "model for the same jobs (lines)", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+        ax.set_xlabel("job size (GPUs held, bins [g, 2g))")
+        ax.set_ylabel("goodput (useful / wall GPU-time)")
+        ax.set_title(f"{system}, {policy} policy: engine (markers) vs Daly model (lines)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    if handles:                          # below the panels: never over the data
+        fig.legend(handles, labels, loc="outside lower center", ncol=2, fontsize=5)
+    save_png(fig, path)
 
 
 # ---------------------------------------------------------------------------------- main

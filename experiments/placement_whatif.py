@@ -53,12 +53,10 @@ def run_grid(log: str, systems: list[str], jobs: int | None, seed: int = 0, sche
 
 
 def plot_spans(spans: dict, path: Path) -> None:
-    import matplotlib  # noqa: PLC0415
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
+    from hpctwin.twin.plot import figure, save_png  # noqa: PLC0415
     systems = sorted({k[0] for k in spans})
-    fig, axes = plt.subplots(1, len(systems), figsize=(6 * len(systems), 4), squeeze=False)
-    for ax, system in zip(axes[0], systems):
+    fig, axes = figure(len(systems), 1, height_in=2.1 * len(systems) + 0.2)
+    for ax, system in zip(axes[:, 0], systems):
         vals = [spans[(system, p)] for p in POLICIES if (system, p) in spans]
         top = int(max(v.max() for v in vals if len(v))) if vals else 1
         bins = np.arange(0.5, top + 1.5)
@@ -68,11 +66,9 @@ def plot_spans(spans: dict, path: Path) -> None:
             ax.bar(np.arange(1, top + 1) + (i - len(vals) / 2 + 0.5) * width, h / max(len(v), 1), width, label=p)
         ax.set_xlabel("groups spanned by a job")
         ax.set_ylabel("fraction of jobs")
-        ax.set_title(system)
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+        ax.set_title(f"{system}: placement policies")
+        ax.legend(title="placement", title_fontsize=6)
+    save_png(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -77,26 +77,26 @@ TABLE_METRICS = ["mean_wait_s", "mean_bsld", "utilisation", "user_wait_spread_s"
 
 
 def plot(df: pd.DataFrame, path: Path, title: str) -> None:
-    import matplotlib  # noqa: PLC0415
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
+    """One row per knob (column width, 3.5 in): mean wait (h) and the spread of users' mean waits (h)."""
+    from hpctwin.twin.plot import figure, save_png  # noqa: PLC0415
 
     params = list(SWEEP)
-    fig, axes = plt.subplots(2, len(params), figsize=(4 * len(params), 6.5), squeeze=False)
+    units = {"bf_window": " (min)", "bf_interval": " (s)", "PriorityDecayHalfLife": " (days-hours)"}
+    fig, axes = figure(len(params), 2, height_in=1.35 * len(params) + 0.4)
     for k, p in enumerate(params):
         sub = df[df.parameter == p]
         x = [str(v) for v in sub.value]
-        axes[0][k].bar(x, sub.mean_wait_s / 3600.0, color="tab:blue")
-        axes[0][k].set_title(p)
-        axes[0][k].set_ylabel("mean wait (h)")
-        axes[1][k].bar(x, sub.user_wait_spread_s / 3600.0, color="tab:orange")
-        axes[1][k].set_ylabel("spread of users' mean wait (h)")
-        axes[1][k].set_xlabel(p + (" (min)" if p == "bf_window" else " (s)" if p == "bf_interval"
-                                   else " (D-H)" if p == "PriorityDecayHalfLife" else ""))
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+        axes[k][0].bar(x, sub.mean_wait_s / 3600.0, color="C0")
+        axes[k][0].set_ylabel("mean wait (h)")
+        axes[k][1].bar(x, sub.user_wait_spread_s / 3600.0, color="C1")
+        axes[k][1].set_ylabel("users' spread (h)")
+        for ax in axes[k]:
+            ax.set_xlabel(p + units.get(p, ""), fontsize=6.5)
+            ax.tick_params(axis="x", labelsize=6)
+    axes[0][0].set_title("mean wait")
+    axes[0][1].set_title("std of users' mean waits")
+    fig.suptitle(title, fontsize=7.5)
+    save_png(fig, path)
 
 
 def main(argv: list[str] | None = None) -> pd.DataFrame:
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     df[["parameter", "value", "wall_s"]].to_csv(out / "timings.csv", index=False)
     write_table_files(df.drop(columns=["wall_s"]), out, conv, by=["parameter", "value"], metrics=TABLE_METRICS,
                       label="tab:slurm-tuning")
-    plot(df, out / "slurm_tuning.png", f"{a.log}: Slurm backfill and fair-share knobs")
+    plot(df, out / "slurm_tuning.png", f"{Path(a.log).name if '/' in a.log else a.log}: Slurm backfill and fair-share knobs")
     print(conv)
     print(df.drop(columns=["jobs", "machine_nodes"]).to_string(index=False))
     return df

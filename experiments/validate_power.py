@@ -145,20 +145,18 @@ def main(argv=None) -> dict:
         f"core-equivalents, both constants (W) fitted by least squares on the first {args.calib_days:g} days; "
         "MAPE = mean |simulated - measured| / measured (%) and Pearson r over the remaining samples."),
         by=["dataset"], label="tab:power-validation", stem="validation")
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(11, 4))
-    h = t_end / 3600.0
-    ax.plot(h, measured / 1e3, lw=0.6, label="measured")
-    ax.plot(h, sim / 1e3, lw=0.6, label="simulated")
-    ax.axvline(args.calib_days * 24, color="k", ls="--", lw=0.8)
-    ax.set_xlabel("hours since 2022-10-06 22:00 UTC")
+    from hpctwin.twin.plot import figure, save_png, step_series  # noqa: PLC0415
+    fig, ax = figure(height_in=2.3)
+    ax = ax[0][0]
+    t0 = t_end - STEP                      # each sample averages the 30 s before its timestamp
+    step_series(ax, t0, measured, scale=1e-3, t_div=3600.0, label="measured", end=float(t_end[-1]))
+    step_series(ax, t0, sim, scale=1e-3, t_div=3600.0, color="C1", label="simulated", end=float(t_end[-1]))
+    ax.axvline(args.calib_days * 24, color="k", ls="--", lw=0.6)
+    ax.set_xlabel("time since 2022-10-06 22:00 UTC (h)")
     ax.set_ylabel("cluster power (kW)")
-    ax.set_title(f"SURF: calibrated on {args.calib_days:g} days; prediction MAPE {mape:.2f} %, r = {corr:.3f}")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "power_validation.png", dpi=130)
+    ax.set_title(f"SURF: fit on {args.calib_days:g} d (left of dashes); MAPE {mape:.2f} %, r = {corr:.3f}")
+    ax.legend(loc="lower right")
+    save_png(fig, out / "power_validation.png")
     print(json.dumps(res, indent=2))
     return res
 

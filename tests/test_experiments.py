@@ -227,14 +227,14 @@ def test_gpu_fragmentation_tiny(tmp_path):
 
 
 def test_bine_traffic_tiny(tmp_path):
-    d = tmp_path / "run1"
-    d.mkdir()
-    (d / "jobs.csv").write_text('job,nodes\n1,0-7\n2,"0,2,4,6"\n')
-    gm = tmp_path / "groups.txt"
-    gm.write_text("".join(f"{n} {n // 4}\n" for n in range(8)))
+    files = {"run1/jobs.csv": 'job,nodes\n1,0-7\n2,"0,2,4,6"\n',          # a twin run's allocations
+             "groups.txt": "".join(f"{n} {n // 4}\n" for n in range(8))}   # 2 groups of 4 nodes
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
     out = tmp_path / "out"
-    assert _main("bine_traffic", ["--out", str(out), "--jobs-csv", str(d / "jobs.csv"), "--group-map", str(gm),
-                                  "--max-p", "8", "--no-linkload"]) == 0
+    argv = ["--out", str(out), "--jobs-csv", str(tmp_path / "run1/jobs.csv"), "--group-map", str(tmp_path / "groups.txt")]
+    assert _main("bine_traffic", argv + ["--max-p", "8", "--no-linkload"]) == 0
     df = check_table(out, "results", ["reduction = 100 (classic - Bine)"],
                      ["system", "collective", "bucket", "median_reduction_pct"])
     assert set(df.system) == {"run1"}

@@ -120,3 +120,12 @@ def test_ranges():
     ids = np.unique(rng.integers(0, 500, 200))
     assert parse_ranges(compact_ranges(ids)).tolist() == ids.tolist()
     assert groups_spanned([0, 5, 9], np.arange(12) // 4) == 3 and groups_spanned([1], None) == 1
+
+
+def test_fewest_buckets_hand_checked():
+    from hpctwin.topology.placement import fewest_buckets
+    cap = np.array([5, 3, 0, 4])
+    assert fewest_buckets(cap, 8).tolist() == [5, 3, 0, 0]   # the 5 whole, then 3 from the best fit (3)
+    assert fewest_buckets(cap, 9).tolist() == [5, 0, 0, 4]   # the 5 whole, then 4 from the only fit (4)
+    assert fewest_buckets(cap, 2).tolist() == [0, 2, 0, 0]   # no whole bucket: the smallest that holds 2
+    assert fewest_buckets(cap, 12).tolist() == [5, 3, 0, 4]

@@ -50,6 +50,7 @@ def figure(nrows: int = 1, ncols: int = 1, height_in: float = 2.2, width_in: flo
     """A (fig, axes) pair at column width with :data:`STYLE` applied."""
     plt = _plt()
     plt.rcParams.update(STYLE)
+    kw.setdefault("layout", "constrained")      # labels and titles never overlap or get cut
     return plt.subplots(nrows, ncols, figsize=(width_in, height_in), squeeze=False, **kw)
 
 

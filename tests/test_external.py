@@ -149,7 +149,7 @@ def test_failures_send_killed_and_resource_events(tmp_path):
     wl = Workload.from_arrays("w", submit=[0.0, 0.0], runtime=[1000.0, 1000.0], procs=[2, 2],
                               requested_time=[5000.0, 5000.0])
     r = run_with(f"exec:{sys.executable} {p}", wl,
-                 options={"failures": {"events": [[100.0, 0]], "repair_s": 50.0, "regimes": {"default": "requeue"}}})
+                 options={"failures": {"enabled": True, "events": [[100.0, 0]], "repair_s": 50.0, "regimes": {"default": "requeue"}}})
     text = log.read_text()
     assert "JOB_KILLED" in text and "RESOURCE_STATE_CHANGED" in text
     assert r.summary["failures"]["node_failures"] == 1

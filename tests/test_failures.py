@@ -166,7 +166,7 @@ def test_config_errors_are_clear():
 
 def test_run_with_failures_writes_recovery_columns(tmp_path):
     cfg = RunConfig(workload="synthetic:jobs=300,nodes=64,seed=3", nodes=64, scheduler="easy", seed=1,
-                    options={"failures": {"node_mtbf_days": 2.0, "repair_s": 3600.0}}, out=str(tmp_path / "r"))
+                    options={"failures": {"enabled": True, "node_mtbf_days": 2.0, "repair_s": 3600.0}}, out=str(tmp_path / "r"))
     r = run(cfg)
     df = r.jobs
     f = r.summary["failures"]
@@ -177,7 +177,7 @@ def test_run_with_failures_writes_recovery_columns(tmp_path):
     assert 0 < f["goodput"] <= 1
     assert (tmp_path / "r" / "summary.json").exists()
     cfg2 = RunConfig(workload="synthetic:jobs=300,nodes=64,seed=3", nodes=64, scheduler="easy", seed=1,
-                     options={"failures": {"node_mtbf_days": 2.0, "repair_s": 3600.0}})
+                     options={"failures": {"enabled": True, "node_mtbf_days": 2.0, "repair_s": 3600.0}})
     assert run(cfg2).jobs["end"].equals(df["end"])
 
 
@@ -208,7 +208,7 @@ def test_gpu_allocation_failure_takes_the_whole_node_down():
     wl = Workload.from_arrays("g", submit=[0, 0, 0], runtime=[100, 100, 50], procs=[1, 1, 1],
                               requested_time=[1000, 1000, 1000], columns={"gpus": np.array([2.0, 2.0, 4.0])})
     cfg = RunConfig(workload="g", nodes=2, gpus_per_node=4, allocation="gpu", scheduler="fcfs",
-                    options={"failures": {"events": [[10.0, 0]], "repair_s": 100.0,
+                    options={"failures": {"enabled": True, "events": [[10.0, 0]], "repair_s": 100.0,
                                           "regimes": {"default": "requeue"}}})
     r = run(cfg, workload=wl)
     df = r.jobs.set_index("job_id")

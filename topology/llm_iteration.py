@@ -313,6 +313,7 @@ class LLMIterationModel(RunModel):
 
     def bind(self, ctx) -> None:
         super().bind(ctx)
+        self.units_per_node = getattr(ctx, "units_per_node", None) or self.units_per_node   # GPU allocation: G
         n = len(ctx.jobs)
         sysm = ctx.system
         n_nodes = int(ctx.n_nodes) // int(self.units_per_node)

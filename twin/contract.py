@@ -341,7 +341,8 @@ class ModelContext:
     ``n_nodes``: allocation units/nodes of the machine; ``jobs``: the schedulers' `JobTable` (its
     ``columns`` hold the workload's extra per-job arrays); ``runtime``: actual runtimes (s) from the
     log; ``system``: the `SystemSpec` or None; ``seed``: the run seed; ``options``: free-form run
-    options.
+    options; ``units_per_node``: allocation units a node (the GPUs of a node in GPU allocation; None:
+    the model's own default, 1 unit a node).
     """
 
     n_nodes: int
@@ -350,6 +351,7 @@ class ModelContext:
     system: Any = None
     seed: int = 0
     options: dict = field(default_factory=dict)
+    units_per_node: int | None = None
 
     def rng(self, name: str) -> np.random.Generator:
         """A Generator for the named random stream of this run."""

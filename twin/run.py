@@ -24,7 +24,7 @@ from hpctwin.schedulers.registry import make_scheduler
 from . import __version__
 from .runfolder import RunFolderError, discard, prepare_out, publish
 from .metrics import CONVENTIONS, TAU, bounded_slowdown, interval_average, sample_at, summarise
-from .model_api import ModelContext, seeded_rng
+from .model_api import ModelContext, ModelView, seeded_rng
 from .ranges import parse_ranges
 from .simulation import Simulation
 from .system import SystemSpec, load_system
@@ -181,31 +181,28 @@ def _make_progress(total: int, quiet: bool, label: str):
                 dynamic_ncols=True, leave=False)
 
 
-def _build_models(cfg: RunConfig, system: SystemSpec | None) -> list:
-    models = []
-    if cfg.power:
-        if system is None or not system.power:
-            raise RunConfigError("--power on needs a --system with a [power] table")
-        from hpctwin.power.model import PowerModel  # noqa: PLC0415
-        models.append(PowerModel.from_system(system, cfg.options, facility_cap_w=cfg.power_cap))
-    if cfg.options.get("llm", {}).get("iteration"):
-        if system is None or not system.network:
-            raise RunConfigError("llm.iteration needs a --system with a [network] table")
-        from hpctwin.topology.llm_iteration import LLMIterationModel  # noqa: PLC0415
-        models.append(LLMIterationModel(gpu=cfg.options["llm"].get("gpu")))
-    if cfg.network:
-        if system is None or not system.network:
-            raise RunConfigError("--network on needs a --system with a [network] table")
-        from hpctwin.topology.contention import NetworkContentionModel  # noqa: PLC0415
-        models.append(NetworkContentionModel.from_system(system, cfg.options))
-    fopts = cfg.options.get("failures")
-    if fopts and fopts.get("enabled", True):
-        from .failures import FailureConfig, FailureConfigError, FailureModel  # noqa: PLC0415
-        try:
-            models.append(FailureModel(FailureConfig.from_options(dict(fopts), "option failures")))
-        except (FailureConfigError, TypeError) as e:
-            raise RunConfigError(str(e)) from None
-    return models
+def _build_models(cfg: RunConfig, system: SystemSpec | None, gpu: bool = False, units_per_node: int = 1) -> list:
+    """The run's physics models, composed from the config by the model registry (`twin.models`)."""
+    from .models import ModelConfigError, ModelSetup, build_models  # noqa: PLC0415
+    try:
+        return build_models(ModelSetup(cfg, system, gpu, units_per_node))
+    except ModelConfigError as e:
+        raise RunConfigError(str(e)) from None
+
+
+def _check_policy_models(sched, models: list) -> None:
+    """The policy's declared model needs are met, and it supports the models that take units down."""
+    from .models import entry_of  # noqa: PLC0415
+    have = {m.name for m in models}
+    needs = list(getattr(sched, "needs_models", None) or ())
+    if getattr(sched, "power_model", False) is None:       # older wrappers declare the need by attribute
+        needs.append("power")
+    for name in needs:
+        if name not in have:
+            raise RunConfigError(f"scheduler {sched.name} needs the {name} model: add --{name} on")
+    if any(e is not None and e.interrupts for e in map(entry_of, models)) and not _supports_failures(sched):
+        raise RunConfigError(f"scheduler {sched.name} does not support node failures (it keeps its own node "
+                             "map); use an order x backfill policy or the llm wrapper, or turn failures off")
 
 
 def _supports_failures(sched) -> bool:
@@ -295,10 +292,9 @@ def _occupancy_rows(wl: Workload, res, held: list, models: list, gpn: int):
     run's "submit" being the time it (re)entered the queue (so it counts as waiting in between),
     and every node outage gives a row that holds the node's GPUs from its failure to its repair and
     never waits."""
-    if not res.segments:
-        fm = [m for m in models if type(m).__name__ == "FailureModel"]
-        if not fm or not fm[0].outages:
-            return wl.submit, res.start, res.end, held, wl.procs
+    outages = [o for m in models for o in (getattr(m, "outages", None) or ())]     # models taking nodes down
+    if not res.segments and not outages:
+        return wl.submit, res.start, res.end, held, wl.procs
     sub, st, en, un, g = [], [], [], [], []
     prev_end: dict[int, float] = {}
     for j, s0, e0, txt in res.segments:
@@ -312,13 +308,11 @@ def _occupancy_rows(wl: Workload, res, held: list, models: list, gpn: int):
         sub.append(prev_end.get(j, float(wl.submit[j])))
         st.append(float(last[j])); en.append(float(res.end[j])); un.append(held[j]); g.append(int(wl.procs[j]))
     t_end = float(np.nanmax(res.end)) if np.isfinite(res.end).any() else 0.0
-    for m in models:
-        if type(m).__name__ == "FailureModel":
-            for node, t0, t1 in m.outages:
-                if t0 > t_end:
-                    continue
-                sub.append(t0); st.append(t0); en.append(min(t1, t_end))
-                un.append(np.arange(node * gpn, (node + 1) * gpn)); g.append(gpn)
+    for node, t0, t1 in outages:
+        if t0 > t_end:
+            continue
+        sub.append(t0); st.append(t0); en.append(min(t1, t_end))
+        un.append(np.arange(node * gpn, (node + 1) * gpn)); g.append(gpn)
     return (np.asarray(sub, dtype=float), np.asarray(st, dtype=float), np.asarray(en, dtype=float), un,
             np.asarray(g, dtype=np.int64))
 
@@ -443,30 +437,20 @@ def simulate(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
         from hpctwin.schedulers.power_aware import PowerAwareScheduler  # noqa: PLC0415
         sched = PowerAwareScheduler(inner=sched, cap=cfg.power_cap,
                                     cooling_overhead=float(cfg.options.get("power", {}).get("cooling_overhead", 0.0)))
-    models = _build_models(cfg, system)
-    if gpu_mode:
-        for m in models:
-            if type(m).__name__ == "FailureModel":
-                m.cfg.units_per_node = gpn         # a node failure takes all its GPUs down
-            elif type(m).__name__ in ("PowerModel", "LLMIterationModel"):
-                m.units_per_node = gpn             # power: a job's GPU share of each node; iteration: its nodes
-    if getattr(sched, "power_model", False) is None:
-        power_models = [m for m in models if type(m).__name__ == "PowerModel"]
-        if not power_models:
-            raise RunConfigError(f"scheduler {sched.name} needs the power model: add --power on")
-        sched.power_model = power_models[0]
-    if any(type(m).__name__ == "FailureModel" for m in models) and not _supports_failures(sched):
-        raise RunConfigError(f"scheduler {sched.name} does not support node failures (it keeps its own node "
-                             "map); use an order x backfill policy or the llm wrapper, or turn failures off")
+    models = _build_models(cfg, system, gpu_mode, gpn if gpu_mode else 1)
+    _check_policy_models(sched, models)
+    if getattr(sched, "power_model", False) is None:     # a wrapper written before bind contexts: a read-only view
+        sched.power_model = next(ModelView(m) for m in models if m.name == "power")
     if gpu_mode:
         placer, node_group = None, None          # the gpu-pack wrapper returns the units of every start
     else:
         placer, node_group = _build_placer(cfg, total, system, prep.notes, jobs)
     ctx = ModelContext(n_nodes=total, jobs=jobs, runtime=prep.workload.runtime, system=system,
-                       seed=cfg.seed, options=cfg.options)
+                       seed=cfg.seed, options=cfg.options, units_per_node=gpn if gpu_mode else None)
     progress = _make_progress(len(prep.workload), cfg.quiet, f"{prep.workload.name} {sched.name}")
     sim = Simulation(jobs, prep.workload.runtime, prep.kill_limit, sched, total, placer=placer,
-                     models=models, context=ctx, progress=progress)
+                     models=models, context=ctx, progress=progress,
+                     node_group=node_group if node_group is not None else (gpu_groups if gpu_mode else None))
     t_sim = time.perf_counter()
     try:
         res = sim.run()
@@ -559,8 +543,10 @@ def simulate(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
             ts["free_gpus"] = (on_grid.free.astype(np.int32), "GPUs free at time t")
     for m in models:
         summary.update(m.summary())
-    if any(type(m).__name__ == "FailureModel" for m in models):
-        summary["failures"].update(failure_columns(df, res, wl.runtime, wl.procs))
+    from .models import entry_of  # noqa: PLC0415
+    for m in models:
+        if (e := entry_of(m)) is not None and e.interrupts:    # recovery metrics of the interrupted jobs
+            summary[m.name].update(failure_columns(df, res, wl.runtime, wl.procs))
     return RunResult(cfg, df, summary, ts, wl, system=system)
 
 

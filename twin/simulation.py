@@ -109,6 +109,10 @@ class Simulation:
     node_group: node -> group map handed to policies in their `BindContext` (or None).
     """
 
+    #: events in a row with no start, finish or submission while jobs wait on a machine where
+    #: nothing runs, after which the run stops (`twin.guards`)
+    quiet_limit = QUIET_EVENTS
+
     def __init__(self, jobs: JobTable, runtime: np.ndarray, kill_limit: np.ndarray,
                  scheduler: Scheduler, total: int, placer=None, models: Sequence[RunModel] = (),
                  context: ModelContext | None = None, progress=None, gates: Sequence = (),
@@ -413,12 +417,12 @@ class Simulation:
 
     def _guard(self, now: float, by_models: bool, quiet: int) -> int:
         """An event with no start, finish or submission while jobs wait: the count of such events in a
-        row on a machine where nothing runs; the run stops at `QUIET_EVENTS`."""
+        row on a machine where nothing runs; the run stops at ``quiet_limit``."""
         cluster = self.cluster
         if cluster.busy - cluster.down:
             return 0                             # jobs run: their finishes will come
         quiet += 1
-        if quiet >= QUIET_EVENTS:
+        if quiet >= self.quiet_limit:
             j = self._queue.first()
             names = [self.models[k].name for k in self._event_models]
             raise SimulationError(stuck_message(now, self.sched_name, names, len(self._queue), self._job_id[j],

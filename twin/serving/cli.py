@@ -38,18 +38,18 @@ def run_bundle(bundle: str | Path | Bundle, data_dir: str | None = None, router:
     return b, simulate(b.workload(), insts, router=router, units=b.units(insts))
 
 
-def summary(b: Bundle, res: ServingResult) -> dict:
+def summary(b: Bundle, res: ServingResult, arrival: str = "engine") -> dict:
     reqs = res.requests
-    lat = latencies([r.queued for r in reqs], [r.first for r in reqs], [r.last for r in reqs],
+    lat = latencies([r.queued if arrival == "engine" else r.arrival for r in reqs], [r.first for r in reqs], [r.last for r in reqs],
                     [r.output for r in reqs])
     span = res.makespan_s - min((r.arrival for r in reqs), default=0.0)
     return {
         "units": "seconds",
         "definitions": {"ttft": "first_token - arrival", "tpot": "(last_token - first_token) / max(1, output_tokens - 1)",
                         "e2e": "last_token - arrival",
-                        "arrival": "when the engine receives the request (vLLM's queued_ts: the engine core reads "
-                                   "its input queue between steps); the workload's own arrival is in "
-                                   "requests_detail.csv"},
+                        "arrival": ("when the engine receives the request (vLLM's queued_ts: the engine core "
+                                    "reads its input queue between steps); the workload's own arrival is in "
+                                    "requests_detail.csv") if arrival == "engine" else "the workload's arrival"},
         **fifteen(lat),
         "requests": len(reqs),
         "input_tokens": sum(r.prompt for r in reqs),
@@ -68,13 +68,14 @@ def summary(b: Bundle, res: ServingResult) -> dict:
     }
 
 
-def write_outputs(out: Path, b: Bundle, res: ServingResult) -> dict:
+def write_outputs(out: Path, b: Bundle, res: ServingResult, arrival: str = "engine") -> dict:
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "requests.csv", "w", newline="") as fh:
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(["request_id", "arrival_s", "first_token_s", "last_token_s", "input_tokens", "output_tokens"])
         for r in res.requests:
-            w.writerow([r.uid, f"{r.queued:.9f}", f"{r.first:.9f}", f"{r.last:.9f}", r.prompt, r.generated])
+            a = r.queued if arrival == "engine" else r.arrival
+            w.writerow([r.uid, f"{a:.9f}", f"{r.first:.9f}", f"{r.last:.9f}", r.prompt, r.generated])
     with open(out / "requests_detail.csv", "w", newline="") as fh:
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(["request_id", "workload_arrival_s", "queued_s", "first_token_s", "last_token_s", "input_tokens",
@@ -90,7 +91,7 @@ def write_outputs(out: Path, b: Bundle, res: ServingResult) -> dict:
                           for (t, run, wait, kv, tok) in (x.series or []))
             for t, iid, run, wait, kv, nb, tok in rows:
                 w.writerow([f"{t:.9f}", iid, run, wait, kv, nb, tok])
-    s = summary(b, res)
+    s = summary(b, res, arrival)
     (out / "summary.json").write_text(json.dumps(s, indent=2) + "\n")
     return s
 
@@ -104,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--router", choices=list(ROUTERS), default="least_loaded",
                    help="request router across instances (default least_loaded: vLLM's DP balancer, "
                         "LLMServingSim's LOAD)")
+    p.add_argument("--arrival", choices=["engine", "workload"], default="engine",
+                   help="arrival_s and the statistics: when the engine receives the request (engine, default: "
+                        "vLLM's queued_ts, the measured runs' arrival) or the workload's arrival time")
     p.add_argument("--no-timeseries", action="store_true",
                    help="do not write timeseries.csv (one row per iteration, or per run of identical "
                         "decode iterations: running, waiting, KV blocks used, batch tokens)")
@@ -111,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     try:
         b, res = run_bundle(a.bundle, a.data_dir, a.router, series=not a.no_timeseries)
-        s = write_outputs(Path(a.out), b, res)
+        s = write_outputs(Path(a.out), b, res, a.arrival)
     except (BundleError, ValueError, FileNotFoundError) as e:
         print(f"hpctwin serve: error: {e}", file=sys.stderr)
         return 2

@@ -25,6 +25,7 @@ import io
 import math
 import os
 import re
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -176,14 +177,14 @@ def _parse_fast(text: str, n: int) -> dict[str, np.ndarray] | None:
     return cols
 
 
-def _alea_hosts(path: Path, tails: list[list[str]], data_lineno: np.ndarray) -> list[np.ndarray]:
-    """Per job, the host id of each of its CPUs (Alea's ``{h1,h2,...}`` column)."""
+def _alea_hosts(path: Path, tails: list[list[str]], data_lineno: np.ndarray) -> list[dict[int, int]]:
+    """Per job, {host id: CPUs on it} from Alea's ``{h1,h1,h2,...}`` column (one id per CPU)."""
     out = []
     for toks, ln_no in zip(tails, data_lineno.tolist()):
         m = _HOSTS_RE.match(toks[0])
-        if not m:
+        if not m or (m.group(1) and any(len(x) > 18 for x in m.group(1).split(","))):
             raise SWFError(f"{path}:{ln_no}: field 19 (hosts): {toks[0][:60]!r} is not a {{id,id,...}} host list")
-        out.append(np.array(m.group(1).split(","), dtype=np.int64) if m.group(1) else np.zeros(0, np.int64))
+        out.append({int(h): c for h, c in Counter(m.group(1).split(",")).items()} if m.group(1) else {})
     return out
 
 
@@ -191,7 +192,16 @@ def read_swf_table(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, str
     """Parse an SWF (or .swf.gz) file into a DataFrame of the 18 fields (int64 for the integer
     fields, float64 for times), the header, and the 1-based file line number of each job row.
     Raises `SWFError` naming file:line and field. Linear in the file size; a UTF-8 BOM and CRLF
-    line ends are accepted. ``df.attrs["header_lines"]`` maps header keys to their line."""
+    line ends are accepted. ``df.attrs`` holds ``header_lines`` (header key -> line) and, for
+    Alea logs, ``alea_hosts``/``alea_queues``/``alea_props``."""
+    df, header, lineno, extra = _read_table(path)
+    df.attrs.update(extra)
+    return df, header, lineno
+
+
+def _read_table(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, str], np.ndarray, dict]:
+    """`read_swf_table`'s work; the extras are returned apart (pandas deep-copies ``attrs`` on every
+    column access, which made per-job host arrays there quadratic-looking in practice)."""
     path = Path(path)
     text = _open_text(path)
     lines = text.split("\n")
@@ -209,13 +219,21 @@ def read_swf_table(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, str
                             if not c and ln.split(";", 1)[0].strip()], dtype=np.int64)
     attrs = {"header_lines": header_lines}
     if len(data_lineno) == 0:
-        df = pd.DataFrame({f: np.empty(0) for f in FIELDS})
-        df.attrs.update(attrs)
-        return df, header, data_lineno
+        return pd.DataFrame({f: np.empty(0) for f in FIELDS}), header, data_lineno, attrs
     first = lines[int(data_lineno[0]) - 1].split(";", 1)[0].split()
     cols = None
     if len(first) == len(FIELDS) + 3 and first[len(FIELDS)].startswith("{"):
-        cols, tails = _parse_lines(path, lines, data_lineno, extra=3)
+        tails = []
+        for i in data_lineno.tolist():
+            t = lines[i - 1].split(";", 1)[0].split()
+            if len(t) != len(FIELDS) + 3:
+                break
+            tails.append(t)
+        if len(tails) == len(data_lineno):     # fast path on the 18 fields, exact parser otherwise
+            cols = _parse_fast("\n".join(" ".join(t[: len(FIELDS)]) for t in tails), len(tails))
+            tails = [t[len(FIELDS):] for t in tails]
+        if cols is None:
+            cols, tails = _parse_lines(path, lines, data_lineno, extra=3)
         attrs["alea_hosts"] = _alea_hosts(path, tails, data_lineno)
         attrs["alea_queues"] = [t[1] for t in tails]
         attrs["alea_props"] = [t[2] for t in tails]
@@ -224,9 +242,7 @@ def read_swf_table(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, str
             cols = _parse_fast(text, len(data_lineno))
         if cols is None:
             cols, _ = _parse_lines(path, lines, data_lineno)
-    df = pd.DataFrame(cols)
-    df.attrs.update(attrs)
-    return df, header, data_lineno
+    return pd.DataFrame(cols), header, data_lineno, attrs
 
 
 def _check_duplicates(path: Path, job: np.ndarray, lineno: np.ndarray, how: str) -> tuple[np.ndarray, int]:
@@ -271,8 +287,8 @@ def read_swf(path: str | os.PathLike, size_field: str = "auto", name: str | None
         raise ValueError(f"size_field must be auto, requested or allocated, got {size_field!r}")
     if duplicate_ids not in ("error", "renumber"):
         raise ValueError(f"duplicate_ids must be error or renumber, got {duplicate_ids!r}")
-    df, header, lineno = read_swf_table(path)
-    hl = df.attrs.get("header_lines", {})
+    df, header, lineno, extra = _read_table(path)
+    hl = extra.get("header_lines", {})
     n = len(df)
     notes: list[str] = []
     for key in ("MaxRecords", "MaxJobs"):
@@ -338,13 +354,14 @@ def read_swf(path: str | os.PathLike, size_field: str = "auto", name: str | None
                            "--set workload.header_check=off to skip them as larger than the machine)")
     notes += [f"job size: {'requested processors (field 8), else allocated (field 5)' if size_field == 'auto' else size_field + ' processors'}",
               "requested time (field 9) is the estimate and the kill limit"]
-    extra: dict[str, np.ndarray] = {}
-    if "alea_hosts" in df.attrs:
-        extra["recorded_hosts"] = np.array([",".join(map(str, h)) for h in df.attrs["alea_hosts"]], dtype=object)
-        extra["queue_name"] = np.array(df.attrs["alea_queues"], dtype=object)
+    cols_extra: dict[str, np.ndarray] = {}
+    if "alea_hosts" in extra:
+        cols_extra["recorded_hosts"] = np.array([",".join(f"{x}:{c}" for x, c in sorted(h.items()))
+                                                 for h in extra["alea_hosts"]], dtype=object)
+        cols_extra["queue_name"] = np.array(extra["alea_queues"], dtype=object)
         if clusters is not None:
-            placements, note = alea_placements(df.attrs["alea_hosts"], df.attrs["alea_props"], clusters)
-            extra["recorded_nodes"] = placements
+            placements, note = alea_placements(extra["alea_hosts"], extra["alea_props"], clusters)
+            cols_extra["recorded_nodes"] = placements
             notes.append(note)
         else:
             notes.append("Alea host lists present but no .machines file: recorded placements unavailable")
@@ -362,7 +379,7 @@ def read_swf(path: str | os.PathLike, size_field: str = "auto", name: str | None
         columns={"wait_recorded": col["wait"], "alloc_procs": alloc_p, "req_procs": req_p,
                  "avg_cpu": col["avg_cpu"], "used_mem": col["used_mem"].astype(np.float64),
                  "req_mem": col["req_mem"].astype(np.float64),
-                 "executable": col["exe"].astype(np.int64), "line": lineno, **extra},
+                 "executable": col["exe"].astype(np.int64), "line": lineno, **cols_extra},
         machine_size=size, machine_size_source=src, header=header, notes=notes, source=str(path),
     )
     return wl
@@ -386,7 +403,7 @@ def read_machines(path: Path) -> list[tuple[str, int, int]]:
     return out
 
 
-def alea_placements(hosts: list[np.ndarray], props: list[str], clusters: list[tuple[str, int, int]]
+def alea_placements(hosts: list[dict[int, int]], props: list[str], clusters: list[tuple[str, int, int]]
                     ) -> tuple[np.ndarray, str]:
     """Recorded placements of an Alea log as `HostRequest` objects (units are processors).
 
@@ -402,13 +419,11 @@ def alea_placements(hosts: list[np.ndarray], props: list[str], clusters: list[tu
     label: dict[int, set] = {}
     most: dict[int, int] = {}
     for h, pr in zip(hosts, props):
-        if not len(h):
-            continue
-        ids, cnt = np.unique(h, return_counts=True)
-        tags = {tok.split("#")[0][3:] for tok in pr.split(":") if tok.startswith("cl_")}
-        for x, c in zip(ids.tolist(), cnt.tolist()):
+        tags = {tok.split("#")[0][3:] for tok in pr.split(":") if tok.startswith("cl_")} if "cl_" in pr else ()
+        for x, c in h.items():
             most[x] = max(most.get(x, 0), c)
-            label.setdefault(x, set()).update(t for t in tags if t in names)
+            if tags:
+                label.setdefault(x, set()).update(t for t in tags if t in names)
     assign: dict[int, int] = {}
     for x in sorted(most):
         lab = label.get(x, set())
@@ -429,11 +444,9 @@ def alea_placements(hosts: list[np.ndarray], props: list[str], clusters: list[tu
     usable = 0
     for j, h in enumerate(hosts):
         out[j] = None
-        if not len(h):
-            continue
-        ids, cnt = np.unique(h, return_counts=True)
-        if all(x in units for x in ids.tolist()):
-            out[j] = HostRequest(tuple(units[x] for x in ids.tolist()), tuple(int(c) for c in cnt))
+        if h and all(x in units for x in h):
+            ids = sorted(h)
+            out[j] = HostRequest(tuple(units[x] for x in ids), tuple(h[x] for x in ids))
             usable += 1
     note = (f"recorded placements: {usable} of {len(hosts)} jobs have Alea hosts mapped to processors "
             f"({len(units)} of {len(most)} hosts placed on the {', '.join(names)} clusters of the .machines file)")

@@ -411,6 +411,9 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
             hosts = expand_hostlist(nl) if nl is not None else []
         except HostlistError as e:
             raise SacctError(f"{p}:{lineno}: field NodeList: {e}") from None
+        if hosts and nn >= 1 and len(set(hosts)) != nn:
+            raise SacctError(f"{p}:{lineno}: field NodeList: {len(set(hosts))} nodes, but NNodes says {nn} "
+                             "(the line contradicts itself)")
         rec["nodelist"].append(hosts)
         rec["job_id"].append(job_id)
         rec["submit"].append(submit)

@@ -124,6 +124,8 @@ RUN_CASES = [
      "d.sacct:2: field NodeList: unclosed '[' in 'n[1-'"),
     ("sacct-hostlist-explosion", {"d.sacct": SH + "\n" + sacct_row(NodeList="n[0-99999999999]") + "\n"},
      ["-w", "sacct:{d}/d.sacct"], "d.sacct:2: field NodeList: 'n[0-99999999999]' expands to more than 1,048,576 hosts"),
+    ("sacct-nodelist-contradicts-nnodes", {"d.sacct": SH + "\n" + sacct_row(NNodes="5") + "\n"}, ["-w", "sacct:{d}/d.sacct"],
+     "d.sacct:2: field NodeList: 4 nodes, but NNodes says 5"),
     ("sacct-energy-nan", {"d.sacct": SH + "|ConsumedEnergyRaw\n" + S1 + "|nan\n"}, ["-w", "sacct:{d}/d.sacct"],
      "field ConsumedEnergyRaw: 'nan' is not a finite number >= 0"),
     ("sacct-every-job-pending", {"d.sacct": SH + "\n" + sacct_row(Start="Unknown", End="Unknown", State="PENDING") + "\n"},

@@ -138,7 +138,7 @@ def test_export_roundtrip(tmp_path, wl):
     df = pd.DataFrame({
         "job_id": wl.job_id, "submit": wl.submit, "start": wl.submit + 7,
         "end": wl.submit + 7 + wl.runtime, "procs": wl.procs, "requested_time": wl.requested_time,
-        "status": wl.status, "nodes": ["0-1"] * len(wl), "user": wl.user, "group": wl.group,
+        "status": wl.status, "nodes": [f"0-{p - 1}" if p > 1 else "0" for p in wl.procs], "user": wl.user, "group": wl.group,
         "partition": wl.partition,
     })
     df.loc[3, "start"] = np.nan  # a job the simulation never started

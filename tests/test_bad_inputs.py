@@ -377,3 +377,12 @@ def test_gzip_bom_swf_is_read(tmp_path):
     p = tmp_path / "w.swf.gz"
     p.write_bytes(gzip.compress(b"\xef\xbb\xbf" + (HDR + J1 + "\r\n").encode()))
     assert len(read_swf(p)) == 1
+
+
+def test_generic_known_keys_check_for_key_value_files():
+    from hpctwin.twin.options import ConfigError, check_known_keys  # noqa: PLC0415
+    check_known_keys({"SchedulerType": 1, "bf_interval": 2}, ["SchedulerType", "BF_Interval"], "s.conf",
+                     case_insensitive=True)
+    with pytest.raises(ConfigError, match=r"s.conf:3: SchedulerTyp: unknown slurm.conf key \(did you mean "
+                                          r"'SchedulerType'\?\)"):
+        check_known_keys({"SchedulerTyp": 3}, ["SchedulerType"], "s.conf", what="slurm.conf key")

@@ -440,3 +440,15 @@ def run_field_schema() -> dict[str, Key]:
         "allocation": Key(str, choices=("node", "gpu")), "gpus_per_node": Key(int, 1, 4096, nullable=True),
         "options": Key("any"), "force": Key(bool), "allow_empty": Key(bool),
     }
+
+
+def check_known_keys(found: dict[str, int | None], known: Iterable[str], source: str, *,
+                     what: str = "key", case_insensitive: bool = False) -> None:
+    """The generic part of a key=value file check (slurm.conf, accounts files...): ``found`` maps
+    each key read to its line; the first unknown one is a `ConfigError` ``file:line: key: unknown
+    <what> (did you mean ...?)``. ``case_insensitive`` for formats such as slurm.conf."""
+    known = list(known)
+    ref = {k.lower(): k for k in known} if case_insensitive else {k: k for k in known}
+    for key, line in found.items():
+        if (key.lower() if case_insensitive else key) not in ref:
+            raise ConfigError(f"{where(source, line)}: {key}: unknown {what}{did_you_mean(key, known)}")

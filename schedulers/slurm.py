@@ -550,18 +550,17 @@ class SlurmScheduler(Scheduler):
                      words: np.ndarray | None = None) -> Start:
         self.node_end[nodes] = now + self.est[j]
         self.job_nodes[j] = nodes
-        self.run_end[j] = now + float(self.est[j])
-        m = 0
-        for x in nodes.tolist():
-            m |= 1 << x
-        self.job_mask[j] = m
-        if self.use_kernel:
+        end = now + float(self.est[j])
+        self.run_end[j] = end
+        if self.use_kernel:         # the compiled passes read the slots, never job_mask
             slot = self.free_slots.pop()
             self.slot_of[j] = slot
             self.slot_used[slot] = True
-            self.slot_end[slot] = now + float(self.est[j])
+            self.slot_end[slot] = end
             self.slot_id[slot] = self.job_id[j]
             self.slot_words[slot] = words if words is not None else self._words_of(nodes)
+        else:
+            self.job_mask[j] = _to_mask(nodes.tolist())
         self.applied.add(j)
         self.n_pending -= 1
         units = len(nodes) * self.cpn

@@ -30,6 +30,12 @@ def _pc64(x):
     return (x * _H01) >> np.uint64(56)
 
 
+@njit(cache=True, inline="always")
+def _ctz(x):
+    """Trailing zeros of a non-zero uint64."""
+    return np.int64(_pc64((x & (~x + np.uint64(1))) - np.uint64(1)))
+
+
 @njit(cache=True)
 def _count_and(a, b):
     n = 0
@@ -58,20 +64,32 @@ def _any_and(a, b):
 def job_test(cand, need, nn, out, rs, rl):
     """``_job_test`` (select_linear.c) on the node set ``cand``: writes the chosen nodes to
     ``out``; ``rs``/``rl`` are scratch arrays (run starts and lengths, size >= nn)."""
-    for w in range(out.shape[0]):
+    W = out.shape[0]
+    for w in range(W):
         out[w] = np.uint64(0)
+    # runs of consecutive set bits, word by word (a run may continue into the next word)
     nr = 0
-    i = 0
-    while i < nn:
-        if (cand[i >> 6] >> np.uint64(i & 63)) & np.uint64(1):
-            s = i
-            while i < nn and (cand[i >> 6] >> np.uint64(i & 63)) & np.uint64(1):
-                i += 1
-            rs[nr] = s
-            rl[nr] = i - s
-            nr += 1
-        else:
-            i += 1
+    prev_end = -2
+    one = np.uint64(1)
+    for w in range(W):
+        x = cand[w]
+        while x:
+            b = _ctz(x)
+            y = x >> np.uint64(b)
+            ny = ~y
+            ln = 64 if ny == 0 else _ctz(ny)
+            start = w * 64 + b
+            if start == prev_end:
+                rl[nr - 1] += ln
+            else:
+                rs[nr] = start
+                rl[nr] = ln
+                nr += 1
+            prev_end = start + ln
+            if ln == 64:
+                x = np.uint64(0)
+            else:
+                x &= ~(((one << np.uint64(ln)) - one) << np.uint64(b))
     rem = need
     while rem > 0:
         best = -1

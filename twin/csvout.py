@@ -1,0 +1,122 @@
+"""A fast CSV writer for tables of per-job results: the same bytes as ``DataFrame.to_csv(index=False)``.
+
+``pandas.DataFrame.to_csv`` spends most of its time passing every cell through Python's csv module.
+`write_csv` formats whole columns at once with numpy and joins the lines in C, reproducing pandas'
+rules exactly (pandas 2.x/3.x, default options):
+
+* floats: numpy's shortest round-trip text (``values.astype(str)``: ``1.0``, ``0.1``, ``1e+20``,
+  ``inf``), NaN as an empty field; float32 columns keep their own shortest text;
+* integers as decimal, booleans as ``True``/``False``;
+* anything else (strings, mixed objects) through ``str``, missing values (None, NaN) empty;
+  a field is quoted (``"..."``, quotes doubled) when it holds a comma, a quote or a line break
+  (csv.QUOTE_MINIMAL), header names alike;
+* lines end with ``os.linesep``; the file is UTF-8.
+
+A column type it does not know (categoricals, datetimes, extension arrays...) makes it fall back to
+``DataFrame.to_csv`` for the whole table, so the output is always pandas' output.
+"""
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+_SPECIAL = (",", '"', "\n")
+
+
+def _quote(s: str) -> str:
+    if "," in s or '"' in s or "\n" in s:
+        return '"' + s.replace('"', '""') + '"'
+    return s
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def _column_texts(values: Any) -> list[str]:
+    """One column as the fields pandas writes."""
+    a = np.asarray(values)
+    kind = a.dtype.kind
+    if kind == "f":
+        if a.dtype == np.float64:
+            # Python's repr is numpy's shortest round-trip text for float64 (same digits and
+            # exponent rules), and much faster than astype(str)
+            out = list(map(float.__repr__, a.tolist()))
+            nan = np.flatnonzero(np.isnan(a))
+            for i in nan.tolist():
+                out[i] = ""
+            return out
+        out = a.astype(str).astype(object)
+        out[np.isnan(a)] = ""
+        return out.tolist()
+    if kind in "iu":
+        return list(map(str, a.tolist()))
+    if kind == "b":
+        return list(map(str, a.tolist()))
+    if kind in "OU":
+        vals = a.tolist()
+        if all(type(v) is str for v in vals):
+            joined = "\x00".join(vals)
+            if "\r" in joined:
+                raise _Unsupported("carriage return")
+            if "," not in joined and '"' not in joined and "\n" not in joined:
+                return vals
+            return [_quote(v) for v in vals]
+        out = []
+        for v in vals:
+            if v is None or (isinstance(v, float) and math.isnan(v)):
+                out.append("")
+            elif isinstance(v, str):
+                if "\r" in v:
+                    raise _Unsupported("carriage return")
+                out.append(_quote(v))
+            elif isinstance(v, (bool, int, float, np.generic)) and not isinstance(v, np.datetime64):
+                out.append(_quote(str(v)))
+            else:
+                raise _Unsupported(type(v).__name__)
+        return out
+    raise _Unsupported(str(a.dtype))
+
+
+def csv_bytes(df) -> bytes:
+    """The bytes ``df.to_csv(index=False)`` writes (``df``: a pandas DataFrame)."""
+    nl = os.linesep
+    try:
+        if df.columns.nlevels != 1:
+            raise _Unsupported("multi-level columns")
+        cols = []
+        for name in df.columns:
+            s = df[name]
+            if isinstance(s.dtype, np.dtype):
+                if s.dtype.kind not in "fiubOU":
+                    raise _Unsupported(str(s.dtype))
+                cols.append(_column_texts(s.to_numpy()))
+            elif str(s.dtype) in ("str", "string"):       # pandas' string dtypes: missing values empty
+                cols.append(_column_texts(s.to_numpy(dtype=object)))
+            else:
+                raise _Unsupported(str(s.dtype))
+        names = ["" if c is None else str(c) for c in df.columns]
+        if any("\r" in c for c in names):
+            raise _Unsupported("carriage return")
+    except _Unsupported:
+        return df.to_csv(index=False).encode("utf-8")
+    header = ",".join(_quote(c) for c in names)
+    if len(names) == 1 and names[0] == "":
+        header = '""'
+    if not cols:
+        return (header + nl).encode("utf-8")
+    if len(cols) == 1:
+        # csv quotes a lone empty field so the line is not blank
+        body = nl.join('""' if v == "" else v for v in cols[0])
+    else:
+        body = nl.join(map(",".join, zip(*cols)))
+    return (header + nl + body + (nl if len(df) else "")).encode("utf-8")
+
+
+def write_csv(df, path: str | Path) -> None:
+    """Write ``df`` to ``path`` with exactly the bytes of ``df.to_csv(path, index=False)``."""
+    Path(path).write_bytes(csv_bytes(df))

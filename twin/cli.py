@@ -45,9 +45,11 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     from hpctwin.schedulers.ordering import ORDERS  # noqa: PLC0415
     from hpctwin.schedulers.registry import known_schedulers  # noqa: PLC0415
     p.add_argument("--workload", "-w", default="synthetic",
-                   help="an .swf/.swf.gz path, a registry name (see `hpctwin datasets list`), "
+                   help="a workload file (format detected: SWF, sacct -P, Alibaba/Acme/Helios/Philly GPU traces, "
+                        "OpenDC tasks.parquet) or FORMAT:FILE (swf, sacct, alibaba-gpu, alibaba-dlrm, acme, helios, "
+                        "philly, surf), a registry name (see `hpctwin datasets list`), "
                         "'synthetic' or 'synthetic:jobs=5000,nodes=256,load=0.8,seed=1' (Lublin-Feitelson "
-                        "model), or 'sacct:FILE' (default: synthetic)")
+                        "model), or 'llm-synthetic[:days=30,gpus=1024]' (default: synthetic)")
     p.add_argument("--scheduler", "-s", default="easy",
                    help=f"policy: {', '.join(known_schedulers())}, or module:Class (default: easy)")
     p.add_argument("--order", choices=list(ORDERS), default=None,
@@ -72,7 +74,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of every random source of the run (default 0)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar and no summary table")
     p.add_argument("--data-dir", default=None,
-                   help="data directory for registry names (default: $HPCTWIN_DATA, else ../shared/datasets)")
+                   help="data directory for registry names (default: $HPCTWIN_DATA, else ../shared/datasets, "
+                        "else the user cache folder)")
     p.add_argument("--kill-at-walltime", type=_on_off, default=True, metavar="on|off",
                    help="end a job at its requested time if it runs longer (default on)")
     p.add_argument("--estimate", default="requested",
@@ -245,10 +248,11 @@ def cmd_datasets(a: argparse.Namespace) -> int:
         rows = registry.status(a.data_dir)
         ddir = registry.default_data_dir(a.data_dir)
         print(f"data directory: {ddir if ddir else '(none: give --data-dir or set HPCTWIN_DATA)'}")
-        print(f"{'name':<24} {'jobs':>8}  {'present':<8} {'checksum':<9} machine")
+        print(f"{'name':<24} {'jobs':>8}  {'present':<8} {'checksum':<9} {'format':<13} machine")
         for r in rows:
             ck = "-" if r["checksum_ok"] is None else ("OK" if r["checksum_ok"] else "MISMATCH")
-            print(f"{r['name']:<24} {r['jobs']:>8}  {'yes' if r['present'] else 'no':<8} {ck:<9} {r['machine']}")
+            print(f"{r['name']:<24} {r['jobs']:>8}  {'yes' if r['present'] else 'no':<8} {ck:<9} "
+                  f"{r.get('format', 'swf'):<13} {r['machine']}")
         return 0
     if a.action == "fetch":
         if not a.names:

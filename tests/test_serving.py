@@ -470,3 +470,26 @@ def test_diurnal_trace_shape_and_seed():
     assert {(r.input_tokens, r.output_tokens) for r in a} == {(100, 10), (200, 20)}
     with pytest.raises(ServingTraceError, match="peak_to_trough must be >= 1"):
         diurnal_trace(lengths, peak_to_trough=0.5)
+
+
+def test_serve_trace_mode_colocated_and_pd(tmp_path):
+    """``hpctwin serve --trace``: an Azure trace on a colocated pool and on P/D pools."""
+    import json
+
+    from hpctwin.twin.cli import main
+    data = tmp_path / "data"
+    write_profile(data / "LLM-serving" / "LLMServingSim" / "perf" / "RTX4090" / "meta-llama" / "Llama-3.1-8B" /
+                  "bf16" / "tp1")
+    tr = tmp_path / "AzureLLMInferenceTrace_conv.csv"
+    tr.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(
+        f"2023-11-16 18:15:{10 + k:02d}.0000000,{100 + k},{5 + k}\n" for k in range(6)))
+    for extra in (["--instances", "2"], ["--prefill", "1", "--decode", "1"]):
+        out = tmp_path / ("o" + "".join(extra))
+        assert main(["serve", "--trace", str(tr), "--hardware", "RTX4090", "--data-dir", str(data), "--out", str(out),
+                     "-q", *extra]) == 0
+        rows = list(csv.DictReader(open(out / "requests.csv")))
+        assert [int(r["output_tokens"]) for r in rows] == [5 + k for k in range(6)]
+        s = json.load(open(out / "summary.json"))
+        assert s["output_tokens"] == sum(5 + k for k in range(6))
+    assert s["kv_transferred_bytes"] == sum(100 + k for k in range(6)) * 131072
+    assert {i["role"] for i in s["instances"]} == {"prefill", "decode"}

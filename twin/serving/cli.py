@@ -1,6 +1,8 @@
 """``hpctwin serve``: simulate a vLLM deployment on a workload and write per-request times and a summary.
 
-    hpctwin serve --bundle DIR --out OUT [--data-dir D] [--router least_outstanding]
+    hpctwin serve --bundle DIR --out OUT [--data-dir D] [--router least_loaded]
+    hpctwin serve --trace TRACE --out OUT [--hardware RTXPRO6000 --model M --tp K]
+                  [--instances N | --prefill P --decode D]
 
 ``DIR`` is laid out like ``LLMServingSim/bench/<hw>/<model>/`` (see `hpctwin.twin.serving.bundle`).
 Writes ``OUT/requests.csv`` (one row per workload request, in workload order: ``request_id`` = 0-based
@@ -20,6 +22,7 @@ import argparse
 import csv
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from .bundle import Bundle, BundleError, load_bundle
@@ -38,10 +41,11 @@ def run_bundle(bundle: str | Path | Bundle, data_dir: str | None = None, router:
     return b, simulate(b.workload(), insts, router=router, units=b.units(insts))
 
 
-def summary(b: Bundle, res: ServingResult, arrival: str = "engine") -> dict:
+def summary(engine: dict, res: ServingResult, arrival: str = "engine") -> dict:
+    """summary.json's content: the 15 statistics (s), token and run counters, the engine settings."""
     reqs = res.requests
-    lat = latencies([r.queued if arrival == "engine" else r.arrival for r in reqs], [r.first for r in reqs], [r.last for r in reqs],
-                    [r.output for r in reqs])
+    lat = latencies([r.queued if arrival == "engine" else r.arrival for r in reqs], [r.first for r in reqs],
+                    [r.last for r in reqs], [r.output for r in reqs])
     span = res.makespan_s - min((r.arrival for r in reqs), default=0.0)
     return {
         "units": "seconds",
@@ -58,17 +62,21 @@ def summary(b: Bundle, res: ServingResult, arrival: str = "engine") -> dict:
         "throughput_tokens_per_s": sum(r.generated for r in reqs) / span if span > 0 else float("nan"),
         "preemptions": sum(i.preemptions for i in res.instances),
         "iterations": sum(i.iterations for i in res.instances),
-        "instances": [{"id": i.iid, "kv_blocks": i.kv.num_blocks, "busy_s": i.busy_s, "iterations": i.iterations,
-                       "preemptions": i.preemptions,
+        "instances": [{"id": i.iid, "role": i.role, "kv_blocks": i.kv.num_blocks, "busy_s": i.busy_s,
+                       "prefill_busy_s": i.prefill_busy_s, "iterations": i.iterations, "preemptions": i.preemptions,
                        "prefix_hit_tokens": getattr(i.kv, "hits_tokens", 0)} for i in res.instances],
-        "engine": {"max_num_seqs": b.max_num_seqs, "max_num_batched_tokens": b.max_num_batched_tokens,
-                   "block_size": b.block_size, "prefix_caching": b.prefix_caching,
-                   "reserve_full_isl": b.reserve_full_isl},
-        "bundle": str(b.path), "dataset": str(b.dataset),
+        **engine, **res.extra,
     }
 
 
-def write_outputs(out: Path, b: Bundle, res: ServingResult, arrival: str = "engine") -> dict:
+def bundle_engine(b: Bundle) -> dict:
+    return {"engine": {"max_num_seqs": b.max_num_seqs, "max_num_batched_tokens": b.max_num_batched_tokens,
+                       "block_size": b.block_size, "prefix_caching": b.prefix_caching,
+                       "reserve_full_isl": b.reserve_full_isl, "async_scheduling": b.async_scheduling},
+            "bundle": str(b.path), "dataset": str(b.dataset)}
+
+
+def write_outputs(out: Path, engine: dict, res: ServingResult, arrival: str = "engine") -> dict:
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "requests.csv", "w", newline="") as fh:
         w = csv.writer(fh, lineterminator="\n")
@@ -91,14 +99,61 @@ def write_outputs(out: Path, b: Bundle, res: ServingResult, arrival: str = "engi
                           for (t, run, wait, kv, tok) in (x.series or []))
             for t, iid, run, wait, kv, nb, tok in rows:
                 w.writerow([f"{t:.9f}", iid, run, wait, kv, nb, tok])
-    s = summary(b, res, arrival)
+    s = summary(engine, res, arrival)
     (out / "summary.json").write_text(json.dumps(s, indent=2) + "\n")
     return s
 
 
+def run_trace(a: argparse.Namespace) -> tuple[dict, ServingResult]:
+    """``--trace`` mode: a serving trace on a pool built from ``--hardware/--model/--tp`` (colocated
+    ``--instances``, or ``--prefill`` + ``--decode`` disaggregated pools)."""
+    from hpctwin.datasets.serving_traces import read_serving_trace  # noqa: PLC0415
+    from .deployment import PoolSpec, build_pool  # noqa: PLC0415
+    from .pd import simulate_pd  # noqa: PLC0415
+    spec = PoolSpec(a.hardware, a.model, tp=a.tp, max_num_seqs=a.max_num_seqs,
+                    max_num_batched_tokens=a.max_num_batched_tokens, prefix_caching=a.prefix_caching == "on")
+    trace = read_serving_trace(a.trace)
+    if a.prefill or a.decode:
+        if not (a.prefill and a.decode):
+            raise ValueError("--prefill and --decode go together (a disaggregated deployment needs both pools)")
+        pre = build_pool(replace(spec, count=a.prefill), a.data_dir)
+        dec = build_pool(replace(spec, count=a.decode), a.data_dir, first_id=a.prefill)
+        insts = pre + dec
+        if not a.no_timeseries:
+            for x in insts:
+                x.series = []
+        res = simulate_pd(trace, pre, dec, a.router, a.router)
+    else:
+        insts = build_pool(replace(spec, count=a.instances), a.data_dir)
+        if not a.no_timeseries:
+            for x in insts:
+                x.series = []
+        res = simulate(trace, insts, router=a.router)
+    eng = {"engine": {"max_num_seqs": spec.max_num_seqs, "max_num_batched_tokens": spec.max_num_batched_tokens,
+                      "block_size": spec.block_size, "prefix_caching": spec.prefix_caching,
+                      "async_scheduling": spec.async_scheduling},
+           "deployment": {"hardware": a.hardware, "model": a.model, "tp": a.tp, "instances": a.instances,
+                          "prefill": a.prefill, "decode": a.decode, "router": a.router},
+           "dataset": str(a.trace)}
+    return eng, res
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="hpctwin serve", description=__doc__.split("\n\n")[0])
-    p.add_argument("--bundle", required=True, help="folder laid out like LLMServingSim/bench/<hw>/<model>/")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--bundle", help="folder laid out like LLMServingSim/bench/<hw>/<model>/")
+    src.add_argument("--trace", help="a serving trace instead (Azure .csv, Mooncake or LLMServingSim .jsonl[.gz]) "
+                                     "served by the pool --hardware/--model/--tp/--instances (or --prefill/--decode)")
+    p.add_argument("--hardware", default="RTXPRO6000", help="GPU type of --trace mode (a perf/ folder)")
+    p.add_argument("--model", default="meta-llama/Llama-3.1-8B", help="model of --trace mode")
+    p.add_argument("--tp", type=int, default=1)
+    p.add_argument("--instances", type=int, default=1, help="colocated instances (--trace mode)")
+    p.add_argument("--prefill", type=int, default=0, help="prefill instances of a disaggregated pool")
+    p.add_argument("--decode", type=int, default=0, help="decode instances of a disaggregated pool")
+    p.add_argument("--max-num-seqs", type=int, default=256)
+    p.add_argument("--max-num-batched-tokens", type=int, default=2048)
+    p.add_argument("--prefix-caching", choices=["on", "off"], default="off",
+                   help="--trace mode (Mooncake traces carry prefix block ids; Azure ones have none)")
     p.add_argument("--out", required=True, help="output folder (requests.csv, summary.json)")
     p.add_argument("--data-dir", default=None,
                    help="data directory holding LLM-serving/ (default: $HPCTWIN_DATA, else ../shared/datasets)")
@@ -114,8 +169,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quiet", "-q", action="store_true")
     a = p.parse_args(argv)
     try:
-        b, res = run_bundle(a.bundle, a.data_dir, a.router, series=not a.no_timeseries)
-        s = write_outputs(Path(a.out), b, res, a.arrival)
+        if a.bundle:
+            b, res = run_bundle(a.bundle, a.data_dir, a.router, series=not a.no_timeseries)
+            eng = bundle_engine(b)
+        else:
+            eng, res = run_trace(a)
+        s = write_outputs(Path(a.out), eng, res, a.arrival)
     except (BundleError, ValueError, FileNotFoundError) as e:
         print(f"hpctwin serve: error: {e}", file=sys.stderr)
         return 2

@@ -1,7 +1,8 @@
 """What-if: how Slurm's backfill and fair-share knobs change waits on a real log.
 
-One-at-a-time sweep around a baseline (Slurm's defaults plus a typical multifactor setup:
-PriorityWeightFairshare=10000, PriorityWeightAge=1000, Fair Tree, equal shares per SWF group
+One-at-a-time sweep around a baseline (Slurm 22.05's defaults plus a typical multifactor setup with
+slurmdbd accounting: PriorityWeightFairshare=10000, PriorityWeightAge=1000, Fair Tree, equal shares
+per SWF group
 (account) and user): ``bf_interval`` (s), ``bf_max_job_test``, ``bf_window`` (minutes) and
 ``PriorityDecayHalfLife`` (days). For each run: mean wait (s), mean bounded slowdown (tau = 10 s),
 utilisation, and per-user wait fairness: the spread (standard deviation, s) of the users' mean
@@ -30,7 +31,11 @@ import pandas as pd
 
 from hpctwin.experiments.tables import write_table_files
 
-BASELINE = {"PriorityWeightFairshare": 10000, "PriorityWeightAge": 1000}
+# fair-share and age apply only with slurmdbd accounting (priority_multifactor.c), and the Slurm
+# 22.05 default PriorityType is priority/basic: both are set explicitly
+BASELINE = {"PriorityType": "priority/multifactor",
+            "AccountingStorageType": "accounting_storage/slurmdbd",
+            "PriorityWeightFairshare": 10000, "PriorityWeightAge": 1000}
 SWEEP = {
     "bf_interval": [10, 30, 120, 600],
     "bf_max_job_test": [10, 100, 500, 5000],

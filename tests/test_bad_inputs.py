@@ -157,6 +157,7 @@ RUN_CASES = [
     ("set-failures-with-failures-off", {}, ["--failures", "off", "--set", "failures.node_mtbf_days=1"],
      "failure options need --failures on"),
     ("set-power-without-power-on", {}, ["--set", "power.cooling=false"], "power.cooling: power options need --power on"),
+    ("set-gpu-without-gpu-allocation", {}, ["--set", "gpu.policy=best-fit"], "gpu.policy: GPU packing options need --allocation gpu"),
     ("set-empty-key-part", {}, ["--set", "scheduler..x=1"], "'scheduler..x': empty key part"),
     ("set-value-and-keys", {}, ["--set", "scheduler.x=1", "--set", "scheduler=2"], "scheduler: scheduler is given a value and keys"),
     ("set-value-type", {}, ["-s", "llm", "--set", "scheduler.max_group_wait=abc"],

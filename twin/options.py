@@ -253,7 +253,7 @@ def set_schema(section: str, scheduler: str) -> dict[str, Key] | None:
 
 
 def check_set_options(options: dict, scheduler: str, *, failures: bool, power: bool, network: bool,
-                      source: str = "--set") -> None:
+                      source: str = "--set", allocation: str = "node") -> None:
     """Check the run's ``options`` tables (from ``--set`` or a config file's ``[options]``)."""
     for section, table in options.items():
         if section not in SECTION_NAMES:
@@ -269,6 +269,8 @@ def check_set_options(options: dict, scheduler: str, *, failures: bool, power: b
             raise ConfigError(f"{source}: power.{next(iter(table))}: power options need --power on")
         if section == "network" and not network and table:
             raise ConfigError(f"{source}: network.{next(iter(table))}: network options need --network on")
+        if section == "gpu" and allocation != "gpu" and table:
+            raise ConfigError(f"{source}: gpu.{next(iter(table))}: GPU packing options need --allocation gpu")
         schema = set_schema(section, scheduler)
         if schema is None:
             continue
@@ -341,7 +343,8 @@ def validate_run_config(cfg, source: str = "command line") -> None:
     # a sweep a [failures] options table is on unless it says enabled = false (as twin.run reads it)
     failures_on = isinstance(fl, dict) and bool(fl.get("enabled", source != "command line"))
     check_set_options(options, cfg.scheduler, failures=failures_on, power=bool(cfg.power),
-                      network=bool(cfg.network), source="--set" if source == "command line" else source)
+                      network=bool(cfg.network), source="--set" if source == "command line" else source,
+                      allocation=cfg.allocation)
 
 
 def check_sample_grid(span_s: float, sample_dt: float, source: str = "--sample-dt") -> None:

@@ -493,3 +493,26 @@ def test_serve_trace_mode_colocated_and_pd(tmp_path):
         assert s["output_tokens"] == sum(5 + k for k in range(6))
     assert s["kv_transferred_bytes"] == sum(100 + k for k in range(6)) * 131072
     assert {i["role"] for i in s["instances"]} == {"prefill", "decode"}
+
+
+def test_bundle_with_pd_instances(tmp_path):
+    """A bundle whose config.json gives pd_type prefill/decode runs disaggregated."""
+    import json
+
+    from hpctwin.twin.serving.cli import run_bundle
+    data = tmp_path / "data"
+    root = data / "LLM-serving" / "LLMServingSim"
+    write_profile(root / "perf" / "HW" / "meta-llama" / "Llama-3.1-8B" / "bf16" / "tp1")
+    (root / "workloads").mkdir(parents=True)
+    (root / "workloads" / "w.jsonl").write_text(
+        "".join(f'{{"input_toks": {5 + k}, "output_toks": 3, "arrival_time_ns": {k * 10 ** 8}}}\n' for k in range(4)))
+    b = tmp_path / "bundle"
+    (b / "vllm").mkdir(parents=True)
+    inst = {"model_name": "meta-llama/Llama-3.1-8B", "hardware": "HW", "npu_mem": {"mem_size": 24, "mem_util": 0.9},
+            "tp_size": 1}
+    (b / "config.json").write_text(json.dumps({"link_bw": 16, "link_latency": 1000, "nodes": [{"instances": [
+        {**inst, "pd_type": "prefill"}, {**inst, "pd_type": "decode"}]}]}))
+    (b / "vllm" / "meta.json").write_text(json.dumps({"dataset_path": "/elsewhere/workloads/w.jsonl"}))
+    bundle, res = run_bundle(b, data)
+    assert [r.prefill_instance for r in res.requests] == [0] * 4 and {r.instance for r in res.requests} == {1}
+    assert res.extra["kv_transferred_bytes"] == sum(5 + k for k in range(4)) * 131072

@@ -54,6 +54,7 @@ class InstanceSpec:
     mem_gib: float
     mem_util: float
     dp_group: str | None = None
+    pd_type: str | None = None   # LLMServingSim's "prefill" / "decode" (None: colocated)
 
 
 @dataclass
@@ -172,7 +173,10 @@ def load_bundle(path: str | os.PathLike, data_dir: str | os.PathLike | None = No
                 shape, str(_need(inst, "hardware", where)), int(inst.get("tp_size") or 1),
                 int(inst.get("ep_size") or 1), float(_need(mem, "mem_size", f"{where}.npu_mem")),
                 float(mem.get("mem_util") or kvm.get("gpu_memory_utilization")
-                      or VLLM_DEFAULTS["gpu_memory_utilization"]), inst.get("dp_group")))
+                      or VLLM_DEFAULTS["gpu_memory_utilization"]), inst.get("dp_group"), inst.get("pd_type")))
+            if specs[-1].pd_type not in (None, "prefill", "decode"):
+                raise BundleError(f"{where}: field 'pd_type': expected null, prefill or decode, got "
+                                  f"{specs[-1].pd_type!r}")
     if not specs:
         raise BundleError(f"{cfg_path}: no instances")
     ddir = find_data_dir(data_dir)
@@ -182,6 +186,10 @@ def load_bundle(path: str | os.PathLike, data_dir: str | os.PathLike | None = No
         local = path / cand
         cand = local if (local.exists() or local.with_name(local.name + ".gz").exists()) \
             else ddir / "LLM-serving" / "LLMServingSim" / cand
+    if not (cand.exists() or cand.with_name(cand.name + ".gz").exists()):
+        # a path of the machine that measured the run: look for the same file under workloads/
+        alt = ddir / "LLM-serving" / "LLMServingSim" / "workloads" / cand.name.removesuffix(".gz")
+        cand = alt if (alt.exists() or alt.with_name(alt.name + ".gz").exists()) else cand
     try:
         dataset = resolve_gz(cand)
     except ValueError as e:

@@ -38,6 +38,17 @@ def run_bundle(bundle: str | Path | Bundle, data_dir: str | None = None, router:
     if series:
         for x in insts:
             x.series = []
+    roles = [spec.pd_type for spec in b.instances]
+    if any(roles):
+        from .pd import simulate_pd  # noqa: PLC0415
+        pre = [x for x, r in zip(insts, roles) if r == "prefill"]
+        dec = [x for x, r in zip(insts, roles) if r == "decode"]
+        if len(pre) + len(dec) != len(insts):
+            raise BundleError(f"{b.path / 'config.json'}: mixing colocated and prefill/decode instances is not "
+                              "supported (give every instance a pd_type, or none)")
+        # the KV crosses the cluster's link (config.json link_bw, GB/s, and link_latency, ns)
+        return b, simulate_pd(b.workload(), pre, dec, router, router, link_GBps=b.link_bw_GBps,
+                              latency_s=b.link_latency_ns * 1e-9)
     return b, simulate(b.workload(), insts, router=router, units=b.units(insts))
 
 

@@ -103,6 +103,7 @@ def _gbm_rows(n, last_runtime):
     return rows
 
 
+@pytest.mark.slow
 def test_gbm_never_sees_the_jobs_own_runtime():
     pytest.importorskip("sklearn")
     from hpctwin.schedulers.predictive import EasyPredGBM

@@ -20,9 +20,15 @@ def run_dir(tmp_path_factory):
     return d
 
 
-def test_report_is_self_contained(run_dir):
+@pytest.fixture(scope="module")
+def report_text(run_dir):
+    """The report of the fixture run, written once (``hpctwin report RUN --window 0:86400``)."""
     assert main([str(run_dir), "--window", "0:86400"]) == 0
-    text = (run_dir / "report.html").read_text()
+    return (run_dir / "report.html").read_text()
+
+
+def test_report_is_self_contained(report_text):
+    text = report_text
     imgs = re.findall(r"src='data:image/png;base64,", text)
     assert len(imgs) == 4                       # utilisation/queue, distributions, gantt, power/PUE
     assert not re.search(r"(src|href)=['\"]?(http|file|/)", text)      # no external reference
@@ -73,9 +79,8 @@ def test_summary_table_reads_with_units_and_no_absolute_paths():
     assert "conventions" not in {k for _, k, _ in rows}         # stated in the conventions box instead
 
 
-def test_report_has_no_absolute_paths_and_a_stepped_series(run_dir):
-    assert main([str(run_dir), "--window", "0:86400"]) == 0
-    text = (run_dir / "report.html").read_text()
+def test_report_has_no_absolute_paths_and_a_stepped_series(run_dir, report_text):
+    text = report_text
     assert str(run_dir.parent) not in text
     assert "every sample drawn as a step" in text or "samples in 700 bins" in text
     assert "<th colspan='2' class='sec'>Scheduling metrics</th>" in text

@@ -79,6 +79,7 @@ EASY_LIKE = {"bf_job_part_count_reserve": 1, "bf_resolution": 1, "bf_interval": 
              "bf_window": 43200, "bf_max_job_test": 1000000, "default_queue_depth": 1000000}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(_data_dir() is None, reason="CTC-SP2 log not available")
 def test_easy_like_equals_core_easy_on_ctc():
     """CTC-SP2, first 4000 jobs, 338 nodes (one unit = one node, as Slurm would allocate them).

@@ -64,6 +64,7 @@ def test_points_hash_and_dedup(tmp_path):
     assert alias.points[0].config["options"] == {"power": {"facility_cap_w": 5.0}}
 
 
+@pytest.mark.slow
 def test_serial_and_processes_give_the_same_bytes_and_resume(tmp_path, capsys):
     p = write(tmp_path, SMALL)
     assert sw.main([str(p), "-q", "--out", str(tmp_path / "serial")]) == 0

@@ -33,6 +33,7 @@ def _env():
     return env
 
 
+@pytest.mark.slow
 def test_killed_sweep_resumes(tmp_path):
     p = tmp_path / "s.toml"
     p.write_text(SWEEP)

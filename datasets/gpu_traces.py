@@ -95,8 +95,8 @@ def _data_file(path, data_dir, subdir: str, name: str) -> Path:
 
 
 def _read_csv(path: Path, required: tuple[str, ...]) -> pd.DataFrame:
-    if not path.exists():
-        raise GPUTraceError(f"{path}: file not found")
+    from .textio import check_input_path  # noqa: PLC0415
+    check_input_path(path, GPUTraceError)     # missing, a directory, a FIFO or device: one error line
     try:
         df = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True,
                          compression="gzip" if path.suffix == ".gz" else None)

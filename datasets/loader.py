@@ -97,7 +97,8 @@ def known_formats() -> str:
 
 
 def _head(p: Path, n: int = 65536) -> bytes:
-    raw = p.open("rb").read(n)
+    with p.open("rb") as f:
+        raw = f.read(n)
     if raw[:2] == b"\x1f\x8b":
         try:
             with gzip.open(p, "rb") as f:

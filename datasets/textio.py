@@ -22,6 +22,8 @@ def check_input_path(path, error: type[Exception] = ValueError) -> Path:
         raise error(f"{p}: is a directory, not a workload file")
     if not p.exists():
         raise error(f"{p}: file not found")
+    if not p.is_file():                  # a FIFO or a device (/dev/zero) would be read forever
+        raise error(f"{p}: not a regular file")
     return p
 
 

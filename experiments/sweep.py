@@ -189,6 +189,8 @@ def load_sweep(path: str | Path, out: str | Path | None = None) -> Sweep:
     path = Path(path)
     if path.is_dir():
         raise SweepError(f"sweep file {path}: is a directory")
+    if path.exists() and not path.is_file():
+        raise SweepError(f"sweep file {path}: not a regular file")
     try:
         text = path.read_bytes().decode("utf-8-sig")
         doc = tomllib.loads(text)

@@ -90,6 +90,8 @@ RUN_CASES = [
     ("corrupt-gzip", {"w.swf.gz": b"\x1f\x8b\x08\x00garbage"}, [], "w.swf.gz: corrupt gzip data"),
     ("binary-garbage", {"w.bin": bytes(range(256)) * 4}, [], "w.bin:"),
     ("workload-is-directory", {}, ["-w", "{d}"], "is a directory, not a workload file"),
+    ("workload-is-a-device", {}, ["-w", "/dev/zero"], "/dev/zero: not a regular file"),
+    ("system-is-a-device", {}, ["--system", "/dev/zero"], "system file /dev/zero: not a regular file"),
     ("workload-empty-string", {}, ["-w", ""], "--workload: empty workload"),
     ("workload-missing-file", {}, ["-w", "{d}/nope.swf"], "nope.swf: file not found"),
     ("unknown-format-prefix", {}, ["-w", "foo:{d}/x.swf"], "unknown format 'foo'"),

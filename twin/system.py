@@ -102,6 +102,8 @@ def load_system(name_or_path: str) -> SystemSpec:
             raise SystemError_(f"system file {path}: is a directory")
         if not path.exists():
             raise SystemError_(f"system file {path}: not found")
+        if not path.is_file():
+            raise SystemError_(f"system file {path}: not a regular file")
     else:
         path = SYSTEMS_DIR / f"{name_or_path}.toml"
         if not path.exists():

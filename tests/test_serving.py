@@ -516,3 +516,26 @@ def test_bundle_with_pd_instances(tmp_path):
     bundle, res = run_bundle(b, data)
     assert [r.prefill_instance for r in res.requests] == [0] * 4 and {r.instance for r in res.requests} == {1}
     assert res.extra["kv_transferred_bytes"] == sum(5 + k for k in range(4)) * 131072
+
+
+def test_pd_autoscaler_holds_ratio_within_bounds(const_model):
+    """HeteroScale on P/D pools: decode pool from decode TPS, prefill pool at the P/D ratio, total within
+    [min, max]; every request finishes with its tokens."""
+    from hpctwin.twin.serving.autoscale import DecodeTPSPolicy, RatioPolicy, simulate_autoscaled
+    rng = random.Random(8)
+    trace, t = [], 0.0
+    while t < 300:
+        t += rng.expovariate(15.0 if 100 < t < 200 else 1.0)
+        trace.append(req(t, rng.randint(1, 20), rng.randint(2, 30)))
+    mk = lambda iid: inst(const_model, blocks=64, bs=4, budget=64, seqs=16, iid=iid)  # noqa: E731
+    res, log = simulate_autoscaled(trace, mk, RatioPolicy(DecodeTPSPolicy(100.0, window_s=45), 0.5), 2, 9,
+                                   cold_start=10.0, make_decode=mk)
+    tot = [a + s for a, s in zip(log.active, log.starting)]
+    assert min(tot) >= 2 and max(tot) <= 9 and max(log.active) >= 4
+    assert all(r.generated == q.output_tokens for r, q in zip(res.requests, trace))
+    assert all(r.prefill_instance >= 0 for r in res.requests if r.output > 1)
+    roles = {x.role for x in res.instances}
+    assert roles == {"prefill", "decode"}
+    n_p = sum(1 for x in res.instances if x.role == "prefill")
+    n_d = sum(1 for x in res.instances if x.role == "decode")
+    assert n_p <= n_d  # ratio 0.5: never more prefill than decode instances started

@@ -14,7 +14,9 @@ Policies (``desired(now, pool)`` -> int):
   active instances over the last interval, with HPA's 10 % tolerance and its 300 s scale-down
   stabilisation window (the highest recommendation of the window wins);
 * `DecodeTPSPolicy`: HeteroScale's signal, decode tokens per second over the interval, divided by a
-  per-instance capacity (``ceil(tps / tps_per_instance)``), optionally with the same stabilisation.
+  per-instance capacity (``ceil(tps / tps_per_instance)``), optionally with the same stabilisation;
+* `RatioPolicy` (disaggregated pools, ``make_decode=``): the decode pool follows a policy (HeteroScale:
+  decode TPS) and the prefill pool is held at ``ceil(decode x ratio)``, HeteroScale's fixed P/D ratio.
 """
 from __future__ import annotations
 
@@ -122,120 +124,213 @@ class ScaleLog:
     busy_gpu_seconds: float = 0.0
 
 
+class ScaledPool:
+    """One resizable pool: its instances' states (starting, active, draining, stopped), routing to the
+    active ones (requests wait at the router while none is active), scale up/down and GPU billing."""
+
+    def __init__(self, make: Callable[[int], Instance], router: str, log: ScaleLog, on_start: Callable,
+                 role: str = "both") -> None:
+        self.make, self.pick, self.log, self.on_start, self.role = make, ROUTERS[router](), log, on_start, role
+        self.insts: list[Instance] = []
+        self.state: dict[int, str] = {}
+        self.billed_from: dict[int, float] = {}
+        self.pending: deque = deque()
+        self.prev = {"t": 0.0, "busy": 0.0, "tok": 0}
+
+    def of(self, *states: str) -> list[Instance]:
+        return [x for x in self.insts if self.state[id(x)] in states]
+
+    def start(self, now: float, ready_at: float, iid: int) -> None:
+        x = self.make(iid)
+        x.role = self.role
+        self.insts.append(x)
+        self.state[id(x)] = "starting"
+        self.billed_from[id(x)] = now
+        x.t = ready_at
+        self.on_start(ready_at, self, x)
+
+    def stop(self, x: Instance, now: float) -> None:
+        self.state[id(x)] = "stopped"
+        self.log.gpu_seconds += x.model.tp * max(0.0, now - self.billed_from[id(x)])
+        self.log.busy_gpu_seconds += x.model.tp * x.busy_s
+
+    def advance(self, t: float) -> None:
+        for x in self.of("active", "draining"):
+            x.advance_until(t)
+            if self.state[id(x)] == "draining" and x.idle():
+                self.stop(x, max(x.t, t))
+
+    def activate(self, x: Instance, t: float) -> None:
+        if self.state.get(id(x)) != "starting":
+            return
+        self.state[id(x)] = "active"
+        x.t = t
+        while self.pending:
+            self.route(*self.pending.popleft(), t)
+
+    def route(self, r, transferred: bool, t: float) -> None:
+        act = self.of("active")
+        if not act:
+            self.pending.append((r, transferred))
+            return
+        x = self.pick(act, r)
+        if transferred:
+            x.add_transferred(r, t)
+        else:
+            x.add(r, t)
+
+    def view(self, t: float, interval_s: float) -> PoolView:
+        act = self.of("active")
+        busy = sum(x.busy_s for x in self.insts)
+        tok = sum(x.tokens_decoded for x in self.insts)
+        span = max(1e-9, t - self.prev["t"])
+        v = PoolView(t, interval_s, len(act), len(self.of("starting")),
+                     min(1.0, (busy - self.prev["busy"]) / (span * max(1, len(act)))), (tok - self.prev["tok"]) / span,
+                     sum(len(x.waiting) for x in act), sum(x.kv.used / x.kv.num_blocks for x in act) / max(1, len(act)))
+        self.prev.update(t=t, busy=busy, tok=tok)
+        return v
+
+    def resize(self, want: int, t: float, cold_start: float, next_id: Callable[[], int]) -> None:
+        act, starting = self.of("active"), self.of("starting")
+        have = len(act) + len(starting)
+        for _ in range(max(0, want - have)):
+            self.start(t, t + cold_start, next_id())
+        extra = max(0, have - want)
+        for x in reversed(starting):
+            if extra == 0:
+                break
+            self.stop(x, t)
+            extra -= 1
+        for x in reversed(act):
+            if extra == 0:
+                break
+            self.state[id(x)] = "draining"
+            if x.idle():
+                self.stop(x, t)
+            extra -= 1
+
+    def busy(self) -> bool:
+        return bool(self.pending) or any(not x.idle() for x in self.of("active", "draining"))
+
+    def finish(self) -> float:
+        end = 0.0
+        for x in self.of("active", "draining"):
+            x.drain()
+            end = max(end, x.t)
+        return end
+
+
+class RatioPolicy:
+    """HeteroScale for P/D pools: the decode pool follows ``decode_policy`` and the prefill pool holds
+    ``ceil(decode x ratio)`` instances (the P/D ratio)."""
+
+    def __init__(self, decode_policy, ratio: float) -> None:
+        if ratio <= 0:
+            raise ValueError("the P/D ratio must be positive")
+        self.decode_policy, self.ratio = decode_policy, ratio
+
+    def desired_pd(self, vp: PoolView, vd: PoolView) -> tuple[int, int]:
+        nd = int(self.decode_policy.desired(vd))
+        return max(1, math.ceil(nd * self.ratio)), nd
+
+
 def simulate_autoscaled(trace: Sequence[ServingRequest], make_instance: Callable[[int], Instance], policy,
                         min_instances: int, max_instances: int, cold_start: float, interval_s: float = HPA_SYNC_S,
-                        initial: int | None = None, router: str = "least_loaded") -> tuple[ServingResult, ScaleLog]:
-    """Serve ``trace`` on a pool resized by ``policy`` (see the module docstring)."""
+                        initial: int | None = None, router: str = "least_loaded",
+                        make_decode: Callable[[int], Instance] | None = None, link_GBps: float | None = None
+                        ) -> tuple[ServingResult, ScaleLog]:
+    """Serve ``trace`` on a pool resized by ``policy`` (see the module docstring).
+
+    With ``make_decode``, the deployment is disaggregated: ``make_instance`` builds prefill instances,
+    ``make_decode`` decode ones, ``policy.desired_pd(prefill_view, decode_view)`` sizes both (e.g.
+    `RatioPolicy`), and the bounds apply to the two pools together (each keeps at least one)."""
+    from .pd import DEFAULT_KV_LINK_GBPS, kv_transfer_s  # noqa: PLC0415
     if not 1 <= min_instances <= max_instances:
         raise ValueError(f"need 1 <= min_instances <= max_instances, got {min_instances}, {max_instances}")
-    pick = ROUTERS[router]()
+    pd = make_decode is not None
+    if pd and max_instances < 2:
+        raise ValueError("a disaggregated pool needs max_instances >= 2")
     reqs = make_requests(trace)
-    insts: list[Instance] = []
-    state: dict[int, str] = {}             # iid -> starting | active | draining | stopped
-    billed_from: dict[int, float] = {}
     log = ScaleLog()
-    pending: deque = deque()               # requests that arrived while nothing was active
-    ev: list[tuple[float, int, int, object]] = []  # (time, kind 0 ready / 1 tick / 2 arrival, seq, payload)
-    seq = 0
+    ev: list = []
+    counter = {"seq": 0, "iid": 0}
 
     def push(t: float, kind: int, payload) -> None:
-        nonlocal seq
-        seq += 1
-        heapq.heappush(ev, (t, kind, seq, payload))
+        counter["seq"] += 1
+        heapq.heappush(ev, (t, kind, counter["seq"], payload))
 
-    def start(now: float, ready_at: float) -> None:
-        x = make_instance(len(insts))
-        insts.append(x)
-        state[x.iid] = "starting"
-        billed_from[x.iid] = now
-        x.t = ready_at
-        push(ready_at, 0, x)
+    def next_id() -> int:
+        counter["iid"] += 1
+        return counter["iid"] - 1
 
-    def stop(x: Instance, now: float) -> None:
-        state[x.iid] = "stopped"
-        log.gpu_seconds += x.model.tp * max(0.0, now - billed_from[x.iid])
-        log.busy_gpu_seconds += x.model.tp * x.busy_s
+    P = ScaledPool(make_instance, router, log, lambda t, pool, x: push(t, 0, (pool, x)), "prefill" if pd else "both")
+    D = ScaledPool(make_decode, router, log, lambda t, pool, x: push(t, 0, (pool, x)), "decode") if pd else None
+    link = link_GBps or DEFAULT_KV_LINK_GBPS
+    handoffs: list = []
 
-    def live() -> list[Instance]:
-        return [x for x in insts if state[x.iid] in ("active", "draining")]
-
-    def active() -> list[Instance]:
-        return [x for x in insts if state[x.iid] == "active"]
+    def advance(t: float) -> None:
+        P.advance(t)
+        if D is None:
+            return
+        for x in P.insts:
+            for end, r in x.handoffs:
+                heapq.heappush(handoffs, (end + kv_transfer_s(x.model.shape, r.computed, x.model.tp, 1, link),
+                                          r.uid, r))
+            x.handoffs.clear()
+        while handoffs and handoffs[0][0] <= t:
+            th, _, r = heapq.heappop(handoffs)
+            D.advance(th)
+            D.route(r, True, th)
+        D.advance(t)
 
     n0 = max(min_instances, min(max_instances, initial if initial is not None else min_instances))
-    for _ in range(n0):
-        start(0.0, 0.0)
+    if pd:
+        for _ in range(max(1, n0 // 2)):
+            P.start(0.0, 0.0, next_id())
+        for _ in range(max(1, n0 - max(1, n0 // 2))):
+            D.start(0.0, 0.0, next_id())
+    else:
+        for _ in range(n0):
+            P.start(0.0, 0.0, next_id())
     for i in sorted(range(len(reqs)), key=lambda i: (reqs[i].arrival, i)):
         push(reqs[i].arrival, 2, reqs[i])
     last_arrival = max((r.arrival for r in reqs), default=0.0)
     push(interval_s, 1, None)
-    prev = {"t": 0.0, "busy": 0.0, "tok": 0}
 
     while ev:
         t, kind, _, payload = heapq.heappop(ev)
-        for x in live():
-            x.advance_until(t)
-            if state[x.iid] == "draining" and x.idle():
-                stop(x, max(x.t, t))
+        advance(t)
         if kind == 0:
-            x = payload
-            if state.get(x.iid) != "starting":
-                continue
-            state[x.iid] = "active"
-            x.t = t
-            while pending:
-                r = pending.popleft()
-                pick(active(), r).add(r, t)
+            pool, x = payload
+            pool.activate(x, t)
         elif kind == 2:
-            r = payload
-            act = active()
-            if act:
-                pick(act, r).add(r, t)
-            else:
-                pending.append(r)
+            P.route(payload, False, t)
         else:
-            act, starting = active(), [x for x in insts if state[x.iid] == "starting"]
-            busy = sum(x.busy_s for x in insts)
-            tok = sum(x.tokens_decoded for x in insts)
-            span = max(1e-9, t - prev["t"])
-            view = PoolView(t, interval_s, len(act), len(starting),
-                            min(1.0, (busy - prev["busy"]) / (span * max(1, len(act)))),
-                            (tok - prev["tok"]) / span, sum(len(x.waiting) for x in act),
-                            sum(x.kv.used / x.kv.num_blocks for x in act) / max(1, len(act)))
-            prev.update(t=t, busy=busy, tok=tok)
-            want = max(min_instances, min(max_instances, int(policy.desired(view))))
-            have = len(act) + len(starting)
-            if want > have:
-                for _ in range(want - have):
-                    start(t, t + cold_start)
-            elif want < have:
-                extra = have - want
-                for x in reversed(starting):
-                    if extra == 0:
-                        break
-                    stop(x, t)
-                    extra -= 1
-                for x in reversed(act):
-                    if extra == 0:
-                        break
-                    state[x.iid] = "draining"
-                    if x.idle():
-                        stop(x, t)
-                    extra -= 1
+            if pd:
+                wp, wd = policy.desired_pd(P.view(t, interval_s), D.view(t, interval_s))
+                wp, wd = max(1, wp), max(1, wd)
+                tot = max(min_instances, min(max_instances, wp + wd))
+                wp = max(1, min(wp, tot - 1))
+                D.resize(tot - wp, t, cold_start, next_id)
+                P.resize(wp, t, cold_start, next_id)
+            else:
+                want = max(min_instances, min(max_instances, int(policy.desired(P.view(t, interval_s)))))
+                P.resize(want, t, cold_start, next_id)
+            pools = [P] + ([D] if D else [])
             log.times.append(t)
-            log.active.append(len(active()))
-            log.starting.append(sum(1 for x in insts if state[x.iid] == "starting"))
-            if t < last_arrival or any(not x.idle() for x in live()) or pending:
+            log.active.append(sum(len(q.of("active")) for q in pools))
+            log.starting.append(sum(len(q.of("starting")) for q in pools))
+            if t < last_arrival or any(q.busy() for q in pools) or handoffs:
                 push(t + interval_s, 1, None)
-    end = 0.0
-    for x in insts:
-        if state[x.iid] in ("active", "draining"):
-            x.drain()
-            end = max(end, x.t)
-    for x in insts:
-        if state[x.iid] in ("active", "draining"):
-            stop(x, end)
+    end = P.finish()
+    if D is not None:
+        advance(float("inf"))
+        end = max(end, D.finish())
+    for q in [P] + ([D] if D else []):
+        for x in q.of("active", "draining"):
+            q.stop(x, end)
     for r in reqs:
         if r.generated != r.output:
             raise RuntimeError(f"request {r.uid} generated {r.generated} of {r.output} tokens")
+    insts = P.insts + (D.insts if D else [])
     return ServingResult(reqs, insts, end), log

@@ -181,6 +181,7 @@ metrics = ["mean_wait_s", "failures.goodput", "failures.node_failures"]
 [base]
 workload = "synthetic:jobs=200,nodes=32"
 nodes = 32
+options.failures.enabled = true
 options.failures.repair_s = 3600.0
 [grid]
 "options.failures.node_mtbf_days" = [1.0, 1000.0]

@@ -263,8 +263,9 @@ def check_set_options(options: dict, scheduler: str, *, failures: bool, power: b
             raise ConfigError(f"{source}: {section}={table!r}: {section} is a section, not a value; give "
                               f"{section}.KEY=VALUE")
         if section == "failures" and not failures and any(k != "enabled" for k in table):
-            raise ConfigError(f"{source}: failures.{next(iter(table))}: failure options need --failures on "
-                              "(they would otherwise be ignored)")
+            how = "--failures on" if source == "--set" else "options.failures.enabled = true"
+            raise ConfigError(f"{source}: failures.{next(k for k in table if k != 'enabled')}: failure options "
+                              f"need {how} (they would otherwise be ignored)")
         if section == "power" and not power and table:
             raise ConfigError(f"{source}: power.{next(iter(table))}: power options need --power on")
         if section == "network" and not network and table:
@@ -339,9 +340,9 @@ def validate_run_config(cfg, source: str = "command line") -> None:
         raise ConfigError(f"{flag('slurm_conf')}: a slurm.conf applies to --scheduler slurm only, not "
                           f"{cfg.scheduler!r}")
     fl = options.get("failures")
-    # the command line turns failures on with --failures on (which sets enabled); in a config file or
-    # a sweep a [failures] options table is on unless it says enabled = false (as twin.run reads it)
-    failures_on = isinstance(fl, dict) and bool(fl.get("enabled", source != "command line"))
+    # --failures on sets failures.enabled; a config file or a sweep says options.failures.enabled = true
+    # (twin.run refuses failure options without it, as here)
+    failures_on = isinstance(fl, dict) and bool(fl.get("enabled", False))
     check_set_options(options, cfg.scheduler, failures=failures_on, power=bool(cfg.power),
                       network=bool(cfg.network), source="--set" if source == "command line" else source,
                       allocation=cfg.allocation)

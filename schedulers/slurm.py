@@ -288,6 +288,7 @@ class SlurmScheduler(Scheduler):
 
         # ---- machine state (node level)
         self.node_end = np.full(NN, -_INF)   # expected end of the job on each node; -inf = idle
+        self.n_idle = NN                     # nodes with node_end == -inf
         self.job_nodes: dict[int, np.ndarray] = {}
         self.job_mask: dict[int, int] = {}     # running job -> node bitset
         self.run_end: dict[int, float] = {}    # running job -> expected end (start + estimate)
@@ -364,6 +365,10 @@ class SlurmScheduler(Scheduler):
         self.event_flag = True
         self._touch(now)
 
+    def _count_idle(self) -> None:
+        """Recount the idle nodes (``n_idle``) after ``node_end`` changed outside a start."""
+        self.n_idle = int(np.count_nonzero(self.node_end == -_INF))
+
     def on_start(self, now: float, job: int) -> None:
         if job not in self.applied:     # a start we did not decide: mirror it from nothing known
             raise RuntimeError(f"slurm: job index {job} started without a slurm decision")
@@ -373,6 +378,7 @@ class SlurmScheduler(Scheduler):
         nodes = self.job_nodes.pop(job, None)
         if nodes is not None:
             self.node_end[nodes] = -_INF
+            self._count_idle()
         self.run_end.pop(job, None)
         self.job_mask.pop(job, None)
         slot = self.slot_of.pop(job, None)
@@ -406,11 +412,13 @@ class SlurmScheduler(Scheduler):
     def on_units_down(self, now: float, units: np.ndarray, until: float) -> None:
         self._catch_up(now)
         self.node_end[np.unique(np.asarray(units) // self.cpn)] = _INF
+        self._count_idle()
         self._touch(now)
 
     def on_units_up(self, now: float, units: np.ndarray) -> None:
         self._catch_up(now)
         self.node_end[np.unique(np.asarray(units) // self.cpn)] = -_INF
+        self._count_idle()
         self.event_flag = True
         self._touch(now)
 
@@ -549,6 +557,7 @@ class SlurmScheduler(Scheduler):
     def _apply_start(self, now: float, j: int, nodes: np.ndarray,
                      words: np.ndarray | None = None) -> Start:
         self.node_end[nodes] = now + self.est[j]
+        self.n_idle -= len(nodes)
         self.job_nodes[j] = nodes
         end = now + float(self.est[j])
         self.run_end[j] = end
@@ -584,16 +593,16 @@ class SlurmScheduler(Scheduler):
         """Strict priority pass; returns the starts and whether the whole queue was considered."""
         sp = self.cfg.sched
         if self.use_kernel:
-            if not (self.node_end == -_INF).any():
+            if self.n_idle == 0:
                 # no idle node: the pass stops at its first job (n_idle == 0), having seen all
                 self.last_pass_pos = []
                 return [], True
-            pos, words, complete = self._kern.main_pass(
+            pos, words, complete, idx, off = self._kern.main_pass(
                 self.NN, self.node_end, np.asarray(order, dtype=np.int64),
                 -1 if depth is None else int(depth), int(sp.partition_job_depth), self.req,
                 self.jpart, self.pm_words, len(self.parts))
             self.last_pass_pos = pos
-            return self._starts_of(now, order, pos, words), bool(complete)
+            return self._starts_of(now, order, pos, words, idx, off), bool(complete)
         idle = self.node_end == -_INF
         avail = np.ones(self.NN, dtype=bool)
         failed = set()
@@ -683,12 +692,12 @@ class SlurmScheduler(Scheduler):
         sp = self.cfg.sched
         # no job of the queue fits the idle nodes: the cycle would stop at its first job
         # (``n_idle < suffix_min``) with no start and no reservation
-        n_idle = int(np.count_nonzero(self.node_end == -_INF))
+        n_idle = self.n_idle
         if n_idle == 0 or n_idle < int(self.req[order].min()):
             return []
         if not sp.bf_min_prio_reserve:
             prio = self._no_prio
-        pos, words, n_res = self._kern.bf_cycle(
+        pos, words, n_res, idx, off = self._kern.bf_cycle(
             float(now), float(sp.bf_resolution), float(sp.bf_window), int(sp.bf_max_job_test),
             int(sp.bf_job_part_count_reserve), int(sp.bf_max_job_start),
             int(sp.bf_min_prio_reserve), float(sp.bf_min_age_reserve), int(self.NN),
@@ -697,18 +706,15 @@ class SlurmScheduler(Scheduler):
             np.asarray(prio, dtype=np.float64), self.submit, self.job_id, self.pm_words,
             len(self.parts))
         self.stats["reservations"] += int(n_res)
-        return self._starts_of(now, order, pos, words)
+        return self._starts_of(now, order, pos, words, idx, off)
 
-    def _starts_of(self, now: float, order: np.ndarray, pos: np.ndarray,
-                   words: np.ndarray) -> list[Start]:
-        """Apply a compiled pass's starts: queue positions ``pos`` on the node words ``words``."""
+    def _starts_of(self, now: float, order: np.ndarray, pos: np.ndarray, words: np.ndarray,
+                   idx: np.ndarray, off: np.ndarray) -> list[Start]:
+        """Apply a compiled pass's starts: queue positions ``pos`` on the node words ``words``
+        (node indices ``idx[off[q]:off[q + 1]]``)."""
         starts: list[Start] = []
-        if not len(pos):
-            return starts
-        NN = self.NN
         for q in range(len(pos)):
-            bitsv = np.unpackbits(words[q].view(np.uint8), bitorder="little")[:NN]
-            starts.append(self._apply_start(now, int(order[pos[q]]), np.flatnonzero(bitsv),
+            starts.append(self._apply_start(now, int(order[pos[q]]), idx[off[q]:off[q + 1]],
                                             words[q]))
         return starts
 

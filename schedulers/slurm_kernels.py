@@ -417,13 +417,36 @@ def bf_cycle_linear(now, res, bf_window, max_test, jpcr, max_start, min_prio, mi
 
 
 @njit(cache=True)
+def _indices(rows, n, nn):
+    """Node indices of the first ``n`` rows of words: (flat indices, row offsets)."""
+    total = 0
+    for q in range(n):
+        for w in range(rows.shape[1]):
+            total += _pc64(rows[q, w])
+    idx = np.empty(total, dtype=np.int64)
+    off = np.empty(n + 1, dtype=np.int64)
+    k = 0
+    for q in range(n):
+        off[q] = k
+        for w in range(rows.shape[1]):
+            x = rows[q, w]
+            while x:
+                b = _ctz(x)
+                idx[k] = w * 64 + b
+                k += 1
+                x &= x - np.uint64(1)
+    off[n] = k
+    return idx, off
+
+
+@njit(cache=True)
 def bf_cycle(now, res, bf_window, max_test, jpcr, max_start, min_prio, min_age,
              nn, node_end, slot_used, slot_end, slot_id, slot_words,
              order, req, tl, est, jpart, prio, submit, job_id, pmask, n_parts):
     """`bf_cycle_linear` from the scheduler's own arrays: idle nodes from ``node_end`` (-inf =
     idle), the running jobs from the slot arrays (sorted here by expected end, then job id, the
     ``_will_run_test`` removal order), the queue's columns gathered in ``order``. Returns
-    (started queue positions, their node words, reservations made)."""
+    (started queue positions, their node words, reservations made, node indices, offsets)."""
     W = slot_words.shape[1]
     nq = order.shape[0]
     idle = np.zeros(W, dtype=np.uint64)
@@ -479,7 +502,8 @@ def bf_cycle(now, res, bf_window, max_test, jpcr, max_start, min_prio, min_age,
                                   min_age, nn, idle, kend, kid, free, R, rq, rtl, rest, rpart,
                                   prio, rsub, rjid, suffix_min, pmask, n_parts, out_pos,
                                   out_nodes)
-    return out_pos[:n_st], out_nodes[:n_st], n_res
+    idx, off = _indices(out_nodes, n_st, nn)
+    return out_pos[:n_st], out_nodes[:n_st], n_res, idx, off
 
 
 @njit(cache=True)
@@ -487,7 +511,8 @@ def main_pass(nn, node_end, order, depth, part_job_depth, req, jpart, pmask, n_p
     """The strict-priority pass of `SlurmScheduler._main_pass` under select/linear (job_scheduler.c
     ``_schedule``: a job that does not fit fails its partition and removes the partition's nodes
     from the pass; ``_run_now`` -> ``_job_test`` chooses the nodes). ``depth`` < 0: no limit.
-    Returns (started queue positions, their node words, whether the whole queue was seen)."""
+    Returns (started queue positions, their node words, whether the whole queue was seen, node
+    indices, offsets)."""
     W = pmask.shape[1]
     nq = order.shape[0]
     idle = np.zeros(W, dtype=np.uint64)
@@ -540,4 +565,5 @@ def main_pass(nn, node_end, order, depth, part_job_depth, req, jpart, pmask, n_p
             n_failed += 1
             for w in range(W):
                 avail[w] &= ~pmask[k, w]
-    return out_pos[:n_st], out_nodes[:n_st], complete
+    idx, off = _indices(out_nodes, n_st, nn)
+    return out_pos[:n_st], out_nodes[:n_st], complete, idx, off

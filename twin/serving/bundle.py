@@ -73,6 +73,7 @@ class Bundle:
     long_prefill_token_threshold: int
     dataset: Path
     async_scheduling: bool = True
+    chunked_prefill: bool = True
     meta: dict = field(default_factory=dict)
 
     @property
@@ -106,7 +107,7 @@ class Bundle:
             out.append(Instance(i, model, kv, self.max_num_seqs, self.max_num_batched_tokens,
                                 reserve_full_isl=self.reserve_full_isl,
                                 long_prefill_token_threshold=self.long_prefill_token_threshold,
-                                async_scheduling=self.async_scheduling))
+                                async_scheduling=self.async_scheduling, chunked_prefill=self.chunked_prefill))
         return out
 
     def units(self, instances: list[Instance]) -> list:
@@ -215,4 +216,5 @@ def load_bundle(path: str | os.PathLike, data_dir: str | os.PathLike | None = No
         long_prefill_token_threshold=int(pick(sc.get("long_prefill_token_threshold"), default=0)),
         dataset=dataset, meta=meta,
         async_scheduling=bool(pick(sc.get("async_scheduling"), ek.get("async_scheduling"),
-                                   default=VLLM_DEFAULTS["async_scheduling"])))
+                                   default=VLLM_DEFAULTS["async_scheduling"])),
+        chunked_prefill=bool(pick(sc.get("enable_chunked_prefill"), ek.get("enable_chunked_prefill"), default=True)))

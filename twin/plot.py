@@ -226,8 +226,9 @@ def gantt_main(argv: list[str]) -> int:
     except ValueError as e:
         print(f"hpctwin plot: error: {run_dir}: {e}", file=sys.stderr)
         return 2
+    import textwrap  # noqa: PLC0415
     title = f"{summ.get('workload', run_dir.name)} / {summ.get('scheduler', '?')}"
-    ax[0][0].set_title(title if len(title) <= 60 else title[:57] + "...")
+    ax[0][0].set_title("\n".join(textwrap.wrap(title, 55)))          # wrapped, never cut
     if shown < inwin:
         ax[0][0].text(0.99, 0.98, f"first {shown} of {inwin} jobs", transform=ax[0][0].transAxes, ha="right",
                       va="top", fontsize=6)

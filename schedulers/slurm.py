@@ -208,9 +208,13 @@ class SlurmScheduler(Scheduler):
         over = np.isfinite(req_t) & (req_t > self.part_maxtime[jpart])
         part_nodes = pmask.sum(axis=1)
         too_big = self.req > part_nodes[jpart]
+        over_max = self.req > np.array([p.max_nodes for p in parts])[jpart]
+        under_min = self.req < np.array([p.min_nodes for p in parts])[jpart]
         down = np.array([parts[k].state != "UP" for k in range(P)])[jpart]
         for mask, why in ((over, "requests more time than its partition's MaxTime"),
                           (too_big, "needs more nodes than its partition has"),
+                          (over_max, "needs more nodes than its partition's MaxNodes"),
+                          (under_min, "needs fewer nodes than its partition's MinNodes"),
                           (down, "is in a partition that is not UP")):
             if mask.any():
                 i = int(np.flatnonzero(mask)[0])

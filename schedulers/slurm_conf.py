@@ -163,11 +163,14 @@ class PriorityParams:
 
 @dataclass
 class PartitionDef:
-    """One ``PartitionName`` line. ``nodes`` None = ALL; ``max_time`` in seconds (inf = none)."""
+    """One ``PartitionName`` line. ``nodes`` None = ALL; ``max_time`` in seconds (inf = none);
+    ``min_nodes``/``max_nodes``: the job node-count limits (MinNodes, MaxNodes; inf = none)."""
 
     name: str
     nodes: list[str] | None = None
     max_time: float = math.inf
+    min_nodes: int = 0
+    max_nodes: float = math.inf
     priority_tier: int = 1
     priority_job_factor: int = 1
     default: bool = False
@@ -429,6 +432,11 @@ class _Parser:
                     p.nodes = None if v.strip().upper() == "ALL" else expand_hostlist(v)
                 elif k == "maxtime":
                     p.max_time = parse_time(v, 60.0)
+                elif k == "maxnodes":
+                    p.max_nodes = (math.inf if v.strip().upper() in ("UNLIMITED", "INFINITE")
+                                   else self.number(line, orig, v, 0, 2**32 - 1))
+                elif k == "minnodes":
+                    p.min_nodes = self.number(line, orig, v, 0, 2**32 - 1)
                 elif k == "prioritytier":
                     p.priority_tier = self.number(line, orig, v, 0, 65533)
                 elif k == "priorityjobfactor":

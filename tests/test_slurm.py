@@ -352,3 +352,18 @@ def test_not_modelled_keys_in_one_summary_line():
     assert r.summary["scheduler_params"]["warning"].count("not modelled") == 1
     with pytest.raises(SlurmConfError, match="did you mean bf_window"):
         simulate(jobs, bf_windw=10)
+
+
+def test_partition_node_limits(tmp_path):
+    """PartitionName MaxNodes/MinNodes: a job outside them can never start in its partition
+    (Slurm rejects it with EnforcePartLimits, else it pends with PartitionNodeLimit)."""
+    conf = tmp_path / "lim.conf"
+    conf.write_text("NodeName=n[0-3]\nPartitionName=p Nodes=ALL Default=YES MaxNodes=2 MinNodes=1\n")
+    st, _ = simulate([dict(submit=0, procs=2, run=10), dict(submit=0, procs=2, run=10)],
+                     conf=str(conf))
+    assert st == {1: 0, 2: 0}
+    with pytest.raises(SlurmConfError, match="it needs more nodes than its partition's MaxNodes"):
+        simulate([dict(submit=0, procs=3, run=10)], conf=str(conf))
+    with pytest.raises(SlurmConfError, match=r"lim.conf:2: MaxNodes: 'lots' is not a number"):
+        conf.write_text("NodeName=n[0-3]\nPartitionName=p Nodes=ALL MaxNodes=lots\n")
+        simulate([dict(submit=0, procs=1, run=10)], conf=str(conf))

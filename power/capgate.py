@@ -8,6 +8,9 @@ the rest of the pass (``rest_of_pass``: jobs the policy ranked after a refused j
 its power) and the engine reports it to the policy (``on_refused``) and counts it. The decisions
 are those of the wrapper `schedulers.power_aware.PowerAwareScheduler`, without wrapping the policy.
 
+``margin`` (the run option ``power.cooling_overhead``, default 0) refuses above ``limit / (1 +
+margin)`` for extra head-room; the limit itself already counts the cooling plant.
+
 Progress: the first start of a pass on a machine where nothing runs is always admitted (a job too
 big for the cap even alone would otherwise wait forever); the model's throttle then holds the cap
 (``over_cap_starts`` counts them). `next_wakeup` returns the next change of a time-varying cap, so a
@@ -26,8 +29,11 @@ class PowerCapGate(Gate):
     name = "power-cap"
     needs_models = ("power",)
 
-    def __init__(self, model=None):
+    def __init__(self, model=None, margin: float = 0.0):
+        if not margin >= 0:
+            raise ValueError(f"PowerCapGate: margin must be >= 0, got {margin!r}")
         self.model = model           # the run's PowerModel (else taken from the bind context)
+        self.margin = float(margin)  # extra head-room: refuse above limit / (1 + margin)
         self.admitted_over_cap = 0
         self.refused = 0
         self._first = True
@@ -47,7 +53,7 @@ class PowerCapGate(Gate):
             return None
         n = len(units) / float(getattr(m, "units_per_node", 1) or 1)
         ok, proj, limit = m.admit(now, job, n)
-        if ok:
+        if ok and (self.margin == 0.0 or proj * (1.0 + self.margin) <= limit):
             return None
         if first and len(view.running_jobs) == 0:
             self.admitted_over_cap += 1
@@ -60,4 +66,5 @@ class PowerCapGate(Gate):
         return self.model.cap.next_change(now) if self.model is not None else None
 
     def describe(self) -> dict:
-        return {"name": self.name, "refused_starts": self.refused, "over_cap_starts": self.admitted_over_cap}
+        return {"name": self.name, "refused_starts": self.refused, "over_cap_starts": self.admitted_over_cap,
+                "margin": self.margin}

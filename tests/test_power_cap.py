@@ -93,8 +93,10 @@ def test_kth_frontier_cap_holds_at_every_sample(tmp_path):
     assert rep["held"] is True and rep["samples_over_cap"] == 0 and rep["max_sampled_facility_w"] <= 213560.0
     assert rep["level"].startswith("facility")
     assert r.summary["peak_facility_power_w"] <= 213560.0
-    params = r.summary["scheduler_params"]
-    assert params["refused_starts"] > 0 and params["over_cap_starts"] > 0     # 100-node jobs alone exceed it
+    gate = r.summary["gates"]["power-cap"]
+    assert gate["refused_starts"] > 0 and gate["over_cap_starts"] > 0         # 100-node jobs alone exceed it
+    assert gate["refusals"] > gate["refused_starts"]                          # with the rest of their passes
+    assert r.summary["scheduler"] == "easy"                                    # a gate, not a wrapper
     assert rep["throttled_s"] > 0 and rep["min_throttle"] < 1.0              # ... and are throttled
     written = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert written["power_cap"]["held"] is True
@@ -152,31 +154,70 @@ class Recorder(Scheduler):
         self.refusals.append((now, job, reason))
 
 
-def test_wrapper_reports_every_refused_start_to_the_inner_policy():
-    from hpctwin.schedulers.power_aware import PowerAwareScheduler
+def _cap_case():
     from hpctwin.twin.workload import Workload
     wl = Workload.from_arrays("w", submit=[0.0] * 6, runtime=[600.0] * 6, procs=[4] * 6, requested_time=[900.0] * 6)
     probe = run(RunConfig(workload="w", scheduler="fcfs", system="generic", nodes=16, power=True), workload=wl)
     idle = probe.summary["idle_facility_power_w"]
-    inner = Recorder()
-    cfg = RunConfig(workload="w", scheduler="fcfs", system="generic", nodes=16, power=True,
-                    power_cap=idle + 0.5 * (probe.summary["max_facility_power_w"] - idle))
+    return wl, idle + 0.5 * (probe.summary["max_facility_power_w"] - idle)
+
+
+def _with_policy(policy, cfg, wl):
     from hpctwin.twin import run as run_mod
     real = run_mod.make_scheduler
     try:
-        run_mod.make_scheduler = lambda *a, **k: inner
-        r = run(cfg, workload=wl)
+        run_mod.make_scheduler = lambda *a, **k: policy
+        return run(cfg, workload=wl)
     finally:
         run_mod.make_scheduler = real
+
+
+def test_gate_reports_every_refused_start_to_the_policy():
+    wl, cap = _cap_case()
+    inner = Recorder()
+    r = _with_policy(inner, RunConfig(workload="w", scheduler="fcfs", system="generic", nodes=16, power=True,
+                                      power_cap=cap), wl)
+    gate = r.summary["gates"]["power-cap"]
+    assert gate["refused_starts"] > 0 and len(inner.refusals) == gate["refusals"] > gate["refused_starts"]
+    later = [x for x in inner.refusals if x[2].endswith("(refused with an earlier start of this pass)")]
+    assert len(inner.refusals) - len(later) == gate["refused_starts"]
+    assert all(x[2].startswith("power cap: projected") for x in inner.refusals)
+    assert r.summary["power_cap"]["held"] is True
+
+
+def test_wrapper_reports_every_refused_start_to_the_inner_policy():
+    from hpctwin.schedulers.power_aware import PowerAwareScheduler
+    wl, cap = _cap_case()
+    inner = Recorder()
+    wrapper = PowerAwareScheduler(inner=inner, cap=cap)
+    r = _with_policy(wrapper, RunConfig(workload="w", scheduler="fcfs", system="generic", nodes=16, power=True,
+                                        options={"power": {"facility_cap_w": cap}}), wl)
     params = r.summary["scheduler_params"]
-    assert isinstance(r.summary["scheduler_params"], dict) and params["name"] == "power-aware(recorder)"
-    assert params["refused_starts"] > 0
+    assert params["name"] == "power-aware(recorder)" and params["refused_starts"] > 0
     assert len(inner.refusals) == params["refused_starts"] + params["refused_after"]
     first = [x for x in inner.refusals if x[2].startswith("power cap: projected")]
     assert len(first) == params["refused_starts"]
     assert all(x[2].startswith("power cap:") for x in inner.refusals)
     assert r.summary["power_cap"]["held"] is True
-    assert PowerAwareScheduler.__module__ == "hpctwin.schedulers.power_aware"
+
+
+def test_gate_and_wrapper_make_the_same_decisions():
+    wl = checks_workload()
+    base = dict(workload="w", system="generic", nodes=16, power=True)
+    probe = run(RunConfig(scheduler="easy", **base), workload=wl)
+    idle = probe.summary["idle_facility_power_w"]
+    cap = idle + 0.4 * (probe.summary["max_facility_power_w"] - idle)
+    a = run(RunConfig(scheduler="easy", power_cap=cap, **base), workload=wl)
+    b = run(RunConfig(scheduler="hpctwin.schedulers.power_aware:PowerAwareScheduler",
+                      options={"scheduler": {"inner": "easy", "cap": cap}, "power": {"facility_cap_w": cap}}, **base),
+            workload=wl)
+    assert a.jobs.start.tolist() == b.jobs.start.tolist() and a.jobs.nodes.tolist() == b.jobs.nodes.tolist()
+    assert a.summary["gates"]["power-cap"]["refused_starts"] == b.summary["scheduler_params"]["refused_starts"] > 0
+
+
+def checks_workload():
+    from hpctwin.schedulers.checks import workloads
+    return workloads()["mixed"]
 
 
 def test_cap_series_is_applied_by_the_throttle_at_its_change_time():
@@ -231,4 +272,4 @@ def test_gate_refuses_with_the_models_decision():
     assert ref.rest_of_pass and ref.reason.startswith("power cap: projected 1,200 W at full speed > limit 1,000 W")
     g.begin_pass(1.0, Idle())
     assert g.admit(1.0, 1, np.arange(5), Idle()) is None and g.admitted_over_cap == 1   # alone: admitted
-    assert g.describe() == {"name": "power-cap", "refused_starts": 1, "over_cap_starts": 1}
+    assert g.describe() == {"name": "power-cap", "refused_starts": 1, "over_cap_starts": 1, "margin": 0.0}

@@ -431,13 +431,14 @@ def simulate(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
         elif sched.gpus_per_node != gpn:
             raise RunConfigError(f"scheduler option gpus_per_node = {sched.gpus_per_node} differs from the "
                                  f"machine's {gpn} GPUs per node")
-    if cfg.power_cap is not None:
-        if not cfg.power:
-            raise RunConfigError("--power-cap needs --power on (the cap is checked against the power model)")
-        from hpctwin.schedulers.power_aware import PowerAwareScheduler  # noqa: PLC0415
-        sched = PowerAwareScheduler(inner=sched, cap=cfg.power_cap,
-                                    cooling_overhead=float(cfg.options.get("power", {}).get("cooling_overhead", 0.0)))
+    if cfg.power_cap is not None and not cfg.power:
+        raise RunConfigError("--power-cap needs --power on (the cap is checked against the power model)")
     models = _build_models(cfg, system, gpu_mode, gpn if gpu_mode else 1)
+    gates = []
+    if cfg.power_cap is not None:             # refuses starts above the cap (Gate protocol; the model throttles)
+        from hpctwin.power.capgate import PowerCapGate  # noqa: PLC0415
+        gates.append(PowerCapGate(next(m for m in models if m.name == "power"),
+                                  margin=float(cfg.options.get("power", {}).get("cooling_overhead", 0.0))))
     _check_policy_models(sched, models)
     if getattr(sched, "power_model", False) is None:     # a wrapper written before bind contexts: a read-only view
         sched.power_model = next(ModelView(m) for m in models if m.name == "power")
@@ -449,7 +450,7 @@ def simulate(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
                        seed=cfg.seed, options=cfg.options, units_per_node=gpn if gpu_mode else None)
     progress = _make_progress(len(prep.workload), cfg.quiet, f"{prep.workload.name} {sched.name}")
     sim = Simulation(jobs, prep.workload.runtime, prep.kill_limit, sched, total, placer=placer,
-                     models=models, context=ctx, progress=progress,
+                     models=models, context=ctx, progress=progress, gates=gates,
                      node_group=node_group if node_group is not None else (gpu_groups if gpu_mode else None))
     t_sim = time.perf_counter()
     try:
@@ -511,6 +512,8 @@ def simulate(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
         "code_version": __version__,
     })
     summary.update(summary_extra)
+    if gates:                                 # starts each gate refused (res.refusals: with the rest of the pass)
+        summary["gates"] = {g.name: {**g.describe(), "refusals": int(res.refusals.get(g.name, 0))} for g in gates}
     if placer is not None and getattr(placer, "warning", None) and placer.warning():
         prep.notes.append(placer.warning())
     from .workload import job_accounting  # noqa: PLC0415

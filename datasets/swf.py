@@ -207,16 +207,18 @@ def _read_table(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, str], 
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    is_comment = [ln.lstrip().startswith(";") for ln in lines]
+    comment_idx = [i for i, ln in enumerate(lines) if ";" in ln and ln.lstrip().startswith(";")]
     header_lines: dict[str, int] = {}
-    for i, (ln, c) in enumerate(zip(lines, is_comment)):
-        if c:
-            k, _ = _header_item(ln)
-            if k is not None:
-                header_lines.setdefault(k, i + 1)
-    header = parse_header([ln for ln, c in zip(lines, is_comment) if c])
-    data_lineno = np.array([i + 1 for i, (ln, c) in enumerate(zip(lines, is_comment))
-                            if not c and ln.split(";", 1)[0].strip()], dtype=np.int64)
+    for i in comment_idx:
+        k, _ = _header_item(lines[i])
+        if k is not None:
+            header_lines.setdefault(k, i + 1)
+    header = parse_header([lines[i] for i in comment_idx])
+    is_data = np.ones(len(lines), dtype=bool)
+    is_data[comment_idx] = False
+    data_lineno = np.array([i + 1 for i, (ln, d) in enumerate(zip(lines, is_data.tolist()))
+                            if d and (ln.split(";", 1)[0].strip() if ";" in ln else not ln.isspace() and ln)],
+                           dtype=np.int64)
     attrs = {"header_lines": header_lines}
     if len(data_lineno) == 0:
         return pd.DataFrame({f: np.empty(0) for f in FIELDS}), header, data_lineno, attrs
@@ -238,7 +240,7 @@ def _read_table(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, str], 
         attrs["alea_queues"] = [t[1] for t in tails]
         attrs["alea_props"] = [t[2] for t in tails]
     else:
-        if max(len(lines[i - 1]) for i in data_lineno.tolist()) <= _LONG_LINE:
+        if max(map(len, lines)) <= _LONG_LINE or max(len(lines[i - 1]) for i in data_lineno.tolist()) <= _LONG_LINE:
             cols = _parse_fast(text, len(data_lineno))
         if cols is None:
             cols, _ = _parse_lines(path, lines, data_lineno)

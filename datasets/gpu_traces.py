@@ -60,6 +60,8 @@ import pandas as pd
 from hpctwin.twin.job_classes import UNKNOWN_CLASS
 from hpctwin.twin.workload import Workload
 
+#: largest accepted time (s from the trace start), as for SWF and sacct logs (about 3,170 years)
+MAX_SECONDS = 1e11
 ALIBABA_2023_DIR = "Alibaba-GPU-2023-openb"
 ALIBABA_2023_PODS = "openb_pod_list_default.csv"
 ALIBABA_2023_NODES = "openb_node_list_all_node.csv"
@@ -220,9 +222,9 @@ def read_alibaba_gpu2023(path: str | os.PathLike | None = None, *, data_dir: str
     _bad(p, df, (ngpu > 0) & (gmilli == 0), "gpu_milli", "0 for a pod with num_gpu > 0")
     _bad(p, df, (ngpu > 1) & (gmilli != 1000), "gpu_milli", "a multi-GPU pod must ask for whole GPUs (1000)")
     _bad(p, df, (ngpu == 0) & (gmilli != 0), "gpu_milli", "non-zero for a pod with num_gpu = 0")
-    created = _num(p, df, "creation_time", minimum=0)
-    deleted = _num(p, df, "deletion_time", minimum=0)
-    sched = _num(p, df, "scheduled_time", allow_empty=True, minimum=0)
+    created = _num(p, df, "creation_time", minimum=0, maximum=MAX_SECONDS)
+    deleted = _num(p, df, "deletion_time", minimum=0, maximum=MAX_SECONDS)
+    sched = _num(p, df, "scheduled_time", allow_empty=True, minimum=0, maximum=MAX_SECONDS)
     phase = df["pod_phase"].astype(str).str.strip().to_numpy(dtype=object)
     unknown = ~np.isin(phase, list(POD_PHASE_STATUS))
     _bad(p, df, unknown, "pod_phase", f"unknown phase (known: {', '.join(POD_PHASE_STATUS)})")
@@ -280,9 +282,9 @@ def read_alibaba_dlrm2025(path: str | os.PathLike | None = None, *, data_dir: st
     mem = _num(p, df, "memory_request", minimum=0)
     disk = _num(p, df, "disk_request", minimum=0)
     maxi = _num(p, df, "max_instance_per_node", integer=True, minimum=-1)
-    created = _num(p, df, "creation_time", allow_empty=True, minimum=0)
-    sched = _num(p, df, "scheduled_time", allow_empty=True, minimum=0)
-    deleted = _num(p, df, "deletion_time", allow_empty=True, minimum=0)
+    created = _num(p, df, "creation_time", allow_empty=True, minimum=0, maximum=MAX_SECONDS)
+    sched = _num(p, df, "scheduled_time", allow_empty=True, minimum=0, maximum=MAX_SECONDS)
+    deleted = _num(p, df, "deletion_time", allow_empty=True, minimum=0, maximum=MAX_SECONDS)
     _bad(p, df, np.isnan(created) != np.isnan(sched), "scheduled_time",
          "empty and non-empty creation/scheduled times mixed on one line")
     _bad(p, df, sched < created, "scheduled_time", "earlier than creation_time")

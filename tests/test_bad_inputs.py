@@ -144,6 +144,10 @@ RUN_CASES = [
     ("philly-json-too-deep", {"p.json": "[" * 100000 + "]" * 100000}, ["--nodes", "8"],
      "p.json: JSON nested too deeply to be a job list"),
     ("philly-json-broken", {"p.json": '[{"jobid": 1,'}, ["-w", "philly:{d}/p.json", "--nodes", "8"], "p.json:1: not valid JSON"),
+    ("alibaba-gpu-time-beyond-range", {"p.csv": "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+                                                "creation_time,deletion_time,scheduled_time\n"
+                                                "p0,1000,1024,1,1000,,LS,Running,0,1e300,0\n"},
+     ["-w", "{d}/p.csv", "--nodes", "4"], "p.csv:2: field 'deletion_time': above 1e+11"),
     ("opendc-not-parquet", {"t.parquet": "not parquet"}, ["-w", "surf:{d}/t.parquet", "--nodes", "4"],
      "t.parquet: not a readable Parquet file"),
     # ---------------------------------------------------------------- --set and flags

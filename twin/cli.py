@@ -137,7 +137,7 @@ def config_from_args(a: argparse.Namespace):
         return _config_from_file(a)
     from .options import nest_set_options  # noqa: PLC0415
     options: dict = nest_set_options([(k, _parse_value(v)) for k, v in a.options])
-    if a.slurm_conf:
+    if a.slurm_conf is not None:              # an empty path is refused by twin.options, not ignored
         options.setdefault("scheduler", {})["slurm_conf"] = a.slurm_conf
     if getattr(a, "failures", False):
         options.setdefault("failures", {}).setdefault("enabled", True)

@@ -314,6 +314,10 @@ def validate_run_config(cfg, source: str = "command line") -> None:
         raise ConfigError(f"{flag('workload')}: empty workload (a file, a registry name, or synthetic)")
     if not isinstance(cfg.scheduler, str) or not cfg.scheduler.strip():
         raise ConfigError(f"{flag('scheduler')}: empty scheduler name")
+    for name in ("system", "data_dir"):     # an empty value must not mean "the default"
+        v = getattr(cfg, name)
+        if v is not None and not str(v).strip():
+            raise ConfigError(f"{flag(name)}: empty {name.replace('_', ' ')}")
     if ":" not in cfg.scheduler:
         known = _known_names("scheduler")
         if cfg.scheduler not in known:
@@ -336,6 +340,8 @@ def validate_run_config(cfg, source: str = "command line") -> None:
         Key(bool).check(getattr(cfg, name), flag(name))
     options = cfg.options or {}
     sched_opts = options.get("scheduler", {}) if isinstance(options.get("scheduler", {}), dict) else {}
+    if "slurm_conf" in sched_opts and not str(sched_opts["slurm_conf"]).strip():
+        raise ConfigError(f"{flag('slurm_conf')}: empty path")
     if "slurm_conf" in sched_opts and cfg.scheduler != "slurm":
         raise ConfigError(f"{flag('slurm_conf')}: a slurm.conf applies to --scheduler slurm only, not "
                           f"{cfg.scheduler!r}")

@@ -396,3 +396,25 @@ def test_generic_known_keys_check_for_key_value_files():
     with pytest.raises(ConfigError, match=r"s.conf:3: SchedulerTyp: unknown slurm.conf key \(did you mean "
                                           r"'SchedulerType'\?\)"):
         check_known_keys({"SchedulerTyp": 3}, ["SchedulerType"], "s.conf", what="slurm.conf key")
+
+
+SYS_KEYS = ["name", "description", "nodes", "cpus_per_node", "gpus_per_node", "cpus_per_nod", "node", "gpu"]
+SYS_VALUES = st.one_of(st.integers(-3, 2 ** 40), st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=5),
+                       st.booleans(), st.lists(st.integers(0, 3), max_size=2))
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(system=st.dictionaries(st.sampled_from(SYS_KEYS), SYS_VALUES, max_size=5),
+       extra=st.sampled_from(["", "[power]\ncpu_idle_w = 1.0\n", "[powr]\nx = 1\n", "[network]\npreset = 'x'\n",
+                              "[cooling]\nbogus = 1\n"]))
+def test_fuzz_system_toml_located_error_or_spec(tmp_path_factory, system, extra):
+    from hpctwin.twin.system import SystemError_, load_system  # noqa: PLC0415
+    from hpctwin.twin.tomlwrite import dumps  # noqa: PLC0415
+    p = tmp_path_factory.mktemp("sys") / "s.toml"
+    p.write_text(dumps({"system": system}) + extra)
+    try:
+        spec = load_system(str(p))
+    except SystemError_ as e:
+        assert str(p) in str(e), e
+        return
+    assert 1 <= spec.nodes <= 2 ** 26 and spec.cpus_per_node >= 1 and spec.gpus_per_node >= 0

@@ -118,3 +118,22 @@ def test_fetch_command_uses_the_data_dir(tmp_path, monkeypatch, capsys):
 def test_fetch_of_a_dataset_without_a_single_file_says_so():
     with pytest.raises(DatasetError, match="no single download"):
         registry.fetch("LLM-serving")
+
+
+def test_gpu_allocation_runs_a_gpu_trace_from_the_cli(tmp_path):
+    """Issue 13 item 3: --allocation gpu had no workload the CLI could load."""
+    import json  # noqa: PLC0415
+
+    from hpctwin.twin.cli import main  # noqa: PLC0415
+    out = tmp_path / "run"
+    assert main(["run", "-w", f"alibaba-gpu:{DATA / 'gpu_alibaba_pods.csv'}", "--allocation", "gpu",
+                 "--gpus-per-node", "8", "--nodes", "4", "-o", str(out), "-q"]) == 0
+    s = json.loads((out / "summary.json").read_text())
+    assert s["allocation"] == {"units": "gpu", "gpus_per_node": 8, "nodes": 4}
+    assert s["accounting"]["balanced"]
+
+
+def test_llm_scheduler_runs_an_llm_workload(tmp_path):
+    from hpctwin.twin.cli import main  # noqa: PLC0415
+    assert main(["run", "-w", "llm-synthetic:days=0.5,gpus=64,seed=3", "-s", "llm", "--system", "dgx-h100",
+                 "--nodes", "8", "-o", str(tmp_path / "run"), "-q"]) == 0

@@ -23,8 +23,9 @@ Times are seconds (float) on the log's clock; sizes are allocation units.
 """
 from __future__ import annotations
 
-from hpctwin.twin.contract import (SCHEDULER_HOOKS, BindContext, ClusterView, ForwardsFailureHooks, Hooks,
-                                   JobTable, Scheduler, Start, bind_policy, resolve_hooks)
+from hpctwin.twin.contract import (SCHEDULER_HOOKS, BindContext, ClusterView, ForwardsFailureHooks, Gate, Hooks,
+                                   JobTable, PluginScheduler, Refusal, Scheduler, Start, as_scheduler, bind_policy,
+                                   resolve_hooks)
 
-__all__ = ["SCHEDULER_HOOKS", "BindContext", "ClusterView", "ForwardsFailureHooks", "Hooks", "JobTable",
-           "Scheduler", "Start", "bind_policy", "resolve_hooks"]
+__all__ = ["SCHEDULER_HOOKS", "BindContext", "ClusterView", "ForwardsFailureHooks", "Gate", "Hooks", "JobTable",
+           "PluginScheduler", "Refusal", "Scheduler", "Start", "as_scheduler", "bind_policy", "resolve_hooks"]

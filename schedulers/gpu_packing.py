@@ -54,7 +54,7 @@ import numpy as np
 
 from hpctwin.topology.gpu_placement import GPUPacker, check_machine
 
-from .base import ClusterView, JobTable, Scheduler, Start
+from .base import BindContext, ClusterView, JobTable, Scheduler, Start, bind_policy
 
 DROP_MODES = ("skip", "block")
 
@@ -108,8 +108,10 @@ class GPUPackingScheduler(Scheduler):
                 "unpackable_starts": self.unpackable_starts, "unpackable_jobs": self.unpackable_jobs}
 
     # ------------------------------------------------------------------ binding
-    def bind(self, jobs: JobTable, cluster: ClusterView) -> None:
-        super().bind(jobs, cluster)
+    def bind(self, ctx: BindContext, cluster: ClusterView | None = None) -> None:
+        ctx = BindContext.coerce(ctx, cluster)
+        super().bind(ctx)
+        jobs, cluster = ctx.jobs, ctx.cluster
         n_nodes = check_machine(cluster.total, self.gpus_per_node, f"scheduler {self.name}")
         if self._node_group is not None and len(self._node_group) != n_nodes:
             raise ValueError(f"scheduler {self.name}: node_group has {len(self._node_group)} entries for "
@@ -121,8 +123,7 @@ class GPUPackingScheduler(Scheduler):
             j = int(np.argmax(self.procs))
             raise ValueError(f"scheduler {self.name}: job {int(jobs.job_id[j])} asks for {int(self.procs[j])} "
                              f"GPUs; the machine has {cluster.total}")
-        if hasattr(self.inner, "bind"):
-            self.inner.bind(jobs, cluster)
+        bind_policy(self.inner, ctx)
 
     # ------------------------------------------------------------------ hooks
     # every hook is forwarded when the inner policy has it (a bare object may lack some)

@@ -1,33 +1,35 @@
 """`LLMScheduler`: wraps any scheduler with LLM-aware placement and a per-job topology constraint.
 
 The wrapper lets the *inner* scheduler (any order x backfill, Slurm-like, third party) decide which
-jobs start; it then places every proposed start with `topology.llm_placement.LLMPlacer` on a working
-copy of the free mask and returns ``Start(job, nodes)`` records, so the engine uses exactly those
-nodes.
+jobs start. It gives the engine its placer (`engine_placer`: `topology.llm_placement.LLMPlacer`,
+seeded from the run config's stream ``"llm-placement"``), so every start the inner policy returns
+without units is placed at the moment it is applied, and its gate (`engine_gates`:
+`GroupLimitGate`), so the topology constraint is an engine-level refusal the policy is told of
+(``on_refused``), not a dropped decision.
 
 Topology constraint (like Slurm's ``--switches=N@maxwait``): a job with ``max_groups = N > 0``
 (workload column ``max_groups``, else the wrapper's ``max_groups`` for training classes; the value
 0 or ``"min"`` means "the fewest groups any placement of the job can span", `LLMPlacer.min_groups`,
 so a job larger than a group is not held back for a limit it can never meet) whose
-placement would span more than N groups (Dragonfly groups / fat-tree pods) is *deferred*: its
-start is dropped from this pass and the job stays queued. The first deferral at time t0 opens its
+placement would span more than N groups (Dragonfly groups / fat-tree pods) is *deferred*: the gate
+refuses its start in this pass and the job stays queued. The first deferral at time t0 opens its
 extra-wait window; once ``now >= t0 + max_group_wait`` (column ``max_group_wait``, else the
 wrapper's value, seconds) the constraint is relaxed and the job starts on the placer's fewest-groups
-nodes. The wrapper asks the engine for a pass at every window's end (``next_wakeup``), so the
-relaxation happens on time even when nothing else happens. Counters: ``deferred`` (dropped starts),
+nodes. The gate asks the engine for a pass at every window's end (``next_wakeup``), so the
+relaxation happens on time even when nothing else happens. Counters: ``deferred`` (refused starts),
 ``relaxed`` (jobs started after their window), ``met`` (constrained jobs started within their
 limit).
 
 Interaction with the inner policy: a deferred start leaves its nodes free, so later starts the
-inner policy proposed in the same pass still fit; with EASY, a deferred queue head loses the
-protection of its reservation in that pass (the inner policy believed it started) and may be
-overtaken by backfilled jobs until its window ends: the price of waiting for a better placement,
+inner policy proposed in the same pass still fit; the inner policy is told of the refusal
+(``on_refused(now, job, reason)``) when it implements the hook. With EASY, a deferred queue head may
+be overtaken by backfilled jobs until its window ends: the price of waiting for a better placement,
 as with Slurm's switch constraint.
 
 Usage: ``LLMScheduler(inner="easy", system="dgx-h100")`` or from the command line
 ``--scheduler schedulers.llm:LLMScheduler`` with scheduler options ``inner``, ``system``,
-``max_groups``, ``max_group_wait``. The node -> group map comes from ``node_group`` or from the
-``[network]`` table of ``system`` (`topology.presets.node_groups`).
+``max_groups``, ``max_group_wait``. The node -> group map comes from ``node_group``, else the run's
+node groups (bind context), else the ``[network]`` table of ``system`` (`topology.presets.node_groups`).
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ import numpy as np
 from hpctwin.topology.llm_placement import LLMPlacer
 from hpctwin.topology.placement import groups_spanned
 
-from .base import ClusterView, ForwardsFailureHooks, JobTable, Scheduler, Start
+from .base import BindContext, ClusterView, ForwardsFailureHooks, Gate, Refusal, Scheduler, bind_policy
 
 TRAINING = ("llm_pretrain", "llm_finetune")
 
@@ -73,10 +75,6 @@ class LLMScheduler(ForwardsFailureHooks, Scheduler):
             raise ValueError(f"max_group_wait must be >= 0 s, got {max_group_wait}")
         self.placer = placer or LLMPlacer()
         self.name = f"llm({getattr(inner, 'name', type(inner).__name__)})"
-        self.deferred = 0
-        self.relaxed = 0
-        self.met = 0
-        self.first_deferral: dict[int, float] = {}
 
     def describe(self) -> dict:
         inner = self.inner.describe() if hasattr(self.inner, "describe") else {"name": self.inner.name}
@@ -99,12 +97,15 @@ class LLMScheduler(ForwardsFailureHooks, Scheduler):
             raise ValueError(f"LLMScheduler: system {self.system!r} has no [network] table")
         return node_groups(spec.network, total, source=f"system {self.system} [network]")
 
-    def bind(self, jobs: JobTable, cluster: ClusterView) -> None:
-        super().bind(jobs, cluster)
-        self.inner.bind(jobs, cluster)
-        self.node_group = self._groups_for(cluster.total)
-        from hpctwin.twin.model_api import seeded_rng  # noqa: PLC0415
-        self.placer.bind(cluster.total, self.node_group, seeded_rng(0, "llm-placement"), jobs)
+    def bind(self, ctx: BindContext, cluster: ClusterView | None = None) -> None:
+        ctx = BindContext.coerce(ctx, cluster)
+        super().bind(ctx)
+        bind_policy(self.inner, ctx)
+        total = ctx.total
+        self.node_group = (self._groups_for(total) if self._node_group is not None or ctx.node_group is None
+                           else np.asarray(ctx.node_group, dtype=np.int64))
+        self.placer.bind(total, self.node_group, ctx.rng("llm-placement"), ctx.jobs)
+        jobs = ctx.jobs
         n = len(jobs)
         cols = jobs.columns or {}
         mg = cols.get("max_groups")
@@ -113,61 +114,93 @@ class LLMScheduler(ForwardsFailureHooks, Scheduler):
         training = np.isin(np.asarray(jc, dtype=object), TRAINING) if jc is not None else np.zeros(n, bool)
         if mg is not None:
             mg = np.asarray(mg, dtype=np.int64)
-            self.max_groups = np.where(mg >= 0, mg, np.where(training, self.default_max_groups, -1))
+            max_groups = np.where(mg >= 0, mg, np.where(training, self.default_max_groups, -1))
         else:
-            self.max_groups = np.where(training, self.default_max_groups, -1).astype(np.int64)
-        zero = np.flatnonzero(self.max_groups == 0)           # "the fewest possible" for the job
-        self.max_groups[zero] = [self.placer.min_groups(int(jobs.procs[j])) for j in zero]
+            max_groups = np.where(training, self.default_max_groups, -1).astype(np.int64)
+        zero = np.flatnonzero(max_groups == 0)           # "the fewest possible" for the job
+        max_groups[zero] = [self.placer.min_groups(int(jobs.procs[j])) for j in zero]
         if wait is not None:
             w = np.asarray(wait, dtype=np.float64)
-            self.max_wait = np.where(np.isfinite(w) & (w >= 0), w, self.default_wait)
+            max_wait = np.where(np.isfinite(w) & (w >= 0), w, self.default_wait)
         else:
-            self.max_wait = np.full(n, self.default_wait)
-        self.procs = jobs.procs
+            max_wait = np.full(n, self.default_wait)
+        self.gate = GroupLimitGate(max_groups, max_wait, self.node_group)
+        self.max_groups, self.max_wait = max_groups, max_wait
+
+    def engine_placer(self) -> LLMPlacer:
+        return self.placer
+
+    def engine_gates(self) -> list:
+        return [self.gate, *super().engine_gates()]
 
     # ------------------------------------------------------------------ hooks
     def on_submit(self, now: float, job: int) -> None:
-        self.inner.on_submit(now, job)
+        fn = getattr(self.inner, "on_submit", None)
+        if fn is not None:
+            fn(now, job)
 
     def on_start(self, now: float, job: int) -> None:
-        self.first_deferral.pop(job, None)
-        self.inner.on_start(now, job)
+        fn = getattr(self.inner, "on_start", None)
+        if fn is not None:
+            fn(now, job)
 
     def on_finish(self, now: float, job: int) -> None:
-        self.inner.on_finish(now, job)
+        fn = getattr(self.inner, "on_finish", None)
+        if fn is not None:
+            fn(now, job)
 
     def next_wakeup(self, now: float) -> float | None:
-        nxt = self.inner.next_wakeup(now)
+        fn = getattr(self.inner, "next_wakeup", None)
+        return fn(now) if fn is not None else None
+
+    def schedule(self, now: float, queue: np.ndarray, cluster: ClusterView):
+        """The inner policy's decisions; the engine places them (`engine_placer`) and the gate checks them."""
+        return self.inner.schedule(now, queue, cluster)
+
+    # counters kept by the gate
+    deferred = property(lambda self: self.gate.deferred if hasattr(self, "gate") else 0)
+    relaxed = property(lambda self: self.gate.relaxed if hasattr(self, "gate") else 0)
+    met = property(lambda self: self.gate.met if hasattr(self, "gate") else 0)
+    first_deferral = property(lambda self: self.gate.first_deferral if hasattr(self, "gate") else {})
+
+
+class GroupLimitGate(Gate):
+    """The LLM topology constraint as an engine gate (see the module docstring): refuses a start whose
+    units span more groups than the job's limit, until the job's extra-wait window has passed."""
+
+    name = "llm-group-limit"
+
+    def __init__(self, max_groups: np.ndarray, max_wait: np.ndarray, node_group: np.ndarray | None):
+        self.max_groups = max_groups
+        self.max_wait = max_wait
+        self.node_group = node_group
+        self.deferred = 0
+        self.relaxed = 0
+        self.met = 0
+        self.first_deferral: dict[int, float] = {}
+
+    def admit(self, now: float, job: int, units: np.ndarray, view) -> Refusal | None:
+        limit = int(self.max_groups[job])
+        if limit <= 0 or self.node_group is None:
+            return None
+        spanned = groups_spanned(units, self.node_group)
+        if spanned <= limit:
+            self.met += 1
+            return None
+        t0 = self.first_deferral.setdefault(job, now)
+        if now < t0 + self.max_wait[job]:
+            self.deferred += 1
+            return Refusal(f"placement spans {spanned} groups > limit {limit} until t={t0 + self.max_wait[job]}")
+        self.relaxed += 1
+        return None
+
+    def on_start(self, now: float, job: int, units: np.ndarray) -> None:
+        self.first_deferral.pop(job, None)
+
+    def next_wakeup(self, now: float) -> float | None:
+        nxt = None
         for j, t0 in self.first_deferral.items():
             t = t0 + self.max_wait[j]
             if t > now and (nxt is None or t < nxt):
                 nxt = t
         return nxt
-
-    # ------------------------------------------------------------------ decisions
-    def schedule(self, now: float, queue: np.ndarray, cluster: ClusterView):
-        decisions = self.inner.schedule(now, queue, cluster)
-        if not decisions:
-            return []
-        mask = cluster.free_mask.copy()
-        out = []
-        for d in decisions:
-            if isinstance(d, Start):
-                j, nodes = int(d.job), d.nodes
-            else:
-                j, nodes = int(d), None
-            if nodes is None:
-                nodes = self.placer.place(j, int(self.procs[j]), mask)
-            limit = int(self.max_groups[j])
-            if limit > 0 and self.node_group is not None:
-                if groups_spanned(nodes, self.node_group) > limit:
-                    t0 = self.first_deferral.setdefault(j, now)
-                    if now < t0 + self.max_wait[j]:
-                        self.deferred += 1
-                        continue
-                    self.relaxed += 1
-                else:
-                    self.met += 1
-            mask[np.asarray(nodes, dtype=np.int64)] = False
-            out.append(Start(j, np.asarray(nodes, dtype=np.int64)))
-        return out

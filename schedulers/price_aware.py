@@ -46,7 +46,7 @@ Our implementation (an interpretation of those descriptions, not the authors' co
 
 Job power: each job's per-node component power (W) at full speed, from the run's
 `power.model.PowerModel` (``job_node_power_w``), which `twin.run.run` hands to any scheduler whose
-``power_model`` attribute is None (run with ``--power on``). The scheduler never mutates state.
+``power_model`` was given (run with ``--power on``: the bind context holds a read-only view of it). The scheduler never mutates state.
 
 Use: ``--scheduler schedulers.price_aware:PriceAwareScheduler --power on`` with options
 ``policy``, ``window``, ``periods``, ``t0_hour``, ``budget_fraction``.
@@ -59,7 +59,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .backfill import QueueScheduler
-from .base import ClusterView, JobTable
+from .base import BindContext, ClusterView, JobTable
 
 #: Default tariff shape (an assumption, not from the paper): on-peak 08:00-20:00 at 3x the off-peak price.
 DEFAULT_PERIODS = [[0.0, 8.0, 1.0], [8.0, 20.0, 3.0], [20.0, 24.0, 1.0]]
@@ -174,7 +174,8 @@ class PriceAwareScheduler(QueueScheduler):
         self.periods = check_periods(periods if periods is not None else DEFAULT_PERIODS)
         self.t0_hour = float(t0_hour)
         self.budget_fraction = float(budget_fraction)
-        self.power_model = power_model            # set by twin.run.run when None (needs --power on)
+        self._explicit_model = power_model
+        self._power_model = power_model           # else the run's power model (a read-only view) at bind
         # a dynamic order: disables QueueScheduler's FCFS fast path, which assumes a stable order
         self.order_name = f"price-aware-{policy}"
         self.order = self._order
@@ -190,8 +191,22 @@ class PriceAwareScheduler(QueueScheduler):
                 "periods": [list(p) for p in self.periods], "t0_hour": self.t0_hour,
                 "budget_fraction": self.budget_fraction, "over_budget_starts": self.over_budget_starts}
 
-    def bind(self, jobs: JobTable, cluster: ClusterView) -> None:
-        super().bind(jobs, cluster)
+    @property
+    def power_model(self):
+        """The power model the policy reads (None until bound in a run with --power on)."""
+        return self._power_model
+
+    @property
+    def needs_models(self) -> tuple[str, ...]:
+        """The power model of the run, unless one was given to the constructor."""
+        return ("power",) if self._explicit_model is None else ()
+
+    def bind(self, ctx: BindContext, cluster: ClusterView | None = None) -> None:
+        ctx = BindContext.coerce(ctx, cluster)
+        super().bind(ctx.jobs, ctx.cluster)            # the queue policy's own (jobs, cluster) binding
+        self.ctx = ctx
+        if self._explicit_model is None:
+            self._power_model = self.ctx.models.get("power")
         self._pw = None
 
     # ------------------------------------------------------------------ prices
@@ -220,11 +235,11 @@ class PriceAwareScheduler(QueueScheduler):
     def _power(self) -> np.ndarray:
         """Per-node power (W) of every job, from the run's power model (cached at the first pass)."""
         if self._pw is None:
-            if self.power_model is None:
-                raise RuntimeError(f"{self.name} has no power model: run with --power on (twin.run gives the "
-                                   "scheduler the run's PowerModel) or pass power_model=...")
+            if self._power_model is None:
+                raise RuntimeError(f"{self.name} has no power model: run with --power on (the bind context "
+                                   "gives the scheduler a read-only view of the run's power model) or pass power_model=...")
             n = len(self.jobs)
-            self._pw = np.array([self.power_model.job_node_power_w(j) for j in range(n)], dtype=float)
+            self._pw = np.array([self._power_model.job_node_power_w(j) for j in range(n)], dtype=float)
             self._ref_w = float(np.mean(self._pw)) if n else 0.0
         return self._pw
 

@@ -30,7 +30,7 @@ import importlib
 from importlib import metadata
 
 from .backfill import BACKFILLS, QueueScheduler
-from .base import Scheduler
+from .base import Scheduler, as_scheduler
 from .ordering import ORDERS
 
 BUILTIN = {name: (name, "none") for name in ORDERS}
@@ -123,13 +123,4 @@ def make_scheduler(name: str, order: str | None = None, backfill: str | None = N
         raise UnknownSchedulerError(f"scheduler {name!r}: cannot construct with options {options}: {e}") from None
     if not callable(getattr(sched, "schedule", None)):
         raise UnknownSchedulerError(f"scheduler {name!r}: {cls!r} has no schedule(now, queue, cluster) method")
-    if not hasattr(sched, "name"):
-        sched.name = name
-    if not hasattr(sched, "bind"):
-        sched.bind = lambda jobs, cluster: None  # type: ignore[attr-defined]
-    for hook in ("on_submit", "on_start", "on_finish"):
-        if not hasattr(sched, hook):
-            setattr(sched, hook, lambda now, job: None)
-    if not hasattr(sched, "next_wakeup"):
-        sched.next_wakeup = lambda now: None  # type: ignore[attr-defined]
-    return sched
+    return as_scheduler(sched, name)      # the plug-in object itself is never patched

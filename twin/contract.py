@@ -243,6 +243,42 @@ class Scheduler:
         """Parameters of this policy, for the run's config and result tables."""
         return {"name": self.name}
 
+    # Optional, asked once at bind time:
+    # ``engine_placer() -> placer | None``: the engine chooses the units of this policy's starts that
+    #     carry none with ``placer.place(job, procs, free_mask)``, at the moment each start is applied
+    #     (so the free mask includes the starts applied before it in the pass, not the refused ones);
+    # ``engine_gates() -> list[Gate]``: gates the policy brings (e.g. the LLM group limit).
+
+
+class PluginScheduler(Scheduler):
+    """A third-party policy written against the documented contract without this base class, seen
+    through the base class: the plug-in object itself is never modified. Its hooks are the plug-in's
+    own methods where it has them (the base no-ops otherwise); other attributes read through."""
+
+    def __init__(self, plugin: Any, name: str):
+        self.plugin = plugin
+        self.name = getattr(plugin, "name", name)
+        self.schedule = plugin.schedule
+        for hook in SCHEDULER_HOOKS + ("describe", "engine_placer", "engine_gates"):
+            fn = getattr(plugin, hook, None)
+            if callable(fn):
+                setattr(self, hook, fn)
+
+    def bind(self, ctx: BindContext, cluster: Any = None) -> None:
+        ctx = BindContext.coerce(ctx, cluster)
+        super().bind(ctx)
+        bind_policy(self.plugin, ctx)
+
+    def __getattr__(self, name: str):
+        if name == "plugin":
+            raise AttributeError(name)
+        return getattr(self.plugin, name)
+
+
+def as_scheduler(obj: Any, name: str = "plugin") -> Scheduler:
+    """``obj`` if it derives from `Scheduler`, else a `PluginScheduler` around it."""
+    return obj if isinstance(obj, Scheduler) else PluginScheduler(obj, name)
+
 
 def _is_override(obj: Any, name: str, base: type) -> bool:
     fn = getattr(obj, name, None)
@@ -331,6 +367,14 @@ class ForwardsFailureHooks:
         fn = getattr(self.inner, "on_units_up", None)
         if fn is not None:
             fn(now, units)
+
+    def engine_placer(self):
+        fn = getattr(self.inner, "engine_placer", None)
+        return fn() if fn is not None else None
+
+    def engine_gates(self) -> list:
+        fn = getattr(self.inner, "engine_gates", None)
+        return list(fn()) if fn is not None else []
 
 
 # ====================================================================== physics models

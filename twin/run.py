@@ -440,7 +440,8 @@ def simulate(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
         gates.append(PowerCapGate(next(m for m in models if m.name == "power"),
                                   margin=float(cfg.options.get("power", {}).get("cooling_overhead", 0.0))))
     _check_policy_models(sched, models)
-    if getattr(sched, "power_model", False) is None:     # a wrapper written before bind contexts: a read-only view
+    if getattr(sched, "power_model", False) is None and "power" not in (getattr(sched, "needs_models", None) or ()):
+        # a wrapper written before bind contexts (it reads ``power_model``): given a read-only view
         sched.power_model = next(ModelView(m) for m in models if m.name == "power")
     if gpu_mode:
         placer, node_group = None, None          # the gpu-pack wrapper returns the units of every start

@@ -213,12 +213,17 @@ class Simulation:
                            models={m.name: (m.view() if hasattr(m, "view") else ModelView(m)) for m in self.models},
                            system=ctx.system, options=ctx.options)
         bind_policy(sched, bctx)
+        own_placer = sched.engine_placer() if callable(getattr(sched, "engine_placer", None)) else None
+        self._placer = own_placer if own_placer is not None else self.placer
+        if callable(getattr(sched, "engine_gates", None)):
+            self.gates = self.gates + list(sched.engine_gates())
         for g in self.gates:
             bind_policy(g, bctx)
         for m in self.models:
             m.bind(ctx)
         self.sched_name = getattr(sched, "name", type(sched).__name__)
-        self._owners = [(sched, f"scheduler {self.sched_name}"), (self.placer, "placer")]
+        self._owners = [(o, f"scheduler {self.sched_name}") for o in _policy_chain(sched)]
+        self._owners.append((self._placer, "placer"))
         self._owners += [(g, f"gate {g.name}") for g in self.gates]
         self._owners += [(m, f"model {m.name}") for m in self.models]
         self._hooks = resolve_hooks(sched)
@@ -333,7 +338,7 @@ class Simulation:
             fn(now, cluster)
         started: set[int] = set()
         waiting, n, name, stop, procs, est = queue.waiting, self.n, self.sched_name, None, self._procs, self._est
-        first_fit, gates, allocate, open_segment = self.placer is None, self.gates, cluster.allocate, self._ledger.open
+        first_fit, gates, allocate, open_segment = self._placer is None, self.gates, cluster.allocate, self._ledger.open
         prog, on_start, more = self._prog, self._hooks.on_start, self._after_start
         start_seg, last_t, push_finish = prog.start_seg, prog.last_t, prog.push_finish
         for d in decisions:
@@ -377,7 +382,7 @@ class Simulation:
         """The units of job ``j`` from the decision or the placer, checked for type and count."""
         p = self._procs[j]
         if chosen is None:
-            chosen = self.placer.place(j, p, self.cluster.free_mask)
+            chosen = self._placer.place(j, p, self.cluster.free_mask)
         else:
             chosen = check_units(self.sched_name, self._job_id[j], chosen)
         if len(chosen) != p:
@@ -442,6 +447,17 @@ class Simulation:
             queued=np.array(led.queued, dtype=np.float64), segments=led.segments,
             last_start=np.array(prog.start_seg, dtype=np.float64), change_down=down,
             refusals=dict(self._refusals))
+
+
+def _policy_chain(sched) -> list:
+    """The policy and every object it wraps (``inner``, ``plugin``): all answer for the scheduler."""
+    out, todo = [], [sched]
+    while todo:
+        o = todo.pop()
+        if o is not None and all(o is not x for x in out):
+            out.append(o)
+            todo += [getattr(o, "inner", None), getattr(o, "plugin", None)]
+    return out
 
 
 def _earliest(fns: list):

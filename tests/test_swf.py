@@ -5,6 +5,7 @@ import gzip
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from hpctwin.datasets.registry import default_data_dir, load_registry
@@ -117,3 +118,31 @@ def test_every_real_log_parses_with_its_manifest_count(entry):
     wl = read_swf(path)
     assert len(wl) == entry.jobs
     assert (wl.submit >= -1).all()   # -1 = unknown (LLNL-Thunder has such jobs)
+
+
+def test_alea_hosts_become_recorded_placements(tmp_path):
+    """Alea extended SWF: hosts -> the .machines clusters' processors; the recorded placer uses them."""
+    import json  # noqa: PLC0415
+
+    from hpctwin.twin.cli import main  # noqa: PLC0415
+    from hpctwin.twin.workload import HostRequest  # noqa: PLC0415
+    lines = [
+        "0 0 0 100 4 1 1024 4 200 1024 1 1 1 1 -1 1 1 1 {7,7,7,7} q_1d 1:ppn=4:cl_big",
+        "1 0 0 100 2 1 1024 2 200 1024 1 1 1 1 -1 1 1 1 {12,12} q_1d 1:ppn=2:cl_small",
+        "2 5 0 100 5 1 1024 5 200 1024 1 1 1 1 -1 1 1 1 {7,7,7,12,12} q_1d 1:ppn=3",
+    ]
+    p = tmp_path / "a.swf"
+    p.write_text("\n".join(lines) + "\n")
+    (tmp_path / "a.swf.machines").write_text("0 big 2 8 1 1000\n1 small 2 4 1 1000\n")
+    wl = read_swf(p)
+    assert wl.machine_size == 2 * 8 + 2 * 4 and wl.machine_size_source == "Alea .machines file"
+    rec = wl.columns["recorded_nodes"]
+    assert isinstance(rec[0], HostRequest) and rec[0].counts == (4,) and rec[0].pools[0].tolist() == list(range(8))
+    assert rec[1].pools[0].tolist() == [16, 17, 18, 19]          # host 12: first node of cluster "small"
+    assert rec[2].counts == (3, 2)
+    out = tmp_path / "run"
+    assert main(["run", "-w", str(p), "--placement", "recorded", "-o", str(out), "-q"]) == 0
+    s = json.loads((out / "summary.json").read_text())
+    assert s["placement"] == {"name": "recorded", "recorded_used": 3, "fallbacks": 0}
+    nodes = pd.read_csv(out / "jobs.csv")["nodes"].tolist()
+    assert nodes == ["0-3", "16-17", "4-6,18-19"]     # the free CPUs of the recorded hosts

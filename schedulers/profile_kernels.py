@@ -148,12 +148,27 @@ def _prefix_max(f, n, pm, lo):
 
 
 @njit(cache=True)
-def _may_move(t, f, n, p, d, now, old):
+def _first_at_least(pm, n, p):
+    """First segment index whose prefix maximum of free units is >= p (n if none): no segment
+    before it has p units free."""
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if pm[mid] < p:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True)
+def _may_move(t, f, n, p, d, now, old, i0):
     """Necessary condition for a job of p units and d seconds reserved at ``old`` to find an earlier
     slot once its own reservation is removed: some s in [now, old) has p units free over
     [s, min(s + d, old)) (its own reservation frees p units over [old, old + d), so any slot that
-    starts before ``old`` is feasible exactly when this holds)."""
-    i = _seg_index(t, n, now) if now > t[0] else 0
+    starts before ``old`` is feasible exactly when this holds). The scan starts at segment ``i0``
+    (no segment before it has p units free)."""
+    i = i0
     run_start = -1.0
     while i < n and t[i] < old:
         if f[i] >= p:
@@ -166,6 +181,24 @@ def _may_move(t, f, n, p, d, now, old):
             run_start = -1.0
         i += 1
     return False
+
+
+@njit(cache=True)
+def _earliest_from(t, f, n, p, d, now, i0):
+    """`_earliest` from ``now`` (= the origin) when no segment before ``i0`` has p units free."""
+    i = i0
+    run_start = -1.0
+    while i < n:
+        if f[i] >= p:
+            if run_start < 0.0:
+                run_start = t[i] if t[i] > now else now
+            seg_end = t[i + 1] if i + 1 < n else INF
+            if seg_end - run_start >= d:
+                return run_start
+        else:
+            run_start = -1.0
+        i += 1
+    return INF
 
 
 @njit(cache=True)
@@ -190,10 +223,11 @@ def _compress_queue(t, f, n, pm, now, order, procs, dur, resv, total):
         if i < 0 or pm[i] < p:
             continue
         d = dur[q]
-        if not _may_move(t, f, n, p, d, now, old):
+        i0 = _first_at_least(pm, n, p)
+        if not _may_move(t, f, n, p, d, now, old, i0):
             continue
         n, ok = _add(t, f, n, old, old + d, p, total)
-        s = _earliest(t, f, n, p, d, now)
+        s = _earliest_from(t, f, n, p, d, now, i0)
         n, ok = _add(t, f, n, s, s + d, -p, total)
         resv[q] = s
         lo = _seg_index(t, n, s)

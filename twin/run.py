@@ -382,9 +382,39 @@ def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
     return result
 
 
+@dataclass
+class _Run:
+    """The state of one run as `simulate` builds it, phase by phase."""
+
+    cfg: RunConfig
+    workload: Workload | None
+    wall0: float
+
+
 def simulate(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
-    """Execute one run in memory (no folder written)."""
-    wall0 = time.perf_counter()
+    """Execute one run in memory (no folder written): set-up, composition, engine, results."""
+    r = _Run(cfg, workload, time.perf_counter())
+    _setup(r)
+    _compose(r)
+    progress = r.progress
+    t_sim = time.perf_counter()
+    try:
+        r.res = r.sim.run()
+    finally:
+        if progress is not None:
+            progress.close()
+    r.sim_wall = time.perf_counter() - t_sim
+    _jobs_frame(r)
+    _summary(r)
+    _series(r)
+    _model_results(r)
+    return RunResult(cfg, r.df, r.summary, r.ts, r.wl, system=r.system)
+
+
+def _setup(r: _Run) -> None:
+    """System, workload, machine size, the prepared jobs."""
+    cfg, workload = r.cfg, r.workload
+    gpn, gpu_groups = 1, None
     system_explicit = cfg.system is not None
     system = load_system(cfg.system) if cfg.system else None
     if system is None and (cfg.workload == "synthetic" or cfg.workload.startswith("synthetic:")) and cfg.nodes is None:
@@ -415,6 +445,15 @@ def simulate(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
     from .options import check_prepared  # noqa: PLC0415
     check_prepared(cfg, workload, prep)      # empty workload, sample grid, scheduler needs (issue 14)
     jobs = job_table(prep)
+    r.__dict__.update(system_explicit=system_explicit, system=system, system_name=system_name, workload=workload,
+                      gpu_mode=gpu_mode, gpn=gpn, gpu_groups=gpu_groups, total=total, total_source=total_source,
+                      prep=prep, jobs=jobs)
+
+
+def _compose(r: _Run) -> None:
+    """The policy, the models (through the registry), the gates, the placer and the engine."""
+    cfg, system, system_name, gpu_mode, gpn, gpu_groups = r.cfg, r.system, r.system_name, r.gpu_mode, r.gpn, r.gpu_groups
+    total, prep, jobs = r.total, r.prep, r.jobs
     sched_options = dict(cfg.options.get("scheduler", {}))
     if cfg.scheduler == "llm" and system_name:
         sched_options.setdefault("system", system_name)
@@ -453,14 +492,15 @@ def simulate(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
     sim = Simulation(jobs, prep.workload.runtime, prep.kill_limit, sched, total, placer=placer,
                      models=models, context=ctx, progress=progress, gates=gates,
                      node_group=node_group if node_group is not None else (gpu_groups if gpu_mode else None))
-    t_sim = time.perf_counter()
-    try:
-        res = sim.run()
-    finally:
-        if progress is not None:
-            progress.close()
-    sim_wall = time.perf_counter() - t_sim
+    r.__dict__.update(sched=sched, models=models, gates=gates, placer=placer, node_group=node_group, sim=sim,
+                      progress=progress)
 
+
+def _jobs_frame(r: _Run) -> None:
+    """The jobs table (one row a job), with the models' columns and GPU occupancy."""
+    cfg, prep, res, models, node_group, gpu_mode = r.cfg, r.prep, r.res, r.models, r.node_group, r.gpu_mode
+    gpn, total = r.gpn, r.total
+    frag = frag_rows = None
     wl = prep.workload
     wait = res.start - wl.submit
     runt = res.end - res.start
@@ -484,7 +524,7 @@ def simulate(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
     if gpu_mode:
         from hpctwin.twin.fragmentation import fragmentation_series  # noqa: PLC0415
         held = [parse_ranges(x) for x in df["nodes"]]
-        f_sub, f_start, f_end, f_units, f_gpus = _occupancy_rows(wl, res, held, models, gpn)
+        frag_rows = f_sub, f_start, f_end, f_units, f_gpus = _occupancy_rows(wl, res, held, models, gpn)
         lens = np.fromiter((len(u) for u in held), dtype=np.int64, count=len(held))
         if lens.sum():                           # distinct nodes per job, without a per-job np.unique
             key = np.unique(np.repeat(np.arange(len(held)), lens) * (total // gpn) + np.concatenate(held) // gpn)
@@ -492,6 +532,14 @@ def simulate(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
         else:
             df["gpu_nodes"] = 0
         frag = fragmentation_series(f_sub, f_start, f_end, f_units, f_gpus, gpn, total)
+    r.__dict__.update(wl=wl, df=df, frag=frag, frag_rows=frag_rows)
+
+
+def _summary(r: _Run) -> None:
+    """summary.json: metrics, provenance, the policy's and gates' figures."""
+    cfg, workload, prep, res, sched, gates = r.cfg, r.workload, r.prep, r.res, r.sched, r.gates
+    placer, system, total, total_source, gpu_mode, gpn = r.placer, r.system, r.total, r.total_source, r.gpu_mode, r.gpn
+    wl, df, frag, wall0, sim_wall = r.wl, r.df, r.frag, r.wall0, r.sim_wall
     if placer is not None and hasattr(placer, "describe"):
         summary_extra = {"placement": placer.describe()}
     else:
@@ -526,6 +574,16 @@ def simulate(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
     if "groups_spanned" in df.columns:
         gs = df["groups_spanned"].to_numpy()[~np.isnan(res.start)]
         summary["mean_groups_spanned"] = float(gs.mean()) if len(gs) else None
+    r.__dict__.update(summary=summary)
+
+
+def _series(r: _Run) -> None:
+    """Time series on the ``sample_dt`` grid."""
+    cfg, res, models, total, gpu_mode, gpn = r.cfg, r.res, r.models, r.total, r.gpu_mode, r.gpn
+    wl, frag_rows = r.wl, r.frag_rows
+    if gpu_mode:
+        from hpctwin.twin.fragmentation import fragmentation_series  # noqa: PLC0415
+        f_sub, f_start, f_end, f_units, f_gpus = frag_rows
     # time series on the sample grid
     dt = float(cfg.sample_dt)
     ts: dict[str, tuple[np.ndarray, str]] = {}
@@ -545,13 +603,18 @@ def simulate(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
             ts["fragmented_gpus"] = (on_grid.fragmented.astype(np.int32),
                                      "GPUs free but unusable by every waiting job, at time t")
             ts["free_gpus"] = (on_grid.free.astype(np.int32), "GPUs free at time t")
+    r.__dict__.update(ts=ts)
+
+
+def _model_results(r: _Run) -> None:
+    """The models' summary tables, and recovery metrics when a model interrupted jobs."""
+    models, summary, df, res, wl = r.models, r.summary, r.df, r.res, r.wl
     for m in models:
         summary.update(m.summary())
     from .models import entry_of  # noqa: PLC0415
     for m in models:
         if (e := entry_of(m)) is not None and e.interrupts:    # recovery metrics of the interrupted jobs
             summary[m.name].update(failure_columns(df, res, wl.runtime, wl.procs))
-    return RunResult(cfg, df, summary, ts, wl, system=system)
 
 
 def _unix_start(wl: Workload) -> float | None:

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hpctwin.twin.csvout import csv_bytes, write_csv
+from hpctwin.twin.csvout import columns_csv_bytes, csv_bytes, write_csv
 from hpctwin.twin.run import RunConfig, simulate
 
 
@@ -44,6 +44,17 @@ def test_unknown_column_types_fall_back_to_pandas(tmp_path):
     same(df)
     write_csv(df, tmp_path / "x.csv")
     assert (tmp_path / "x.csv").read_bytes() == df.to_csv(index=False).encode()
+
+
+def test_columns_without_pandas():
+    cols = {"id": np.array([3, 1]), "t": np.array([0.5, np.nan]), "ok": np.array([True, False]),
+            "nodes": ["0-3,8", ""]}
+    assert columns_csv_bytes(cols) == pd.DataFrame(cols).to_csv(index=False).encode()
+    assert columns_csv_bytes(cols) == b'id,t,ok,nodes\n3,0.5,True,"0-3,8"\n1,,False,\n'
+    with pytest.raises(ValueError, match="different lengths"):
+        columns_csv_bytes({"a": [1, 2], "b": [1]})
+    with pytest.raises(ValueError, match="at least one column"):
+        columns_csv_bytes({})
 
 
 RUNS = {

@@ -84,10 +84,9 @@ def _column_texts(values: Any) -> list[str]:
 
 def csv_bytes(df) -> bytes:
     """The bytes ``df.to_csv(index=False)`` writes (``df``: a pandas DataFrame)."""
-    nl = os.linesep
     try:
-        if df.columns.nlevels != 1:
-            raise _Unsupported("multi-level columns")
+        if df.columns.nlevels != 1 or len(df.columns) == 0:
+            raise _Unsupported("no or multi-level columns")
         cols = []
         for name in df.columns:
             s = df[name]
@@ -99,22 +98,39 @@ def csv_bytes(df) -> bytes:
                 cols.append(_column_texts(s.to_numpy(dtype=object)))
             else:
                 raise _Unsupported(str(s.dtype))
-        names = ["" if c is None else str(c) for c in df.columns]
-        if any("\r" in c for c in names):
-            raise _Unsupported("carriage return")
+        return _join([str(c) for c in df.columns], cols, len(df))
     except _Unsupported:
         return df.to_csv(index=False).encode("utf-8")
-    header = ",".join(_quote(c) for c in names)
-    if len(names) == 1 and names[0] == "":
-        header = '""'
-    if not cols:
-        return (header + nl).encode("utf-8")
+
+
+def columns_csv_bytes(columns: dict[str, Any]) -> bytes:
+    """The same bytes for a table given as ``{name: 1-D array or list}`` (equal lengths), without
+    pandas: what ``pandas.DataFrame(columns).to_csv(index=False)`` writes for numeric, bool and
+    string/object columns. Raises ValueError for other column types or unequal lengths."""
+    if not columns:
+        raise ValueError("a CSV table needs at least one column")
+    names = [str(c) for c in columns]
+    arrays = [np.asarray(v) if not isinstance(v, list) else np.array(v, dtype=object) for v in columns.values()]
+    lengths = {len(a) for a in arrays}
+    if len(lengths) != 1:
+        raise ValueError(f"columns have different lengths: {sorted(lengths)}")
+    try:
+        return _join(names, [_column_texts(a) for a in arrays], lengths.pop())
+    except _Unsupported as e:
+        raise ValueError(f"no CSV text for a column of type {e}") from None
+
+
+def _join(names: list[str], cols: list[list[str]], nrows: int) -> bytes:
+    nl = os.linesep
+    if any("\r" in c for c in names):
+        raise _Unsupported("carriage return")
+    header = '""' if len(names) == 1 and names[0] == "" else ",".join(_quote(c) for c in names)
     if len(cols) == 1:
         # csv quotes a lone empty field so the line is not blank
         body = nl.join('""' if v == "" else v for v in cols[0])
     else:
         body = nl.join(map(",".join, zip(*cols)))
-    return (header + nl + body + (nl if len(df) else "")).encode("utf-8")
+    return (header + nl + body + (nl if nrows else "")).encode("utf-8")
 
 
 def write_csv(df, path: str | Path) -> None:

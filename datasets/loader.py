@@ -152,7 +152,16 @@ def read_file(path: str | Path, fmt: str | None = None, *, name: str | None = No
         from hpctwin.twin.options import did_you_mean  # noqa: PLC0415
         raise DatasetError(f"unknown workload format {fmt!r}{did_you_mean(fmt, FORMATS)}; known: {known_formats()}")
     p = check_input_path(path, DatasetError)
-    return FORMATS[fmt].read(p, name, dict(options or {}))
+    opts = dict(options or {})
+    if fmt != "swf" and opts.get("size_field", "auto") != "auto":
+        raise DatasetError(f"--size-field {opts['size_field']}: applies to SWF logs only, not to {p.name} ({fmt})")
+    if fmt not in ("swf",) and "header_check" in opts:
+        raise DatasetError(f"--set workload.header_check: applies to SWF logs only, not to {p.name} ({fmt})")
+    if fmt != "sacct" and "unit" in opts:
+        raise DatasetError(f"--set workload.unit: applies to sacct dumps only, not to {p.name} ({fmt})")
+    if fmt not in ("swf", "sacct") and "duplicate_ids" in opts:
+        raise DatasetError(f"--set workload.duplicate_ids: applies to SWF and sacct files only, not to {p.name} ({fmt})")
+    return FORMATS[fmt].read(p, name, opts)
 
 
 def _llm_synthetic(spec: str, seed: int) -> Workload:

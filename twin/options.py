@@ -338,6 +338,7 @@ def validate_run_config(cfg, source: str = "command line") -> None:
     Key(bool).check(cfg.kill_at_walltime, flag("kill_at_walltime"))
     for name in ("network", "power"):
         Key(bool).check(getattr(cfg, name), flag(name))
+    _check_applicable(cfg, flag)
     options = cfg.options or {}
     sched_opts = options.get("scheduler", {}) if isinstance(options.get("scheduler", {}), dict) else {}
     if "slurm_conf" in sched_opts and not str(sched_opts["slurm_conf"]).strip():
@@ -352,6 +353,26 @@ def validate_run_config(cfg, source: str = "command line") -> None:
     check_set_options(options, cfg.scheduler, failures=failures_on, power=bool(cfg.power),
                       network=bool(cfg.network), source="--set" if source == "command line" else source,
                       allocation=cfg.allocation)
+
+
+def _check_applicable(cfg, flag) -> None:
+    """Flags that the chosen scheduler or allocation would silently ignore are errors."""
+    from hpctwin.schedulers import registry  # noqa: PLC0415
+    name = cfg.scheduler
+    takes_order = name in registry.BUILTIN or name in ("llm", "gpu-pack")
+    takes_backfill = takes_order or name == "price-aware"
+    why = {"slurm": "the Slurm-like policy orders by multifactor priority and backfills as its slurm.conf says "
+                    "(give them in --slurm-conf or --set scheduler.KEY)",
+           "price-aware": "the price-aware policy orders the queue by its own rule"}
+    for attr, ok in (("order", takes_order), ("backfill", takes_backfill)):
+        if getattr(cfg, attr) is not None and not ok:
+            reason = why.get(name, f"scheduler {name!r} builds its own queue order and backfilling")
+            raise ConfigError(f"{flag(attr)}: does not apply to --scheduler {name}: {reason}")
+    if cfg.gpus_per_node is not None and cfg.allocation != "gpu":
+        raise ConfigError(f"{flag('gpus_per_node')}: applies to --allocation gpu only (the default allocation "
+                          "unit is a node)")
+    if cfg.power_cap is not None and not cfg.power:
+        raise ConfigError(f"{flag('power_cap')}: needs --power on (the cap is checked against the power model)")
 
 
 def check_sample_grid(span_s: float, sample_dt: float, source: str = "--sample-dt") -> None:

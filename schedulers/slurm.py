@@ -494,10 +494,20 @@ class SlurmScheduler(Scheduler):
             if t is None or t >= now:
                 return
             if self.bf_dirty and self.n_pending:
-                # a cycle that had work but got no engine pass (should not happen: next_wakeup
-                # asks for it); counted so tests can check it stays 0
-                self.stats["backfill_cycles_missed"] = self.stats.get("backfill_cycles_missed", 0) + 1
-            self.stats["backfill_cycles_skipped"] += 1
+                if self.n_idle == 0:
+                    # next_wakeup asked for no pass: with no idle node (unchanged since the last
+                    # pass) the cycle starts nothing and reserves for no job that could start
+                    # now; its outcome is that of a computed cycle without starts
+                    self.stats["backfill_passes"] += 1
+                    self.bf_dirty = False
+                else:
+                    # a cycle that had work but got no engine pass (should not happen:
+                    # next_wakeup asks for it); counted so tests can check it stays 0
+                    self.stats["backfill_cycles_missed"] = \
+                        self.stats.get("backfill_cycles_missed", 0) + 1
+                    self.stats["backfill_cycles_skipped"] += 1
+            else:
+                self.stats["backfill_cycles_skipped"] += 1
             self.bf_last = t
             self.bf_change = None
             self.bf_left_pending = self.n_pending > 0
@@ -514,7 +524,9 @@ class SlurmScheduler(Scheduler):
         if self.n_pending == 0:
             return None
         cands = []
-        if self.bf_on and self.bf_dirty:
+        if self.bf_on and self.bf_dirty and self.n_idle > 0:
+            # (no idle node: the due cycle cannot start a job; `_bf_catch_up` accounts for it
+            # at the next event, which any change of the machine is)
             t = self._bf_next()
             if t is not None:
                 if t <= now:
@@ -597,8 +609,10 @@ class SlurmScheduler(Scheduler):
         """Strict priority pass; returns the starts and whether the whole queue was considered."""
         sp = self.cfg.sched
         if self.use_kernel:
-            if self.n_idle == 0:
-                # no idle node: the pass stops at its first job (n_idle == 0), having seen all
+            if self.n_idle == 0 or (len(self.parts) == 1
+                                    and self.req[order[0]] > self.n_idle):
+                # no idle node, or one partition whose first job does not fit: the pass stops
+                # at its first job (n_idle == 0, or every partition failed) having seen all
                 self.last_pass_pos = []
                 return [], True
             pos, words, complete, idx, off = self._kern.main_pass(

@@ -107,6 +107,9 @@ class Simulation:
     context: the models' `ModelContext` (seed, system, options); gates: `twin.contract.Gate`s.
     progress: a tqdm-like object with ``update(n)`` (or None).
     node_group: node -> group map handed to policies in their `BindContext` (or None).
+    fast_path: the seam of a compiled fast path (e.g. `twin.fastpath`): a callable
+        ``(simulation) -> SimResult | None`` asked before the loop; it returns the result when the
+        whole run is eligible (no hook, placer, gate or model needing Python per event), else None.
     """
 
     #: events in a row with no start, finish or submission while jobs wait on a machine where
@@ -116,7 +119,7 @@ class Simulation:
     def __init__(self, jobs: JobTable, runtime: np.ndarray, kill_limit: np.ndarray,
                  scheduler: Scheduler, total: int, placer=None, models: Sequence[RunModel] = (),
                  context: ModelContext | None = None, progress=None, gates: Sequence = (),
-                 node_group: np.ndarray | None = None):
+                 node_group: np.ndarray | None = None, fast_path=None):
         self.jobs = jobs
         self.runtime = np.asarray(runtime, dtype=np.float64)
         self.kill_limit = np.asarray(kill_limit, dtype=np.float64)
@@ -128,6 +131,7 @@ class Simulation:
         self.context = context
         self.progress = progress
         self.node_group = node_group
+        self.fast_path = fast_path
         n = self.n = len(jobs)
         if n and np.any(np.diff(jobs.submit) < 0):
             raise SimulationError("jobs must be sorted by submit time")
@@ -138,6 +142,8 @@ class Simulation:
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> SimResult:
+        if self.fast_path is not None and (res := self.fast_path(self)) is not None:
+            return res
         self._bind()
         prog, timers, queue, cluster, rec = self._prog, self._timers, self._queue, self.cluster, self._rec
         n, submit, fin_heap, tim_heap, on_submit = self.n, self._submit, prog.heap, timers.heap, self._hooks.on_submit

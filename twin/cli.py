@@ -202,6 +202,8 @@ def format_summary(s: dict) -> str:
         ("machine", f"{s.get('machine_units')} units ({s.get('machine_size_source')})"),
         ("jobs simulated", f"{s.get('jobs_simulated')} of {s.get('jobs_in_log')} "
                            f"(skipped: {s.get('jobs_skipped') or 'none'})"),
+        *([("dropped by the reader", ", ".join(f"{k}: {v}" for k, v in s["accounting"]["dropped_by_reader"].items()))]
+          if (s.get("accounting") or {}).get("dropped_by_reader") else []),
         ("killed at walltime", s.get("jobs_killed_at_walltime")),
         ("mean wait", f(s.get("mean_wait_s"), " s")), ("median wait", f(s.get("median_wait_s"), " s")),
         ("mean bsld", f(s.get("mean_bsld"))), ("utilisation", f(100 * s["utilisation"], " %") if s.get("utilisation") is not None else "n/a"),

@@ -213,6 +213,9 @@ def load_sweep(path: str | Path, out: str | Path | None = None) -> Sweep:
         if table in doc and not isinstance(doc[table], dict):
             raise SweepError(f"{at('', table)}: {table}: expected a table, got {doc[table]!r}")
     meta = doc.get("sweep", {})
+    for key, kind in (("name", str), ("out", str)):
+        if key in meta and (not isinstance(meta[key], kind) or not meta[key].strip()):
+            raise SweepError(f"{at('sweep', key)}: [sweep] {key}: expected a non-empty string, got {meta[key]!r}")
     bad = sorted(set(meta) - SWEEP_KEYS)
     if bad:
         raise SweepError(f"{at('sweep', bad[0])}: [sweep] {bad[0]}: unknown key{did_you_mean(bad[0], SWEEP_KEYS)}; "
@@ -243,6 +246,8 @@ def load_sweep(path: str | Path, out: str | Path | None = None) -> Sweep:
     if points_list is not None:
         if not isinstance(points_list, list) or not points_list:
             raise SweepError(f"{path}: [[points]] is empty")
+        if not all(isinstance(p, dict) for p in points_list):
+            raise SweepError(f"{at('', 'points')}: points: every [[points]] entry must be a table")
         explicit = [dict(p) for p in points_list]
     # axes in order: explicit point keys, then grid keys
     for p in explicit:

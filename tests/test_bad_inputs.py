@@ -290,6 +290,10 @@ SWEEP_CASES = [
     ("unknown-top-level", SWEEP_BASE + "[grid]\nseed = [0]\n[sweepp]\nname = 'x'\n", "sweepp: unknown top-level key (did you mean 'sweep'?)"),
     ("option-of-scheduler-without-options", SWEEP_BASE + '[grid]\n"options.scheduler.nosuch" = [1]\n',
      "scheduler.nosuch: scheduler 'easy' takes no options"),
+    ("points-not-tables", "points = [5]\n" + SWEEP_BASE, "points: every [[points]] entry must be a table"),
+    ("sweep-out-not-string", "[sweep]\nout = 5\n" + SWEEP_BASE + "[grid]\nseed = [0]\n",
+     "s.toml:2: [sweep] out: expected a non-empty string, got 5"),
+    ("grid-not-a-list", SWEEP_BASE + "[grid]\nseed = 5\n", "[grid] seed must be a list of values"),
     ("unknown-scheduler-in-grid", SWEEP_BASE + "[grid]\nscheduler = ['eassy']\n", "unknown scheduler 'eassy' (did you mean 'easy'"),
 ]
 

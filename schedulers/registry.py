@@ -23,6 +23,9 @@ Other names: ``slurm`` (`schedulers.slurm`), ``llm`` (`schedulers.llm`, LLM-awar
 ``gpu-pack`` (`schedulers.gpu_packing`, GPU-granular packing; needs ``allocation = "gpu"``),
 ``price-aware`` (`schedulers.price_aware`, Yang et al. SC'13 time-of-use dispatch; needs the power
 model), and the predictive EASY variants of `schedulers.predictive`.
+
+``exec:CMD`` starts ``CMD`` as an external scheduler process speaking the JSON-lines protocol
+(`schedulers.external`, ``docs/protocol.md``).
 """
 from __future__ import annotations
 

@@ -51,7 +51,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         "'synthetic' or 'synthetic:jobs=5000,nodes=256,load=0.8,seed=1' (Lublin-Feitelson "
                         "model), or 'llm-synthetic[:days=30,gpus=1024]' (default: synthetic)")
     p.add_argument("--scheduler", "-s", default="easy",
-                   help=f"policy: {', '.join(known_schedulers())}, or module:Class (default: easy)")
+                   help=f"policy: {', '.join(known_schedulers())}, module:Class, or exec:CMD (a process of any "
+                        "language speaking the JSON-lines protocol of docs/protocol.md) (default: easy)")
     p.add_argument("--order", choices=list(ORDERS), default=None,
                    help="queue order, overriding the scheduler's (fcfs, sjf = shortest estimate, ljf = "
                         "longest estimate, saf = smallest area, wfp3, unicep)")

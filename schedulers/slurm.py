@@ -211,7 +211,10 @@ class SlurmScheduler(Scheduler):
         over_max = self.req > np.array([p.max_nodes for p in parts])[jpart]
         under_min = self.req < np.array([p.min_nodes for p in parts])[jpart]
         down = np.array([parts[k].state != "UP" for k in range(P)])[jpart]
+        no_gpu_nodes = self._bind_gres(cols, src)
         for mask, why in ((over, "requests more time than its partition's MaxTime"),
+                          (no_gpu_nodes, "requests more nodes with its gres/gpu count than its "
+                                         "partition has (NodeName Gres=gpu:N)"),
                           (too_big, "needs more nodes than its partition has"),
                           (over_max, "needs more nodes than its partition's MaxNodes"),
                           (under_min, "needs fewer nodes than its partition's MinNodes"),
@@ -323,12 +326,37 @@ class SlurmScheduler(Scheduler):
             # running jobs in slots (at most one per node): used flag, expected end, job id and
             # node words, read by the compiled cycle without per-cycle Python work
             self.pm_words = np.stack([self._words(r) for r in self.pmask])
+            self.gres_words = np.stack([self._words(r) for r in self.gres_masks])
             self._no_prio = np.zeros(0)
             self.slot_used = np.zeros(NN, dtype=np.bool_)
             self.slot_end = np.zeros(NN)
             self.slot_id = np.zeros(NN, dtype=np.int64)
             self.slot_words = np.zeros((NN, self.W), dtype=np.uint64)
             self.free_slots = list(range(NN - 1, -1, -1))
+
+    def _bind_gres(self, cols: dict, src: str) -> np.ndarray:
+        """``gres/gpu`` requests (workload column ``gpus_per_node``, e.g. from sacct's TRES):
+        a job asking g GPUs per node may use only nodes with at least g (``Gres=gpu:N``), as
+        select/linear's ``_job_count_bitmap`` filters nodes with ``gres_job_test``. Sets
+        ``jgres`` (each job's GPU level), ``gres_masks`` (usable nodes per level); returns the
+        jobs whose partition has too few such nodes."""
+        n, NN = self.n, self.NN
+        g = cols.get("gpus_per_node")
+        g_req = (np.ceil(np.nan_to_num(np.asarray(g, dtype=np.float64))).astype(np.int64)
+                 if g is not None else np.zeros(n, dtype=np.int64))
+        node_gpus = np.asarray(self.cfg.node_gpus or [0] * NN, dtype=np.int64)
+        if (g_req > 0).any() and not (node_gpus > 0).any():
+            i = int(np.flatnonzero(g_req > 0)[0])
+            raise SlurmConfError(
+                f"{src}: {int((g_req > 0).sum())} jobs request GPUs (first: job "
+                f"{int(self.job_id[i])}, {int(g_req[i])} per node) but no NodeName line has "
+                "Gres=gpu:N; add the GPUs to slurm.conf (e.g. NodeName=g[0-3] Gres=gpu:4)")
+        levels = np.unique(np.concatenate([[0], g_req]))
+        self.gres_masks = np.stack([node_gpus >= lv for lv in levels])
+        self.jgres = np.searchsorted(levels, g_req)
+        self.has_gres = len(levels) > 1
+        usable = (self.pmask[self.jpart] & self.gres_masks[self.jgres]).sum(axis=1)
+        return self.req > usable
 
     def _applied_priority(self, cfg: SlurmConfig):
         """The priority parameters that apply, as ``priority_p_init`` (priority_multifactor.c)
@@ -618,7 +646,7 @@ class SlurmScheduler(Scheduler):
             pos, words, complete, idx, off = self._kern.main_pass(
                 self.NN, self.node_end, np.asarray(order, dtype=np.int64),
                 -1 if depth is None else int(depth), int(sp.partition_job_depth), self.req,
-                self.jpart, self.pm_words, len(self.parts))
+                self.jpart, self.pm_words, len(self.parts), self.jgres, self.gres_words)
             self.last_pass_pos = pos
             return self._starts_of(now, order, pos, words, idx, off), bool(complete)
         idle = self.node_end == -_INF
@@ -647,6 +675,8 @@ class SlurmScheduler(Scheduler):
             if self.has_qos_limits and self._qos_blocked(j):
                 continue
             cand = idle & avail & self.pmask[k]
+            if self.has_gres:
+                cand &= self.gres_masks[self.jgres[j]]
             need = int(self.req[j])
             if int(cand.sum()) >= need:
                 if self.linear:         # _run_now -> _job_test (select_linear.c)
@@ -722,7 +752,7 @@ class SlurmScheduler(Scheduler):
             self.node_end, self.slot_used, self.slot_end, self.slot_id, self.slot_words,
             np.asarray(order, dtype=np.int64), self.req, self.tl, self.est, self.jpart,
             np.asarray(prio, dtype=np.float64), self.submit, self.job_id, self.pm_words,
-            len(self.parts))
+            len(self.parts), self.jgres, self.gres_words)
         self.stats["reservations"] += int(n_res)
         return self._starts_of(now, order, pos, words, idx, off)
 
@@ -760,6 +790,7 @@ class SlurmScheduler(Scheduler):
             rs = GroupedRunning(now, idle, running)
         n_idle = idle.bit_count()
         pm_int = [self._to_int(r) for r in self.pmask]
+        gm_int = [self._to_int(r) for r in self.gres_masks]
         req = self.req
         tl = self.tl
         starts: list[Start] = []
@@ -854,12 +885,13 @@ class SlurmScheduler(Scheduler):
             tlj = float(tl[j])
             need = int(req[j])
             pm = pm_int[k]
+            gm = gm_int[self.jgres[j]]
             counted = False
             later = now
             touched_idle = False
             # earliest time enough of the partition's nodes are free, ignoring reservations: a
             # lower bound of every will-run start of this job
-            t_min = self._earliest(rs, pm, need, now)
+            t_min = self._earliest(rs, pm & gm, need, now)
             for _attempt in range(len(ns_b) + 8):
                 start_res = later
                 later = 0.0
@@ -903,8 +935,11 @@ class SlurmScheduler(Scheduler):
                     test_cnt += 1
                     counted = True
                 # will-run (select plugin): earliest start on the available nodes, and where
-                wr = self._will_run(rs, avail, need, now)
-                if wr is None:          # cannot happen: the available nodes all end
+                ag = avail & gm          # nodes the select plugin keeps (gres/gpu)
+                wr = self._will_run(rs, ag, need, now)
+                if wr is None:          # not runnable on these nodes (only with gres/gpu)
+                    if later and not no_reserve:
+                        continue
                     break
                 start = max(start_res, wr[0])
                 if start <= now:
@@ -912,7 +947,7 @@ class SlurmScheduler(Scheduler):
                         nodes = job_test(wr[1], need)
                         nodes_l = _bits(nodes)
                     else:
-                        nodes_l = self._choose_now(avail & rs.idle, need, ns_b, ns_av)
+                        nodes_l = self._choose_now(ag & rs.idle, need, ns_b, ns_av)
                         nodes = _to_mask(nodes_l)
                     arr = np.asarray(nodes_l, dtype=np.int64)
                     starts.append(self._apply_start(now, j, arr))
@@ -933,7 +968,7 @@ class SlurmScheduler(Scheduler):
                 st_slot = math.floor(start / res) * res
                 en_slot = math.floor((start + tlj) / res) * res   # end_reserve floored (22.05)
                 nodes = (job_test(wr[1], need) if self.linear
-                         else self._choose_future(avail, need, wr[1], rs.C, rs.G))
+                         else self._choose_future(ag, need, wr[1], rs.C, rs.G))
                 lo_s = max(bisect_r(ns_b, st_slot) - 1, 0)
                 hi_s = bisect_l(ns_b, en_slot)
                 clash = False

@@ -189,6 +189,7 @@ class SlurmConfig:
     partitions: list[PartitionDef] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
     path: str = ""
+    node_gpus: list[int] = field(default_factory=list)    # NodeName Gres=gpu:N per node
     select_type: str = "select/linear"                    # 22.05 DEFAULT_SELECT_TYPE (non-Cray)
     accounting_storage_type: str = "accounting_storage/none"  # DEFAULT_ACCOUNTING_STORAGE_TYPE
 
@@ -252,6 +253,7 @@ class _Parser:
         self.cfg = SlurmConfig(path=path)
         self.node_default_cpus: int | None = None
         self.node_cpus: list[int] = []
+        self.node_default_gpus = 0
         self.part_default: dict[str, str] = {}
         self._ignored_seen: set[str] = set()
 
@@ -392,9 +394,12 @@ class _Parser:
     def node_line(self, line: int, pairs: list[tuple[str, str]]) -> None:
         names_v = pairs[0][1]
         cpus = None
+        gpus = None
         for k, v in pairs[1:]:
             if k.lower() == "cpus":
                 cpus = self.number(line, k, v, 1, 10**6)
+            elif k.lower() == "gres":
+                gpus = self.gres_gpus(line, k, v)
             elif k.lower() in _NODE_ATTRS_LOWER:
                 self.ignore(f"NodeName attribute {k}", line)
             else:
@@ -403,6 +408,8 @@ class _Parser:
         if names_v.upper() == "DEFAULT":
             if cpus is not None:
                 self.node_default_cpus = cpus
+            if gpus is not None:
+                self.node_default_gpus = gpus
             return
         try:
             names = expand_hostlist(names_v)
@@ -414,6 +421,21 @@ class _Parser:
             raise self.err(line, "NodeName", f"node {sorted(dup)[0]} defined twice")
         self.cfg.node_names.extend(names)
         self.node_cpus.extend([c] * len(names))
+        g = gpus if gpus is not None else self.node_default_gpus
+        self.cfg.node_gpus.extend([g] * len(names))
+
+    def gres_gpus(self, line: int, key: str, value: str) -> int:
+        """GPUs of a ``Gres=`` value (``gpu:4``, ``gpu:a100:4``, comma lists summed); other GRES
+        names are read but not modelled."""
+        n = 0
+        for item in filter(None, (x.strip() for x in value.split(","))):
+            parts = item.split(":")
+            if parts[0].lower() != "gpu":
+                self.ignore(f"NodeName Gres {parts[0]}", line)
+                continue
+            count = parts[-1].split("(")[0] if len(parts) > 1 else "1"
+            n += self.number(line, key, count, 0, 10**6)
+        return n
 
     def part_line(self, line: int, pairs: list[tuple[str, str]]) -> None:
         name = pairs[0][1]
@@ -578,6 +600,7 @@ def apply_options(cfg: SlurmConfig, options: dict[str, Any]) -> SlurmConfig:
     p = _Parser("options")
     p.cfg = replace(cfg, sched=replace(cfg.sched), priority=replace(cfg.priority),
                     partitions=list(cfg.partitions), node_names=list(cfg.node_names),
+                    node_gpus=list(cfg.node_gpus),
                     ignored=list(cfg.ignored))
     for key, value in (options or {}).items():
         k = str(key)

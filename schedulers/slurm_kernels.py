@@ -249,7 +249,7 @@ def _anyone_fits(pos, nq, idle, n_idle, ns_b, ns_av, nb, rq, rtl, now, rb_t, rb_
 def bf_cycle_linear(now, res, bf_window, max_test, jpcr, max_start, min_prio, min_age,
                     nn, idle, kend, kid, free, R,
                     rq, rtl, rest, rpart, rprio, rsub, rjid, suffix_min, pmask, n_parts,
-                    out_pos, out_nodes):
+                    out_pos, out_nodes, rg, gres):
     """One backfill cycle; returns (number of starts, reservations made). Started queue
     positions go to ``out_pos`` and their nodes to ``out_nodes`` (rows of words). ``free``,
     ``kend``, ``kid`` need room for R + len(rq) rows; ``idle`` is updated in place."""
@@ -275,6 +275,7 @@ def bf_cycle_linear(now, res, bf_window, max_test, jpcr, max_start, min_prio, mi
     rb_t = np.empty(cap)
     rb_c = np.empty(cap, dtype=np.int64)
     left = np.empty(W, dtype=np.uint64)
+    pmg = np.empty(W, dtype=np.uint64)
     test_cnt = 0
     start_cnt = 0
     n_res = 0
@@ -296,14 +297,17 @@ def bf_cycle_linear(now, res, bf_window, max_test, jpcr, max_start, min_prio, mi
         tlj = rtl[pos]
         need = rq[pos]
         pm = pmask[k]
+        gm = gres[rg[pos]]
+        for w in range(W):
+            pmg[w] = pm[w] & gm[w]
         counted = False
         later = now
         touched_idle = False
         # lower bound of every will-run start (RunningSet.earliest on the partition's nodes)
-        if _count_and(pm, idle) >= need:
+        if _count_and(pmg, idle) >= need:
             t_min = now
         else:
-            m0 = _first(pm, need, free, R)
+            m0 = _first(pmg, need, free, R)
             if m0 == R:
                 t_min = INF
             else:
@@ -352,13 +356,17 @@ def bf_cycle_linear(now, res, bf_window, max_test, jpcr, max_start, min_prio, mi
                 test_cnt += 1
                 counted = True
             # will-run (RunningSet.will_run_at): idle nodes first, then removals in end order
+            # (the select plugin keeps only the nodes with the job's gres/gpu: acc &= gm)
             for w in range(W):
+                acc[w] &= gm[w]
                 cand[w] = acc[w] & idle[w]
             if _count(cand) >= need:
                 wr_t = now
             else:
                 lo = _first(acc, need, free, R)
-                if lo == R:
+                if lo == R:             # not runnable on these nodes (only with gres/gpu)
+                    if later != 0.0 and not no_reserve:
+                        continue
                     break
                 wr_t = kend[lo] if kend[lo] > now else now + 1.0
                 for w in range(W):
@@ -442,7 +450,7 @@ def _indices(rows, n, nn):
 @njit(cache=True)
 def bf_cycle(now, res, bf_window, max_test, jpcr, max_start, min_prio, min_age,
              nn, node_end, slot_used, slot_end, slot_id, slot_words,
-             order, req, tl, est, jpart, prio, submit, job_id, pmask, n_parts):
+             order, req, tl, est, jpart, prio, submit, job_id, pmask, n_parts, jgres, gres):
     """`bf_cycle_linear` from the scheduler's own arrays: idle nodes from ``node_end`` (-inf =
     idle), the running jobs from the slot arrays (sorted here by expected end, then job id, the
     ``_will_run_test`` removal order), the queue's columns gathered in ``order``. Returns
@@ -482,8 +490,10 @@ def bf_cycle(now, res, bf_window, max_test, jpcr, max_start, min_prio, min_age,
     rpart = np.empty(nq, dtype=np.int64)
     rsub = np.empty(nq)
     rjid = np.empty(nq, dtype=np.int64)
+    rg = np.empty(nq, dtype=np.int64)
     for q in range(nq):
         j = order[q]
+        rg[q] = jgres[j]
         rq[q] = req[j]
         rtl[q] = tl[j]
         rest[q] = est[j]
@@ -501,13 +511,14 @@ def bf_cycle(now, res, bf_window, max_test, jpcr, max_start, min_prio, min_age,
     n_st, n_res = bf_cycle_linear(now, res, bf_window, max_test, jpcr, max_start, min_prio,
                                   min_age, nn, idle, kend, kid, free, R, rq, rtl, rest, rpart,
                                   prio, rsub, rjid, suffix_min, pmask, n_parts, out_pos,
-                                  out_nodes)
+                                  out_nodes, rg, gres)
     idx, off = _indices(out_nodes, n_st, nn)
     return out_pos[:n_st], out_nodes[:n_st], n_res, idx, off
 
 
 @njit(cache=True)
-def main_pass(nn, node_end, order, depth, part_job_depth, req, jpart, pmask, n_parts):
+def main_pass(nn, node_end, order, depth, part_job_depth, req, jpart, pmask, n_parts, jgres,
+              gres):
     """The strict-priority pass of `SlurmScheduler._main_pass` under select/linear (job_scheduler.c
     ``_schedule``: a job that does not fit fails its partition and removes the partition's nodes
     from the pass; ``_run_now`` -> ``_job_test`` chooses the nodes). ``depth`` < 0: no limit.
@@ -549,8 +560,9 @@ def main_pass(nn, node_end, order, depth, part_job_depth, req, jpart, pmask, n_p
                 complete = False
                 continue
             per_part[k] += 1
+        g = jgres[j]
         for w in range(W):
-            cand[w] = idle[w] & avail[w] & pmask[k, w]
+            cand[w] = idle[w] & avail[w] & pmask[k, w] & gres[g, w]
         need = req[j]
         if _count(cand) >= need:
             job_test(cand, need, nn, nodes, scratch_s, scratch_l)

@@ -55,11 +55,15 @@ Simplifications (each also listed in ``describe()``)
   seconds (Slurm's limits are whole minutes).
 * select/cons_tres's will-run groups running jobs ending within a 30 s window (doubling) before
   testing; we compute the exact earliest time enough nodes are free.
-* Node choice (``node_order``): ``"time-fit"`` (default) starts jobs now on the free nodes whose
+* Node choice follows ``SelectType``: select/linear (default, Slurm 22.05's) exactly as
+  ``_job_test``/``_will_run_test`` (`schedulers.slurm_select`, compiled in
+  `schedulers.slurm_kernels`); gres/gpu requests restrict a job to nodes with enough GPUs.
+  Under select/cons_tres and cons_res (approximated) ``node_order``: ``"time-fit"`` (default) starts jobs now on the free nodes whose
   next reservation comes soonest and reserves, for a future start, the nodes that become free
   latest (so the nodes left for backfill are as many as EASY's "extra" nodes); ``"index"`` takes
   the lowest node ids (Slurm's choice on a flat machine without node weights is the select
-  plugin's best fit, close to this). No topology, no node weights, no features, no GRES.
+  plugin's best fit, close to this). No topology, no node weights, no features, no GRES but
+  gres/gpu. Model card: ``docs/slurm.md``.
 * The main scheduler does not see backfill reservations (as in Slurm) but is strict per partition.
 * Jobs that can never run (over their partition's MaxTime or node count, partition not UP) are
   rejected at bind with an error (Slurm rejects them at submit with EnforcePartLimits, or leaves
@@ -1116,7 +1120,9 @@ class SlurmScheduler(Scheduler):
             "passes take no time (bf_continue, bf_yield_interval, bf_max_time have no effect)",
             "planning limit = estimate (requested time by default), in seconds",
             "will-run start is exact (no 30 s grouping of running-job ends)",
-            f"node choice: {self.node_order}; no topology, node weights, features or GRES",
+            ("node choice: select/linear (_job_test, _will_run_test)" if self.linear else
+             f"node choice: {self.cfg.select_type} approximated, node_order={self.node_order}")
+            + "; no topology, node weights, features; GRES: gres/gpu only",
             "no preemption, advance reservations, dependencies, nice, TRES/assoc factors",
         ]
         return d

@@ -3,7 +3,7 @@ priority with fair-share, partitions and QOS limits. Selectable as ``--scheduler
 
 Specification: slurm.conf(5), https://slurm.schedmd.com/sched_config.html,
 priority_multifactor.html, fair_tree.html, and Slurm's ``src/plugins/sched/backfill/backfill.c``
-(``_attempt_backfill``, ``_add_reservation``, ``_set_slot_time``, ``backfill_agent``) and
+(``_attempt_backfill``, ``_add_reservation``, ``_bf_reserve_running``, ``backfill_agent``) and
 ``src/slurmctld/job_scheduler.c`` (``_schedule``). Configuration: `schedulers.slurm_conf`.
 
 What is modelled
@@ -24,9 +24,10 @@ time, as in select/cons_tres's will-run test; a job's usable nodes are its parti
 minus those reserved in any map record that overlaps [start_res, start_res + limit] (overlap
 test ``begin <= end``, inclusive, as in backfill.c); its earliest start is when enough of them are
 free. If it can start now it starts (on nodes no reservation needs) and, being a whole-node job,
-its nodes are added to the map until its end rounded up to ``bf_resolution``. Otherwise it gets a
+its nodes are added to the map until its end floored to ``bf_resolution`` (22.05's
+``_bf_reserve_running``; at least one slot). Otherwise it gets a
 reservation on the chosen nodes from its start *floored* to ``bf_resolution`` to its end
-(start + limit) *rounded up* (``_set_slot_time``), unless the start lies beyond now + ``bf_window``
+(start + limit) also *floored* (22.05's ``end_reserve``), unless the start lies beyond now + ``bf_window``
 (no reservation), the job is "test now only" (``bf_job_part_count_reserve`` reservations already
 made in its partition, ``bf_min_prio_reserve``, ``bf_min_age_reserve``), or ``bf_max_job_start``
 was reached. ``later_start`` retries (TRY_LATER) at the end of map records that free nodes, and the
@@ -37,8 +38,9 @@ in every cycle, so while jobs are pending there is always work and cycles come e
 ``bf_interval``. Cycles whose inputs did not change since the last real cycle (no submit, start,
 end or priority recalculation) are not computed (their outcome would be the same) but keep the
 phase. Event and backfill passes at the same instant run in that order in one engine pass.
-**Priority** (`schedulers.slurm_priority`): multifactor or basic, recalculated at every
-``PriorityCalcPeriod`` tick (grid k * period); usage accrues at the ticks and at job ends with
+**Priority** (`schedulers.slurm_priority`): basic (22.05's default) or multifactor; with
+slurmdbd accounting recalculated at every ``PriorityCalcPeriod`` tick (grid k * period), without
+it age and fair-share are dropped and priorities never change (priority_multifactor.c); usage accrues at the ticks and at job ends with
 Slurm's decay; a new job gets its priority from the last tick's fair-share values at submit.
 **Partitions and QOS.** Node sets, ``MaxTime`` (the planning limit is min(limit, MaxTime)),
 ``PriorityTier``, ``PriorityJobFactor``; QOS priority and ``max_jobs_per_user`` from the accounts

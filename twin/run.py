@@ -476,8 +476,7 @@ def _compose(r: _Run) -> None:
     gates = []
     if cfg.power_cap is not None:             # refuses starts above the cap (Gate protocol; the model throttles)
         from hpctwin.power.capgate import PowerCapGate  # noqa: PLC0415
-        gates.append(PowerCapGate(next(m for m in models if m.name == "power"),
-                                  margin=float(cfg.options.get("power", {}).get("cooling_overhead", 0.0))))
+        gates.append(PowerCapGate(margin=float(cfg.options.get("power", {}).get("cooling_overhead", 0.0))))
     _check_policy_models(sched, models)
     if getattr(sched, "power_model", False) is None and "power" not in (getattr(sched, "needs_models", None) or ()):
         # a wrapper written before bind contexts (it reads ``power_model``): given a read-only view

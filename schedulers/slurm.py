@@ -113,7 +113,8 @@ class SlurmScheduler(Scheduler):
 
     def __init__(self, config: SlurmConfig | None = None, accounts: AccountsSpec | None = None,
                  cpus_per_node: int | None = None, node_order: str = "time-fit",
-                 bf_poll: float = 1.0, compiled: bool = True):
+                 bf_poll: float = 1.0, compiled: bool = True,
+                 time_limit_minutes: bool = False):
         self.cfg = config or SlurmConfig()
         self.accounts = accounts
         if node_order not in NODE_ORDERS:
@@ -125,6 +126,7 @@ class SlurmScheduler(Scheduler):
             raise ValueError(f"slurm: bf_poll must be > 0 s, got {bf_poll}")
         self.bf_poll = float(bf_poll)
         self.compiled = bool(compiled)
+        self.time_limit_minutes = bool(time_limit_minutes)
         cpn = cpus_per_node if cpus_per_node is not None else self.cfg.cpus_per_node
         self.cpn = int(cpn) if cpn else 1
         if self.cpn < 1:
@@ -210,6 +212,10 @@ class SlurmScheduler(Scheduler):
         self.jtier = self.part_tier[jpart]
         # planning limit: min(estimate, partition MaxTime)
         self.tl = np.minimum(self.est, self.part_maxtime[jpart])
+        if self.time_limit_minutes:
+            # Slurm's time_limit is whole minutes (--time rounds seconds up: time_str2mins);
+            # plans use limit * 60 (the engine still kills at the log's requested seconds)
+            self.tl = np.ceil(self.tl / 60.0) * 60.0
         req_t = np.asarray(jobs.requested_time, dtype=np.float64)
         over = np.isfinite(req_t) & (req_t > self.part_maxtime[jpart])
         part_nodes = pmask.sum(axis=1)
@@ -1148,7 +1154,8 @@ def make_slurm_scheduler(conf_path: str | None, options: dict | None) -> SlurmSc
                           cpus_per_node=int(cpn) if cpn is not None else None,
                           node_order=str(options.get("node_order", "time-fit")),
                           bf_poll=float(options.get("bf_poll", 1.0)),
-                          compiled=_flag(options.get("compiled", True)))
+                          compiled=_flag(options.get("compiled", True)),
+                          time_limit_minutes=_flag(options.get("time_limit_minutes", False)))
 
 
 def _flag(v) -> bool:
@@ -1158,7 +1165,7 @@ def _flag(v) -> bool:
             return True
         if v.strip().lower() in ("0", "no", "false", "off"):
             return False
-        raise SlurmConfError(f"options: compiled: expected true/false, got {v!r}")
+        raise SlurmConfError(f"options: expected true/false, got {v!r}")
     return bool(v)
 
 

@@ -367,3 +367,16 @@ def test_partition_node_limits(tmp_path):
     with pytest.raises(SlurmConfError, match=r"lim.conf:2: MaxNodes: 'lots' is not a number"):
         conf.write_text("NodeName=n[0-3]\nPartitionName=p Nodes=ALL MaxNodes=lots\n")
         simulate([dict(submit=0, procs=1, run=10)], conf=str(conf))
+
+
+def test_time_limits_in_whole_minutes():
+    """time_limit_minutes: a 70 s limit is Slurm's 2 minutes (time_str2mins rounds up). In the
+    boundary scenario above, C (1 node, limit 69 s -> 120 s) would end at 30 + 120 = 150 > 100,
+    the reservation's start (A's planned end is its 100 s limit, 2 minutes: 120), so it no longer
+    backfills at 30 and waits for B, which starts when A really ends (100) and ends at 200."""
+    jobs = [dict(submit=0, procs=3, run=100), dict(submit=1, procs=4, run=100),
+            dict(submit=2, procs=1, run=69)]
+    st, _ = simulate(jobs, bf_resolution=1, time_limit_minutes=True)
+    assert st == {1: 0, 2: 100, 3: 200}
+    st, _ = simulate(jobs, bf_resolution=1)
+    assert st[3] == 30

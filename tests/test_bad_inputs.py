@@ -430,3 +430,38 @@ def test_fuzz_system_toml_located_error_or_spec(tmp_path_factory, system, extra)
         assert str(p) in str(e), e
         return
     assert 1 <= spec.nodes <= 2 ** 26 and spec.cpus_per_node >= 1 and spec.gpus_per_node >= 0
+
+
+SWEEP_KEYS = ["scheduler", "seed", "nodes", "sample_dt", "kill_at_walltime", "estimate", "placement", "order",
+              "backfill", "power", "tau", "allocation", "gpus_per_node", "speed", "options.scheduler.x",
+              "options.failures.node_mtbf_days", "power_cap_w", "system", "options"]
+SWEEP_VALUES = st.one_of(st.integers(-2, 10 ** 13), st.floats(allow_nan=False, allow_infinity=False),
+                         st.sampled_from(["easy", "fcfs", "x", "", "generic", "off", "requested", "first-fit"]),
+                         st.booleans(), st.lists(st.integers(0, 2), max_size=2), st.dictionaries(st.sampled_from(["a", "b"]), st.integers(), max_size=1))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(base=st.dictionaries(st.sampled_from(SWEEP_KEYS), SWEEP_VALUES, max_size=4),
+       grid=st.dictionaries(st.sampled_from(SWEEP_KEYS), st.one_of(st.lists(SWEEP_VALUES, min_size=1, max_size=2), SWEEP_VALUES),
+                            min_size=1, max_size=2))
+def test_fuzz_sweep_file_located_error_or_points(tmp_path_factory, base, grid):
+    from hpctwin.experiments import sweep as sw  # noqa: PLC0415
+    d = tmp_path_factory.mktemp("sw")
+    base = {**base, "workload": "synthetic:jobs=10,nodes=4"}
+
+    def val(v) -> str:                      # a TOML value (inline tables for dicts)
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{k} = {val(x)}" for k, x in v.items()) + "}"
+        if isinstance(v, list):
+            return "[" + ", ".join(val(x) for x in v) + "]"
+        return json.dumps(v)
+
+    text = "[base]\n" + "".join(f'"{k}" = {val(v)}\n' for k, v in base.items())
+    text += "[grid]\n" + "".join(f'"{k}" = {val(v)}\n' for k, v in grid.items())
+    p = d / "s.toml"
+    p.write_text(text)
+    try:
+        s = sw.load_sweep(p)
+        sw.preflight(s)
+    except ValueError as e:                 # SweepError, or a located ConfigError from the checks
+        assert str(p) in str(e), e

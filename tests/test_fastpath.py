@@ -29,6 +29,8 @@ def assert_same(res, fast, label: str) -> None:
     np.testing.assert_array_equal(res.change_busy, fast.change_busy, err_msg=f"{label}: busy series")
     np.testing.assert_array_equal(res.change_queue, fast.change_queue, err_msg=f"{label}: queue series")
     assert (res.passes, res.events) == (fast.passes, fast.events), f"{label}: passes/events"
+    for name in ("work_done", "held", "queued", "last_start", "failed", "interruptions"):
+        np.testing.assert_array_equal(getattr(res, name), getattr(fast, name), err_msg=f"{label}: {name}")
 
 
 def both(prep, total: int, order: str, backfill: str):
@@ -121,6 +123,23 @@ def test_eligible_only_for_plain_queue_schedulers():
 
     assert not fastpath.eligible(Custom("fcfs", "easy"))
     assert not fastpath.eligible(make_scheduler("slurm"))
+
+
+def test_engine_seam(monkeypatch):
+    """`engine_fast_path` plugged into the engine returns its SimResult for an eligible run (here
+    with the size threshold lowered) and None (the general loop runs) below the threshold."""
+    wl = load_workload("synthetic:jobs=600,nodes=32,seed=8")
+    prep = prepare(wl, 32, "test")
+    jobs = job_table(prep)
+    res = Simulation(jobs, prep.workload.runtime, prep.kill_limit, make_scheduler("conservative"), 32).run()
+    sim = Simulation(jobs, prep.workload.runtime, prep.kill_limit, make_scheduler("conservative"), 32,
+                     fast_path=fastpath.engine_fast_path)
+    assert fastpath.engine_fast_path(sim) is None            # 600 jobs < MIN_JOBS
+    monkeypatch.setattr(fastpath, "MIN_JOBS", 0)
+    fast = fastpath.engine_fast_path(sim)
+    assert type(fast) is type(res)
+    assert_same(res, fast, "seam")
+    assert_same(res, sim.run(), "seam through Simulation.run")
 
 
 def test_bad_input_is_refused_with_the_job_named():

@@ -167,7 +167,11 @@ def test_replay_with_slurm_and_export(tmp_path):
     through the name columns) -> export -> read back: same jobs and simulated starts."""
     from hpctwin.twin.run import RunConfig, run
     wl = read_sacct(DATA / "sacct_mixed.txt")
-    r = run(RunConfig(workload="sacct", scheduler="slurm", nodes=20), workload=wl)
+    conf = tmp_path / "slurm.conf"      # the dump's GPU jobs need GPUs on the nodes (GRES)
+    conf.write_text("NodeName=n[0-19] CPUs=1 Gres=gpu:8\nPartitionName=batch Nodes=n[0-19] Default=YES\n"
+                    "PartitionName=gpu Nodes=n[0-19]\n")
+    r = run(RunConfig(workload="sacct", scheduler="slurm", nodes=20, options={"scheduler": {"slurm_conf": str(conf)}}),
+            workload=wl)
     out = tmp_path / "sim.txt"
     export_sacct(r.jobs, out, epoch=float(wl.header["UnixStartTime"]),
                  names={"Users": wl.header["Users"].split(",")})

@@ -177,6 +177,8 @@ RUN_CASES = [
     ("backfill-with-predictive", {}, ["-s", "easy-pred", "--backfill", "conservative"],
      "--backfill: does not apply to --scheduler easy-pred"),
     ("gpus-per-node-without-gpu-allocation", {}, ["--gpus-per-node", "8"], "--gpus-per-node: applies to --allocation gpu only"),
+    ("gpu-units-huge", {}, ["--allocation", "gpu", "--nodes", "60000000", "--gpus-per-node", "8"],
+     "--nodes: 60,000,000 nodes x 8 GPUs is more than 67,108,864 units"),
     ("power-cap-without-power", {}, ["--power-cap", "1000"], "--power-cap: needs --power on"),
     ("size-field-on-sacct", {"d.sacct": SH + "\n" + S1 + "\n"}, ["-w", "sacct:{d}/d.sacct", "--size-field", "allocated"],
      "--size-field allocated: applies to SWF logs only"),

@@ -371,6 +371,10 @@ def _check_applicable(cfg, flag) -> None:
     if cfg.gpus_per_node is not None and cfg.allocation != "gpu":
         raise ConfigError(f"{flag('gpus_per_node')}: applies to --allocation gpu only (the default allocation "
                           "unit is a node)")
+    if cfg.allocation == "gpu" and cfg.nodes is not None and cfg.gpus_per_node is not None \
+            and cfg.nodes * cfg.gpus_per_node > MAX_UNITS:
+        raise ConfigError(f"{flag('nodes')}: {cfg.nodes:,} nodes x {cfg.gpus_per_node} GPUs is more than "
+                          f"{MAX_UNITS:,} units")
     if cfg.power_cap is not None and not cfg.power:
         raise ConfigError(f"{flag('power_cap')}: needs --power on (the cap is checked against the power model)")
 

@@ -153,20 +153,23 @@ def _static_rank(ocode: int, est: np.ndarray, procs: np.ndarray) -> np.ndarray:
 
 def _range_texts(units: np.ndarray, procs: np.ndarray, start: np.ndarray) -> list:
     """Range text of each job's units (as `twin.ranges.ranges_of_sorted`; None for jobs never run).
-    Jobs holding one run of consecutive units (most) are formatted column-wise."""
+    One string per run of consecutive units, built in C loops; a job with several runs joins its
+    runs' strings. Memory: about one Python string per job beyond the result."""
     from .fastpath_kernels import _runs  # noqa: PLC0415
     lo, hi, first = _runs(units, procs)
+    lo_l = lo.tolist()
+    rt = list(map("{}-{}".format, lo_l, hi.tolist()))
+    for i in np.flatnonzero(lo == hi).tolist():
+        rt[i] = str(lo_l[i])
+    del lo_l
     nruns = np.diff(first)
-    lo_s = np.array(list(map(str, lo.tolist())), dtype=object)
-    hi_s = np.array(list(map(str, hi.tolist())), dtype=object)
-    run_text = np.where(lo == hi, lo_s, lo_s + "-" + hi_s) if len(lo) else lo_s
-    out = np.full(len(procs), None, dtype=object)
-    one = nruns == 1
-    out[one] = run_text[first[:-1][one]]
-    rt = run_text.tolist()
+    if len(rt) == len(procs) and (nruns == 1).all():
+        return rt
+    out: list = [None] * len(procs)
+    single = np.flatnonzero(nruns == 1)
+    for j, f in zip(single.tolist(), first[single].tolist()):
+        out[j] = rt[f]
     first_l = first.tolist()
     for j in np.flatnonzero(nruns > 1).tolist():
         out[j] = ",".join(rt[first_l[j]:first_l[j + 1]])
-    return out.tolist()
-
-
+    return out

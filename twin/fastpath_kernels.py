@@ -15,15 +15,27 @@ INF = math.inf
 
 @njit(cache=True)
 def _runs(units, procs):
-    """Consecutive runs (lo, hi) of each job's sorted units; job j's runs are first[j]:first[j+1]."""
+    """Consecutive runs (lo, hi) of each job's sorted units; job j's runs are first[j]:first[j+1].
+    Two passes (count, then fill), so the run arrays are as long as the runs, not the units."""
     n = len(procs)
-    lo = np.empty(len(units), dtype=np.int64)
-    hi = np.empty(len(units), dtype=np.int64)
     first = np.zeros(n + 1, dtype=np.int64)
     r = 0
     off = 0
     for j in range(n):
         first[j] = r
+        p = procs[j]
+        if p > 0 and units[off] >= 0:
+            r += 1
+            for k in range(off + 1, off + p):
+                if units[k] != units[k - 1] + 1:
+                    r += 1
+        off += p
+    first[n] = r
+    lo = np.empty(r, dtype=np.int64)
+    hi = np.empty(r, dtype=np.int64)
+    r = 0
+    off = 0
+    for j in range(n):
         p = procs[j]
         if p > 0 and units[off] >= 0:
             lo[r] = units[off]
@@ -38,8 +50,7 @@ def _runs(units, procs):
                     hi[r] = u
             r += 1
         off += p
-    first[n] = r
-    return lo[:r], hi[:r], first
+    return lo, hi, first
 
 
 # ---------------------------------------------------------------------------- compiled pieces
@@ -256,7 +267,7 @@ def _replay(submit, procs, est, runtime, kill, total, ocode, bcode, rank):
     off = np.zeros(n + 1, dtype=np.int64)
     for j in range(n):
         off[j + 1] = off[j] + procs[j]
-    units = np.full(off[n], -1, dtype=np.int64)
+    units = np.full(off[n], -1, dtype=np.int32)   # unit ids held, by job (4 B each)
     free_mask = np.ones(total, dtype=np.bool_)
     bfree = np.zeros((total + 63) >> 6, dtype=np.int64)
     for u in range(total):

@@ -539,3 +539,23 @@ def test_pd_autoscaler_holds_ratio_within_bounds(const_model):
     n_p = sum(1 for x in res.instances if x.role == "prefill")
     n_d = sum(1 for x in res.instances if x.role == "decode")
     assert n_p <= n_d  # ratio 0.5: never more prefill than decode instances started
+
+
+def test_mooncake_reader_and_prefix_hits(const_model, tmp_path):
+    """Mooncake hash_ids name 512-token prompt blocks: a shared first block is a 512-token cache hit."""
+    import gzip
+
+    from hpctwin.datasets.serving_traces import read_mooncake, read_serving_trace
+    p = tmp_path / "conversation_trace.jsonl.gz"
+    p.write_bytes(gzip.compress(b'{"timestamp": 0, "input_length": 1024, "output_length": 1, "hash_ids": [0, 1]}\n'
+                                b'{"timestamp": 2000, "input_length": 1024, "output_length": 1, "hash_ids": [0, 2]}\n'))
+    tr = read_mooncake(p)
+    assert [(r.arrival_s, r.input_tokens, r.block_hashes) for r in tr] == [(0.0, 1024, (0, 1)), (2.0, 1024, (0, 2))]
+    assert read_serving_trace(p) == tr
+    i = Instance(0, const_model, BlockManager(200, 16, caching=True), 4, 2048)
+    simulate(tr, [i])
+    assert i.kv.hits_tokens == 512
+    assert i.tokens_prefilled == 1024 + 512
+    p.write_bytes(gzip.compress(b'{"timestamp": 0, "input_length": 10}\n'))
+    with pytest.raises(ServingTraceError, match=r"conversation_trace.jsonl.gz:1: missing field 'output_length'"):
+        read_mooncake(p)

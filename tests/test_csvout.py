@@ -31,6 +31,16 @@ def test_every_cell_kind():
     assert csv_bytes(df).splitlines()[2] == b',-2,False,"a,b",1.5,2.5,0,1'
 
 
+def test_tables_longer_than_a_chunk(monkeypatch, tmp_path):
+    import hpctwin.twin.csvout as co
+    monkeypatch.setattr(co, "CHUNK_ROWS", 3)
+    df = pd.DataFrame({"a": np.arange(10) * 0.5, "s": [f"x,{i}" for i in range(10)]})
+    same(df)
+    same(df[["a"]])
+    write_csv(df, tmp_path / "c.csv")
+    assert (tmp_path / "c.csv").read_bytes() == df.to_csv(index=False).encode()
+
+
 def test_single_column_empty_and_no_rows():
     df = pd.DataFrame({"text": ["", "a", None]})
     same(df)

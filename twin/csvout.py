@@ -82,23 +82,50 @@ def _column_texts(values: Any) -> list[str]:
     raise _Unsupported(str(a.dtype))
 
 
+#: rows formatted at a time: the cells of a chunk exist as Python strings only while it is written
+#: (a 448k-row table would otherwise hold ~7 M strings, ~400 MB, at once)
+CHUNK_ROWS = 20_000
+
+
+def _frame_arrays(df) -> tuple[list[str], list[np.ndarray]]:
+    if df.columns.nlevels != 1 or len(df.columns) == 0:
+        raise _Unsupported("no or multi-level columns")
+    arrays = []
+    for name in df.columns:
+        s = df[name]
+        if isinstance(s.dtype, np.dtype):
+            if s.dtype.kind not in "fiubOU":
+                raise _Unsupported(str(s.dtype))
+            arrays.append(s.to_numpy())
+        elif str(s.dtype) in ("str", "string"):       # pandas' string dtypes: missing values empty
+            arrays.append(s.to_numpy(dtype=object))
+        else:
+            raise _Unsupported(str(s.dtype))
+    return [str(c) for c in df.columns], arrays
+
+
+def _chunks(names: list[str], arrays: list[np.ndarray], nrows: int) -> list[bytes]:
+    """The file as encoded chunks (header, then CHUNK_ROWS rows at a time)."""
+    nl = os.linesep
+    if any("\r" in c for c in names):
+        raise _Unsupported("carriage return")
+    header = '""' if len(names) == 1 and names[0] == "" else ",".join(_quote(c) for c in names)
+    out = [(header + nl).encode("utf-8")]
+    for lo in range(0, nrows, CHUNK_ROWS):
+        cols = [_column_texts(a[lo:lo + CHUNK_ROWS]) for a in arrays]
+        if len(cols) == 1:
+            # csv quotes a lone empty field so the line is not blank
+            body = nl.join('""' if v == "" else v for v in cols[0])
+        else:
+            body = nl.join(map(",".join, zip(*cols)))
+        out.append((body + nl).encode("utf-8"))
+    return out
+
+
 def csv_bytes(df) -> bytes:
     """The bytes ``df.to_csv(index=False)`` writes (``df``: a pandas DataFrame)."""
     try:
-        if df.columns.nlevels != 1 or len(df.columns) == 0:
-            raise _Unsupported("no or multi-level columns")
-        cols = []
-        for name in df.columns:
-            s = df[name]
-            if isinstance(s.dtype, np.dtype):
-                if s.dtype.kind not in "fiubOU":
-                    raise _Unsupported(str(s.dtype))
-                cols.append(_column_texts(s.to_numpy()))
-            elif str(s.dtype) in ("str", "string"):       # pandas' string dtypes: missing values empty
-                cols.append(_column_texts(s.to_numpy(dtype=object)))
-            else:
-                raise _Unsupported(str(s.dtype))
-        return _join([str(c) for c in df.columns], cols, len(df))
+        return b"".join(_chunks(*_frame_arrays(df), len(df)))
     except _Unsupported:
         return df.to_csv(index=False).encode("utf-8")
 
@@ -115,24 +142,16 @@ def columns_csv_bytes(columns: dict[str, Any]) -> bytes:
     if len(lengths) != 1:
         raise ValueError(f"columns have different lengths: {sorted(lengths)}")
     try:
-        return _join(names, [_column_texts(a) for a in arrays], lengths.pop())
+        return b"".join(_chunks(names, arrays, lengths.pop()))
     except _Unsupported as e:
         raise ValueError(f"no CSV text for a column of type {e}") from None
 
 
-def _join(names: list[str], cols: list[list[str]], nrows: int) -> bytes:
-    nl = os.linesep
-    if any("\r" in c for c in names):
-        raise _Unsupported("carriage return")
-    header = '""' if len(names) == 1 and names[0] == "" else ",".join(_quote(c) for c in names)
-    if len(cols) == 1:
-        # csv quotes a lone empty field so the line is not blank
-        body = nl.join('""' if v == "" else v for v in cols[0])
-    else:
-        body = nl.join(map(",".join, zip(*cols)))
-    return (header + nl + body + (nl if nrows else "")).encode("utf-8")
-
-
 def write_csv(df, path: str | Path) -> None:
     """Write ``df`` to ``path`` with exactly the bytes of ``df.to_csv(path, index=False)``."""
-    Path(path).write_bytes(csv_bytes(df))
+    try:
+        chunks = _chunks(*_frame_arrays(df), len(df))
+    except _Unsupported:
+        chunks = [df.to_csv(index=False).encode("utf-8")]
+    with open(path, "wb") as f:
+        f.writelines(chunks)

@@ -13,6 +13,7 @@ The units a job held are kept as arrays while the run goes on and turned into ra
 from __future__ import annotations
 
 import math
+from array import array
 
 import numpy as np
 
@@ -30,17 +31,19 @@ class Ledger:
 
     def __init__(self, submit: list):
         n = self.n = len(submit)
-        nan = math.nan
-        self.start = [nan] * n            # first start (s)
-        self.end = [nan] * n
-        self.killed = [False] * n
-        self.failed = [False] * n
+        nan = array("d", [math.nan])
+        zero = array("d", [0.0])
+        # compact per-job storage (8 bytes a value, no float objects): read and written twice a job
+        self.start = nan * n               # first start (s)
+        self.end = nan * n
+        self.killed = bytearray(n)
+        self.failed = bytearray(n)
         self.units: list = [None] * n     # units of the last segment: array, then range text
-        self.interruptions = [0] * n
-        self.work_done = [0.0] * n        # engine work over all segments (nominal s)
-        self.held = [0.0] * n             # wall time holding units, over all segments (s)
-        self.queued = [0.0] * n           # time waiting, over all (re)queueings (s)
-        self.enqueued = list(submit)      # time the job (re)entered the queue; NaN while running
+        self.interruptions = array("q", bytes(8 * n))
+        self.work_done = zero * n         # engine work over all segments (nominal s)
+        self.held = zero * n              # wall time holding units, over all segments (s)
+        self.queued = zero * n            # time waiting, over all (re)queueings (s)
+        self.enqueued = array("d", submit)   # time the job (re)entered the queue; NaN while running
         self.segments: list = []
         self._pending: list[int] = []
 
@@ -63,7 +66,7 @@ class Ledger:
         if end is not None:
             self.end[j] = end
             if killed:
-                self.killed[j] = True
+                self.killed[j] = 1
         pending = self._pending
         pending.append(j)
         if len(pending) >= FLUSH_EVERY:
@@ -76,7 +79,7 @@ class Ledger:
     def fail(self, j: int, now: float) -> None:
         """``j`` ends at ``now`` as failed (an interruption with no requeue)."""
         self.end[j] = now
-        self.failed[j] = True
+        self.failed[j] = 1
 
     def requeued(self, j: int, now: float) -> None:
         self.enqueued[j] = now

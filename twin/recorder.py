@@ -6,6 +6,8 @@ out of service (down); the ``down`` column exists from the first outage on (earl
 """
 from __future__ import annotations
 
+from array import array
+
 import numpy as np
 
 #: finished jobs between two progress-bar updates
@@ -18,9 +20,9 @@ class Recorder:
     __slots__ = ("t", "busy", "queue", "down", "progress", "_pending")
 
     def __init__(self, progress=None):
-        self.t: list[float] = []
-        self.busy: list[int] = []
-        self.queue: list[int] = []
+        self.t = array("d")                # compact: 8 bytes a value, no Python objects kept
+        self.busy = array("q")
+        self.queue = array("q")
         self.down: list[int] | None = None
         self.progress = progress
         self._pending = 0

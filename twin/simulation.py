@@ -31,6 +31,7 @@ nothing is done per event in proportion to the queue or the machine (the policy 
 from __future__ import annotations
 
 import math
+from array import array
 from heapq import heappop
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -204,16 +205,20 @@ class Simulation:
         rec.close()
         for m in self.models:
             m.finalize(rec.end_time)
-        return self._result()
+        res = self._result()
+        self._prog = self._ledger = self._queue = self._rec = self._timers = None   # per-job state: freed
+        self._submit = self._job_id = self._procs = self._est = self._runtime = None
+        return res
 
     # ------------------------------------------------------------------ set-up
     def _bind(self) -> None:
         jobs, cluster, sched, n = self.jobs, self.cluster, self.scheduler, self.n
-        self._submit = jobs.submit.tolist()
-        self._job_id = jobs.job_id.tolist()
-        self._procs = jobs.procs.tolist()
-        self._est = jobs.estimate.tolist()
-        self._runtime = self.runtime.tolist()
+        # read-only per-job inputs as compact arrays (8 bytes a value; read a few times a job)
+        self._submit = _f64(jobs.submit)
+        self._job_id = array("q", np.ascontiguousarray(jobs.job_id, dtype=np.int64).tobytes())
+        self._procs = array("q", np.ascontiguousarray(jobs.procs, dtype=np.int64).tobytes())
+        self._est = _f64(jobs.estimate)
+        self._runtime = _f64(self.runtime)
         ctx = self.context or ModelContext(n_nodes=cluster.total, jobs=jobs, runtime=self.runtime)
         bctx = BindContext(jobs, cluster, cluster.total, seed=ctx.seed, node_group=self.node_group,
                            models={m.name: (m.view() if hasattr(m, "view") else ModelView(m)) for m in self.models},
@@ -246,7 +251,7 @@ class Simulation:
         wakes = [f for f in [self._hooks.next_wakeup] + [h["next_wakeup"] for h in gh] if f]
         self._wakeup = wakes[0] if len(wakes) == 1 else (_earliest(wakes) if wakes else None)
         work = self._engine_work(mh)
-        prog = self._prog = Progress(work.tolist(), self.kill_limit.tolist(), self._job_id, len(self.models))
+        prog = self._prog = Progress(work.tolist(), _f64(self.kill_limit), self._job_id, len(self.models))
         prog.model_names = [m.name for m in self.models]
         prog.rate_hooks = [h["on_rate_change"] for h in mh if h["on_rate_change"]]
         prog._running = cluster.is_running
@@ -446,13 +451,19 @@ class Simulation:
         t, busy, queue, down = rec.arrays()
         return SimResult(
             start=np.array(led.start, dtype=np.float64), end=np.array(led.end, dtype=np.float64),
-            killed=np.array(led.killed, dtype=bool), nodes=led.node_text(), change_t=t, change_busy=busy,
-            change_queue=queue, models=self.models, passes=self.passes, events=self.events,
-            failed=np.array(led.failed, dtype=bool), interruptions=np.array(led.interruptions, dtype=np.int64),
+            killed=np.frombuffer(led.killed, dtype=np.uint8).astype(bool), nodes=led.node_text(), change_t=t,
+            change_busy=busy, change_queue=queue, models=self.models, passes=self.passes, events=self.events,
+            failed=np.frombuffer(led.failed, dtype=np.uint8).astype(bool),
+            interruptions=np.array(led.interruptions, dtype=np.int64),
             work_done=np.array(led.work_done, dtype=np.float64), held=np.array(led.held, dtype=np.float64),
             queued=np.array(led.queued, dtype=np.float64), segments=led.segments,
             last_start=np.array(prog.start_seg, dtype=np.float64), change_down=down,
             refusals=dict(self._refusals))
+
+
+def _f64(a) -> array:
+    """A numpy array as a compact ``array('d')`` (8 bytes a value)."""
+    return array("d", np.ascontiguousarray(a, dtype=np.float64).tobytes())
 
 
 def _policy_chain(sched) -> list:

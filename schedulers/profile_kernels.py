@@ -30,7 +30,14 @@ def _seg_index(t, n, x):
 @njit(cache=True)
 def _earliest(t, f, n, p, d, after):
     """Earliest time >= after when p units are free for d seconds (inf if never)."""
-    i = _seg_index(t, n, after) if after > t[0] else 0
+    return _earliest_from(t, f, n, p, d, after, _seg_index(t, n, after) if after > t[0] else 0)
+
+
+@njit(cache=True)
+def _earliest_from(t, f, n, p, d, after, i0):
+    """`_earliest` scanning from segment ``i0`` (the one holding ``after``, or a later one when no
+    segment in between has p units free)."""
+    i = i0
     run_start = -1.0
     while i < n:
         if f[i] >= p:
@@ -181,24 +188,6 @@ def _may_move(t, f, n, p, d, now, old, i0):
             run_start = -1.0
         i += 1
     return False
-
-
-@njit(cache=True)
-def _earliest_from(t, f, n, p, d, now, i0):
-    """`_earliest` from ``now`` (= the origin) when no segment before ``i0`` has p units free."""
-    i = i0
-    run_start = -1.0
-    while i < n:
-        if f[i] >= p:
-            if run_start < 0.0:
-                run_start = t[i] if t[i] > now else now
-            seg_end = t[i + 1] if i + 1 < n else INF
-            if seg_end - run_start >= d:
-                return run_start
-        else:
-            run_start = -1.0
-        i += 1
-    return INF
 
 
 @njit(cache=True)

@@ -26,7 +26,6 @@ general loop runs). This module imports numba only when a replay runs.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -42,32 +41,6 @@ class FastPathError(RuntimeError):
     """The compiled replay cannot go on (a deadlock: jobs wait on an idle machine)."""
 
 
-@dataclass
-class FastResult:
-    """Outcome of a compiled replay, with the fields of the general engine's `SimResult` (per-job
-    arrays indexed like the input, seconds; NaN start/end and None units for jobs never run)."""
-
-    start: np.ndarray
-    end: np.ndarray
-    killed: np.ndarray
-    nodes: list
-    change_t: np.ndarray
-    change_busy: np.ndarray
-    change_queue: np.ndarray
-    passes: int = 0
-    events: int = 0
-    models: list = field(default_factory=list)
-    failed: np.ndarray | None = None
-    interruptions: np.ndarray | None = None
-    work_done: np.ndarray | None = None
-    held: np.ndarray | None = None
-    queued: np.ndarray | None = None
-    segments: list = field(default_factory=list)
-    last_start: np.ndarray | None = None
-    change_down: np.ndarray | None = None
-    refusals: dict = field(default_factory=dict)
-
-
 def eligible(scheduler, placer=None, models=()) -> bool:
     """True when `replay` gives the general engine's schedule for this run: the scheduler is exactly
     a built-in `QueueScheduler` (not a subclass or wrapper), with no placer and no model."""
@@ -78,8 +51,8 @@ def eligible(scheduler, placer=None, models=()) -> bool:
 
 
 def engine_fast_path(sim):
-    """The `twin.simulation.Simulation` fast-path seam: the compiled replay as the engine's
-    `SimResult` when the run is eligible (`eligible`, no gate) and has at least `MIN_JOBS` jobs;
+    """The `twin.simulation.Simulation` fast-path seam: the compiled replay (the engine's
+    `SimResult`) when the run is eligible (`eligible`, no gate) and has at least `MIN_JOBS` jobs;
     None otherwise (the general loop runs)."""
     sched = sim.scheduler
     if (sim.n < MIN_JOBS or list(getattr(sim, "gates", ()) or ())
@@ -90,18 +63,19 @@ def engine_fast_path(sim):
                 sched.order_name, sched.backfill)
     if sim.progress is not None:
         sim.progress.update(sim.n)
-    from .simulation import SimResult  # noqa: PLC0415
-    return SimResult(**{f.name: getattr(fr, f.name) for f in fields(SimResult) if hasattr(fr, f.name)})
+    return fr
 
 
 def replay(submit: np.ndarray, procs: np.ndarray, estimate: np.ndarray, runtime: np.ndarray,
-           kill_limit: np.ndarray, total: int, order: str = "fcfs", backfill: str = "easy") -> FastResult:
+           kill_limit: np.ndarray, total: int, order: str = "fcfs", backfill: str = "easy"):
     """Replay jobs sorted by (submit, job id) on ``total`` units with a built-in policy.
 
     ``submit``/``estimate``/``runtime``/``kill_limit`` in seconds (kill limit inf = never killed),
-    ``procs`` in units (1 <= procs <= total). Returns start/end (s), killed, the units each job held
-    as range text (``"0-3,8"``) and the piecewise-constant busy-units and queue-length series.
+    ``procs`` in units (1 <= procs <= total). Returns the general engine's `twin.simulation.SimResult`:
+    start/end (s), killed, the units each job held as range text (``"0-3,8"``), the piecewise-constant
+    busy-units and queue-length series and the ledger (work done, held, queued; no interruptions).
     """
+    from .simulation import SimResult  # noqa: PLC0415
     n = len(submit)
     submit = np.ascontiguousarray(submit, dtype=np.float64)
     procs = np.ascontiguousarray(procs, dtype=np.int64)
@@ -131,7 +105,7 @@ def replay(submit: np.ndarray, procs: np.ndarray, estimate: np.ndarray, runtime:
     # the engine's ledger: work done = runtime - (runtime - (end - start) x rate 1), held = end - start,
     # queued = start - submit (0 for jobs never run), computed with the same float operations
     work_done = np.where(ran, runtime - (runtime - (end - start) * 1.0), 0.0)
-    return FastResult(start=start, end=end, killed=killed, nodes=nodes, change_t=ch_t[:n_ch].copy(),
+    return SimResult(start=start, end=end, killed=killed, nodes=nodes, change_t=ch_t[:n_ch].copy(),
                       change_busy=ch_busy[:n_ch].copy(), change_queue=ch_q[:n_ch].copy(),
                       passes=int(passes), events=int(events), failed=np.zeros(n, dtype=bool),
                       interruptions=np.zeros(n, dtype=np.int64), held=np.where(ran, end - start, 0.0),

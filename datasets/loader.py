@@ -89,7 +89,11 @@ _NOT_WORKLOADS = (
     ({"job_num", "complete_rate_gpu"}, "the AcmeTrace cluster summary (totals per cluster, no job records); "
                                        "--workload llm-synthetic is calibrated to it"),
     ({"date", "total"}, "the Helios Venus daily GPU count per virtual cluster (configuration, no job records)"),
+    ({"timestamp", "contexttokens", "generatedtokens"}, "an LLM serving request trace (Azure 2023), not batch jobs: "
+                                                        "run it with `hpctwin serve`"),
 )
+#: keys of a JSON-lines record of an LLM serving request trace (Mooncake, LLMServingSim/ShareGPT)
+_SERVING_KEYS = ({"input_length", "output_length"}, {"input_toks", "output_toks"})
 
 
 def known_formats() -> str:
@@ -125,6 +129,15 @@ def detect_format(path: str | Path) -> str:
         return "swf"           # empty: the SWF reader says so (no job lines)
     if first.startswith(";"):
         return "swf"
+    if first[0] == "{":
+        import json  # noqa: PLC0415
+        try:
+            keys = set(json.loads(first))
+        except (ValueError, TypeError, RecursionError):
+            keys = set()
+        if any(k <= keys for k in _SERVING_KEYS):
+            raise DatasetError(f"{p}:1: this is an LLM serving request trace (JSON lines), not batch jobs: run it "
+                               "with `hpctwin serve`")
     if first[0] in "[{":
         return "philly"
     if "|" in first and "jobid" in [c.strip().lower() for c in first.split("|")]:

@@ -99,6 +99,10 @@ RUN_CASES = [
     ("node-list-not-jobs", {"n.csv": "sn,cpu_milli,memory_mib,gpu,model\nn0,1000,1024,8,V100\n"}, [],
      "n.csv:1: this is the node list of the Alibaba GPU 2023 trace, not jobs"),
     ("summary-not-jobs", {"s.csv": "id,job_num,complete_rate_gpu\nSeren,1,0.5\n"}, [], "this is the AcmeTrace cluster summary"),
+    ("serving-trace-csv", {"a.csv": "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.97,4808,10\n"}, [],
+     "a.csv:1: this is an LLM serving request trace (Azure 2023), not batch jobs: run it with `hpctwin serve`"),
+    ("serving-trace-jsonl", {"m.jsonl": '{"timestamp": 0, "input_length": 6758, "output_length": 500}\n'}, [],
+     "m.jsonl:1: this is an LLM serving request trace (JSON lines), not batch jobs"),
     ("unknown-dataset-did-you-mean", {}, ["-w", "KTH-SP3"], "unknown dataset 'KTH-SP3' (did you mean 'KTH-SP2'?)"),
     ("dataset-that-is-not-a-workload", {}, ["-w", "LLM-serving"], "use `hpctwin serve`".replace("use", "run them with")),
     # ---------------------------------------------------------------- sacct

@@ -150,15 +150,20 @@ class RunningSet:
     def will_run(self, avail: int, need: int, now: float) -> tuple[float, int] | None:
         """``_will_run_test()`` of a ``need``-node job restricted to ``avail``: (start time, node
         bitset), or None if it cannot run even when every running job has ended."""
-        nodes = job_test(avail & self.idle, need)
-        if nodes is not None:
-            return now, nodes
+        wr = self.will_run_at(avail, need, now)
+        return None if wr is None else (wr[0], job_test(wr[1], need))
+
+    def will_run_at(self, avail: int, need: int, now: float) -> tuple[float, int] | None:
+        """`will_run` without the node choice: (start time, the free nodes ``_job_test()`` then
+        chooses from), so a caller pays for ``_job_test()`` only when it uses the nodes."""
+        cand = avail & self.idle
+        if cand.bit_count() >= need:
+            return now, cand
         lo = self._first(avail, need)
         if lo == len(self.free):
             return None
-        nodes = job_test(avail & self.free[lo], need)
         end = self.keys[lo][0]
-        return (end if end > now else now + 1.0), nodes
+        return (end if end > now else now + 1.0), avail & self.free[lo]
 
 
 class GroupedRunning:

@@ -75,7 +75,8 @@ def _data_dir() -> Path | None:
     return None
 
 
-EASY_LIKE = {"bf_job_part_count_reserve": 1, "bf_resolution": 1, "bf_interval": 1,
+EASY_LIKE = {"SelectType": "select/cons_tres",  # select/linear picks other nodes (issue 15)
+             "bf_job_part_count_reserve": 1, "bf_resolution": 1, "bf_interval": 1,
              "bf_window": 43200, "bf_max_job_test": 1000000, "default_queue_depth": 1000000}
 
 

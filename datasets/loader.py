@@ -54,7 +54,15 @@ def _gpu(fn: str):
     def read(p, name, o):
         from . import gpu_traces  # noqa: PLC0415
         kw = {"name": name} if name else {}
-        return getattr(gpu_traces, fn)(p, **kw)
+        wl = getattr(gpu_traces, fn)(p, **kw)
+        nodes_file = p.with_name(gpu_traces.ALIBABA_2023_NODES)
+        if fn == "read_alibaba_gpu2023" and nodes_file.is_file() and wl.machine_size is None:
+            nodes = gpu_traces.read_alibaba_gpu2023_nodes(nodes_file)   # the trace's own cluster
+            wl.machine_size = nodes.total_gpus
+            wl.machine_size_source = f"{nodes_file.name}: {nodes.total_gpus:,} GPUs on {len(nodes):,} nodes"
+            wl.notes.append(f"machine: {wl.machine_size_source} (units are GPU devices; --allocation gpu packs "
+                            "them per node instead)")
+        return wl
     return read
 
 

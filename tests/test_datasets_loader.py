@@ -41,6 +41,16 @@ def _present(name: str) -> bool:
     return e.path(registry.default_data_dir()).exists()
 
 
+def test_alibaba_pods_next_to_their_node_list_get_the_cluster_size(tmp_path):
+    import shutil  # noqa: PLC0415
+    shutil.copy(DATA / "gpu_alibaba_pods.csv", tmp_path / "openb_pod_list_default.csv")
+    shutil.copy(DATA / "gpu_alibaba_nodes.csv", tmp_path / "openb_node_list_all_node.csv")
+    from hpctwin.datasets.gpu_traces import read_alibaba_gpu2023_nodes  # noqa: PLC0415
+    total = read_alibaba_gpu2023_nodes(DATA / "gpu_alibaba_nodes.csv").total_gpus
+    wl = load_workload(str(tmp_path / "openb_pod_list_default.csv"))
+    assert wl.machine_size == total and "openb_node_list_all_node.csv" in wl.machine_size_source
+
+
 @pytest.mark.parametrize("name, jobs, gpus", [("Alibaba-GPU-2023-openb", 8152, True), ("Alibaba-GPU-2025-DLRM", 23871, True),
                                               ("SURF-OpenDT", 7850, False)])
 def test_non_swf_datasets_load_by_name(name, jobs, gpus):

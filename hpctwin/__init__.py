@@ -15,8 +15,17 @@ The installed packages are ``hpctwin.twin`` (jobs, machine, engine, run folders,
 from __future__ import annotations
 
 from importlib import import_module
+from pathlib import Path as _Path
 
 __version__ = "0.1.0"
+
+# In a source checkout (this folder beside pyproject.toml and twin/), hpctwin.twin, hpctwin.schedulers...
+# are the checkout's own folders, whatever copy of hpctwin is installed: a second worktree of an older
+# commit (benchmarks/identity_check.py) or an uninstalled clone runs its own code. An installed wheel
+# has no such siblings and is unaffected.
+_root = _Path(__file__).resolve().parent.parent
+if (_root / "pyproject.toml").is_file() and (_root / "twin" / "simulation.py").is_file():
+    __path__.append(str(_root))  # noqa: F821 - the package's own __path__
 
 #: public name -> module that defines it
 _API = {

@@ -15,6 +15,9 @@ Reference semantics (DESIGN.md section 6):
   reservations. When a job ends before its estimate the schedule is *compressed*: in priority
   order, each waiting job's reservation is removed and re-made at the earliest slot, which can
   only be earlier, so no reservation is ever delayed. A job starts when its reservation reaches now.
+  A job that runs past its estimate (possible with estimate models or without the walltime kill)
+  counts as ending now when the plan is rebuilt; a job whose due reservation relies on its units
+  does not start: it gives the reservation back and is planned again at the next pass.
 
 Estimates are the `JobTable.estimate` values (seconds); running jobs are expected to end at start +
 estimate (wall clock, the scheduler's belief).
@@ -250,10 +253,22 @@ class QueueScheduler(Scheduler):
             for j in fresh:
                 t = plan.resv[j]
                 self.first_reservation.setdefault(j, float(t) if t == t else float(now))
-        est = self.est
+        est, procs = self.est, self.procs
+        free = cluster.free
+        out = []
         for j in starts:
+            p = int(procs[j])
+            if p > free:
+                # A running job outlived its estimate: the plan (rebuilt from expected ends, where an
+                # overdue end counts as now) has its units free now, the machine does not. The job gives
+                # its reservation back (due reservations start now) and is planned again next pass.
+                plan.release(now, now + float(est[j]), p)
+                self._dirty = True
+                continue
+            free -= p
+            out.append(j)
             self._run_end[j] = now + float(est[j])
-        return starts
+        return out
 
     def next_wakeup(self, now: float) -> float | None:
         """Conservative: the earliest future reservation start. A reservation can sit at a time

@@ -21,12 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: (predicate on the target, check name) -> reason; known failures found by this suite, kept visible
 #: as strict xfails (an XPASS fails the run, so the entry is removed when the policy is fixed)
-KNOWN_FAILURES = {
-    ("conservative-backfill", "overrun"):
-        "QueueScheduler conservative keeps its availability profile from expected ends and never re-reads "
-        "the view: a job running past its estimate (kill_at_walltime = false) leaves its units later than "
-        "the profile says, and the policy starts a job on held units (engine: 'started job ... with only N "
-        "free'). Reported to the owner of schedulers/backfill.py.",
+KNOWN_FAILURES: dict = {
+    # ("conservative-backfill", "overrun") fixed in schedulers/backfill.py: a due job that does not fit
+    # (an overdue job still holds its units) gives its reservation back and is planned again
 }
 #: same root cause, but whether the checkpoint overhead makes a job overrun depends on the order
 NON_STRICT = {

@@ -97,9 +97,6 @@ def replay(submit: np.ndarray, procs: np.ndarray, estimate: np.ndarray, runtime:
     start, end, killed, units, ch_t, ch_busy, ch_q, n_ch, passes, events, status = out
     if status == 1:
         raise FastPathError("deadlock: jobs wait on an idle machine and no event is pending")
-    if status == 2:
-        raise FastPathError(f"the {order}+{backfill} plan started a job on units still held by a job "
-                            "past its estimate (the general engine refuses the same start)")
     nodes = _range_texts(units, procs, start)
     ran = ~np.isnan(start)
     # the engine's ledger: work done = runtime - (runtime - (end - start) x rate 1), held = end - start,

@@ -272,7 +272,7 @@ def _replay(submit, procs, est, runtime, kill, total, ocode, bcode, rank):
     bfree = np.zeros((total + 63) >> 6, dtype=np.int64)
     for u in range(total):
         bfree[u >> 6] += 1
-    st = np.zeros(4, dtype=np.int64)    # free units, heap size, running jobs, refused start + 1
+    st = np.zeros(3, dtype=np.int64)    # free units, heap size, running jobs
     st[0] = total
     ht = np.empty(n + 1, dtype=np.float64)
     hj = np.empty(n + 1, dtype=np.int64)
@@ -364,12 +364,9 @@ def _replay(submit, procs, est, runtime, kill, total, ocode, bcode, rank):
             passes += 1
             _priority(ocode, now, queue, qn, submit, procs, est, order)
             if bcode == 2:
-                nseg, pt, pf, pm, have_plan, next_start, ns = _conservative(
+                nseg, pt, pf, pm, have_plan, next_start, ns, dirty = _conservative(
                     now, st, total, order[:qn], procs, est, runtime, kill, start, exp_end, units, off, free_mask,
                     bfree, ht, hj, re_, rp, rj, pt, pf, pm, nseg, have_plan, dirty, resv, run_end, starts, started)
-                dirty = False
-                if st[3]:
-                    return start, end, killed, units, ch_t, ch_b, ch_q, nch, passes, events, 2
             else:
                 skip = -1
                 if ocode == 0 and bcode == 1 and idle_len >= 0 and (st[2] == 0 or re_[0] >= now):
@@ -478,14 +475,21 @@ def _conservative(now, st, total, order, procs, est, runtime, kill, start, exp_e
         pm = np.empty(len(pt), dtype=np.int64)
     nseg, ns, next_start = _plan_pass(pt, pf, nseg, pm, now, order, procs, est, resv, total,
                                       dirty and not rebuild, starts)
+    m = 0
+    redirty = False
     for i in range(ns):
         j = starts[i]
         if procs[j] > st[0]:
-            # a job ran past its estimate: the plan counted its units free from now (the general
-            # engine refuses the same start)
-            st[3] = j + 1
-            return nseg, pt, pf, pm, True, next_start, i
+            # a job ran past its estimate: the plan counted its units free from now; this job gives
+            # its reservation back and is planned again next pass (as `QueueScheduler._conservative`)
+            if nseg + 2 > len(pt):
+                pt = _grow_f(pt, nseg + 2)
+                pf = _grow_f(pf, nseg + 2)
+            nseg, ok = _add(pt, pf, nseg, now, now + est[j], procs[j], total)
+            redirty = True
+            continue
         _start(j, now, st, procs, est, runtime, kill, start, exp_end, units, off, free_mask, bfree, ht, hj, re_, rp, rj)
         run_end[j] = now + est[j]
         started[j] = True
-    return nseg, pt, pf, pm, True, next_start, ns
+        m += 1
+    return nseg, pt, pf, pm, True, next_start, m, redirty

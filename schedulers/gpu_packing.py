@@ -54,7 +54,7 @@ import numpy as np
 
 from hpctwin.topology.gpu_placement import GPUPacker, check_machine
 
-from .base import BindContext, ClusterView, JobTable, Scheduler, Start, bind_policy
+from .base import BindContext, ClusterView, JobTable, Scheduler, Start, bind_policy, resolve_hooks
 
 DROP_MODES = ("skip", "block")
 
@@ -86,6 +86,7 @@ class GPUPackingScheduler(Scheduler):
             from .registry import make_scheduler  # noqa: PLC0415
             inner = make_scheduler(inner, order, backfill)
         self.inner = inner
+        self._inner_hooks = resolve_hooks(inner)          # re-resolved at bind
         self.packer = GPUPacker(policy)
         self.gpus_per_node = int(gpus_per_node)
         self._node_group = None if node_group is None else np.asarray(node_group, dtype=np.int64)
@@ -124,27 +125,29 @@ class GPUPackingScheduler(Scheduler):
             raise ValueError(f"scheduler {self.name}: job {int(jobs.job_id[j])} asks for {int(self.procs[j])} "
                              f"GPUs; the machine has {cluster.total}")
         bind_policy(self.inner, ctx)
+        self._inner_hooks = resolve_hooks(self.inner)        # the inner policy's hooks, looked up once
 
     # ------------------------------------------------------------------ hooks
     # every hook is forwarded when the inner policy has it (a bare object may lack some)
-    def _forward(self, hook: str, now: float, job: int) -> None:
-        fn = getattr(self.inner, hook, None)
+    def on_submit(self, now: float, job: int) -> None:
+        fn = self._inner_hooks.on_submit
         if fn is not None:
             fn(now, job)
 
-    def on_submit(self, now: float, job: int) -> None:
-        self._forward("on_submit", now, job)
-
     def on_start(self, now: float, job: int) -> None:
-        self._forward("on_start", now, job)
+        fn = self._inner_hooks.on_start
+        if fn is not None:
+            fn(now, job)
 
     def on_finish(self, now: float, job: int) -> None:
-        self._forward("on_finish", now, job)
+        fn = self._inner_hooks.on_finish
+        if fn is not None:
+            fn(now, job)
 
     def on_interrupt(self, now: float, job: int) -> None:
         """A running job lost its units (failure injection): the inner policy's ``on_interrupt``,
         else its ``on_finish`` (the engine's default)."""
-        fn = getattr(self.inner, "on_interrupt", None) or getattr(self.inner, "on_finish", None)
+        fn = self._inner_hooks.on_interrupt
         if fn is not None:
             fn(now, job)
 
@@ -152,10 +155,12 @@ class GPUPackingScheduler(Scheduler):
         """A running job was put back in the queue (failure injection): forwarded to the inner
         policy when it has the hook; the wrapper itself keeps no per-job placement state (the
         engine frees the job's GPUs, and its next start is packed afresh)."""
-        self._forward("on_requeue", now, job)
+        fn = self._inner_hooks.on_requeue
+        if fn is not None:
+            fn(now, job)
 
     def next_wakeup(self, now: float) -> float | None:
-        fn = getattr(self.inner, "next_wakeup", None)
+        fn = self._inner_hooks.next_wakeup
         return fn(now) if fn is not None else None
 
     # ------------------------------------------------------------------ decisions

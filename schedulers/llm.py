@@ -38,7 +38,7 @@ import numpy as np
 from hpctwin.topology.llm_placement import LLMPlacer
 from hpctwin.topology.placement import groups_spanned
 
-from .base import BindContext, ClusterView, ForwardsFailureHooks, Gate, Refusal, Scheduler, bind_policy
+from .base import BindContext, ClusterView, ForwardsFailureHooks, Gate, Refusal, Scheduler, bind_policy, resolve_hooks
 
 TRAINING = ("llm_pretrain", "llm_finetune")
 
@@ -65,6 +65,7 @@ class LLMScheduler(ForwardsFailureHooks, Scheduler):
             from .registry import make_scheduler  # noqa: PLC0415
             inner = make_scheduler(inner, order, backfill)
         self.inner = inner
+        self._inner_hooks = resolve_hooks(inner)          # the inner policy's hooks, looked up once
         self.system = system
         self._node_group = None if node_group is None else np.asarray(node_group, dtype=np.int64)
         if max_groups == "min":
@@ -135,22 +136,22 @@ class LLMScheduler(ForwardsFailureHooks, Scheduler):
 
     # ------------------------------------------------------------------ hooks
     def on_submit(self, now: float, job: int) -> None:
-        fn = getattr(self.inner, "on_submit", None)
+        fn = self._inner_hooks.on_submit
         if fn is not None:
             fn(now, job)
 
     def on_start(self, now: float, job: int) -> None:
-        fn = getattr(self.inner, "on_start", None)
+        fn = self._inner_hooks.on_start
         if fn is not None:
             fn(now, job)
 
     def on_finish(self, now: float, job: int) -> None:
-        fn = getattr(self.inner, "on_finish", None)
+        fn = self._inner_hooks.on_finish
         if fn is not None:
             fn(now, job)
 
     def next_wakeup(self, now: float) -> float | None:
-        fn = getattr(self.inner, "next_wakeup", None)
+        fn = self._inner_hooks.next_wakeup
         return fn(now) if fn is not None else None
 
     def schedule(self, now: float, queue: np.ndarray, cluster: ClusterView):

@@ -152,3 +152,14 @@ def test_deadlock_still_reported():
 
     with pytest.raises(SimulationError, match=r"deadlock: 1 jobs wait \(first: job 1, 1 units\)"):
         simulate([(1, 0, 10, 1, None)], 4, sched_obj=Never())
+
+
+def test_failure_parameters_that_cannot_terminate_are_refused_before_running():
+    from hpctwin.twin.failures import FailureConfigError
+    # 64 nodes, MTBF 1 h, repairs 10 h: a node is up 1/11 of the time, 64 together ~1e-67 of it
+    model = FailureModel(FailureConfig(node_mtbf_s=3600.0, repair_s=36000.0))
+    sched = __import__("hpctwin.schedulers.registry", fromlist=["make_scheduler"]).make_scheduler("easy")
+    with pytest.raises(FailureConfigError, match=r"cannot make progress: job 7 needs 64 nodes up together, "
+                                                 r"but with node_mtbf_s = 3600 and repair_s = 36000 a node is up "
+                                                 r"0.0909 of the time and 64 nodes together about 10\^-67"):
+        _sim([(7, 0, 100, 64, None)], 64, sched, models=[model]).run()

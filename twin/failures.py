@@ -190,6 +190,8 @@ class FailureModel(RunModel):
         self.work = np.asarray(ctx.runtime, dtype=np.float64)
         procs = np.asarray(jobs.procs, dtype=np.int64)
         self.nodes_of_job = -(-procs // upn)
+        if cfg.events is None and n:
+            self._check_can_progress(int(self.nodes_of_job.max()), int(jobs.job_id[int(np.argmax(self.nodes_of_job))]))
         cols = jobs.columns or {}
         jc = cols.get("job_class")
         classes = np.asarray(jc, dtype=object) if jc is not None else np.full(n, "hpc_batch", dtype=object)
@@ -244,6 +246,22 @@ class FailureModel(RunModel):
             ups = self._uptimes(self.n_nodes)
             self.heap = [(float(t), 1, k) for k, t in enumerate(ups.tolist())]
             heapq.heapify(self.heap)
+
+    #: below this chance that all of a job's nodes are up at once, a run cannot terminate
+    MIN_ALL_UP = 1e-12
+
+    def _check_can_progress(self, k: int, job_id: int) -> None:
+        """Refuse a failure process under which the widest job (``k`` nodes) can essentially never find
+        its nodes up together: each node is up a fraction ``mtbf / (mtbf + repair)`` of the time (an
+        alternating renewal process), all ``k`` of them about that fraction to the power ``k``."""
+        cfg = self.cfg
+        up = cfg.node_mtbf_s / (cfg.node_mtbf_s + cfg.repair_s)
+        if k > 0 and up < 1.0 and k * math.log10(up) < math.log10(self.MIN_ALL_UP):
+            raise FailureConfigError(
+                f"[failures] cannot make progress: job {job_id} needs {k} nodes up together, but with "
+                f"node_mtbf_s = {cfg.node_mtbf_s:g} and repair_s = {cfg.repair_s:g} a node is up {up:.3g} of the "
+                f"time and {k} nodes together about 10^{k * math.log10(up):.0f} of it; raise node_mtbf_s or "
+                "lower repair_s")
 
     def _uptimes(self, k: int) -> np.ndarray:
         cfg = self.cfg

@@ -17,6 +17,8 @@ model through its `twin.contract.ModelContext` at bind time.
 """
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, Callable
@@ -115,7 +117,13 @@ BUILTIN: list[ModelEntry] = [
 
 def registered() -> list[ModelEntry]:
     """Built-in entries plus those of the ``hpctwin.models`` entry-point group (in that order)."""
-    out = list(BUILTIN)
+    return list(BUILTIN) + list(_plugin_entries())
+
+
+@functools.lru_cache(maxsize=1)
+def _plugin_entries() -> tuple[ModelEntry, ...]:
+    """The entry-point group, read once per process (scanning installed metadata costs ~25 ms)."""
+    out: list[ModelEntry] = []
     try:
         eps = list(metadata.entry_points(group="hpctwin.models"))
     except Exception:  # pragma: no cover - broken environment metadata
@@ -126,7 +134,7 @@ def registered() -> list[ModelEntry]:
         if not isinstance(entry, ModelEntry):
             raise ModelConfigError(f"entry point hpctwin.models:{ep.name} gave {entry!r}, not a ModelEntry")
         out.append(entry)
-    return out
+    return tuple(out)
 
 
 def build_models(setup: ModelSetup, entries: list[ModelEntry] | None = None) -> list:

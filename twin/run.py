@@ -405,12 +405,18 @@ def simulate(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
             progress.close()
     r.sim_wall = time.perf_counter() - t_sim
     r.sim = None                       # the engine's per-job state is not needed for the results
-    _release_memory()
+    if len(r.res.start) >= RELEASE_MEMORY_JOBS:
+        _release_memory()
     _jobs_frame(r)
     _summary(r)
     _series(r)
     _model_results(r)
     return RunResult(cfg, r.df, r.summary, r.ts, r.wl, system=r.system)
+
+
+#: runs with at least this many jobs hand the engine's freed state back to the OS before the results
+#: are built (a full gc.collect costs ~0.1 s: too much for the many small runs of sweeps and tests)
+RELEASE_MEMORY_JOBS = 100_000
 
 
 def _release_memory() -> None:

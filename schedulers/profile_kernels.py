@@ -158,14 +158,7 @@ def _prefix_max(f, n, pm, lo):
 def _first_at_least(pm, n, p):
     """First segment index whose prefix maximum of free units is >= p (n if none): no segment
     before it has p units free."""
-    lo, hi = 0, n
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if pm[mid] < p:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+    return np.searchsorted(pm[:n], p)
 
 
 @njit(cache=True)

@@ -1,6 +1,10 @@
 """Compiled kernels of the fast path (see `twin.fastpath`): the whole event loop of a built-in
 order x backfill policy over arrays, with numba (``cache=True``: compiled once per machine).
-Imported only when a run uses the fast path, so other runs never load numba."""
+Imported only when a run uses the fast path, so other runs never load numba.
+
+Caveat of numba's on-disk cache: it is keyed on this file only. The replay inlines the conservative
+plan of `schedulers.profile_kernels`; after editing that file, touch this one (or delete its
+``__pycache__/fastpath_kernels.*.nb*``) so the cached replay is recompiled with the change."""
 from __future__ import annotations
 
 import math

@@ -11,7 +11,9 @@ The sweep file (TOML)::
     name = "kth-policies"
     out = "sweeps/kth"            # relative to the sweep file; default: <file stem>.out next to it
     metrics = ["mean_wait_s", "mean_bsld"]    # columns of the tables and plots
-    [base]                        # a run configuration: any `twin.run.RunConfig` field but out/quiet
+    [base]                        # a run configuration: any `twin.run.RunConfig` field but out/quiet;
+                                  # config = "RUN/config.toml" starts from a run's own config (a
+                                  # pasted [run] table of a config.toml works too)
     workload = "KTH-SP2"
     system = "frontier"
     power = true
@@ -77,6 +79,7 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 from hpctwin.twin import __version__
+from hpctwin.twin.rerun import RUN_FACTS
 from hpctwin.twin.run import RunConfig
 
 from .tables import bar_plot, write_results_csv, write_tables
@@ -222,9 +225,23 @@ def load_sweep(path: str | Path, out: str | Path | None = None) -> Sweep:
                          f"known: {', '.join(sorted(SWEEP_KEYS))}")
     # ---- base
     base_cfg: dict = {"options": {}}
-    for k, v in doc.get("base", {}).items():
+    base_doc = dict(doc.get("base", {}))
+    if "config" in base_doc:              # a run's config.toml as the base; [base] keys override it
+        from hpctwin.twin.rerun import ConfigFileError, config_dict_from_toml  # noqa: PLC0415
+        ref = base_doc.pop("config")
+        if not isinstance(ref, str) or not ref:
+            raise SweepError(f"{at('base', 'config')}: [base] config: must be the path of a run's config.toml")
+        try:
+            run_kwargs, _facts = config_dict_from_toml(base_dir / ref)
+        except ConfigFileError as e:
+            raise SweepError(f"{at('base', 'config')}: [base] config: {e}") from None
+        for k, v in run_kwargs.items():
+            base_cfg[k] = v if k != "options" else _deep_merge(base_cfg.get("options", {}), v)
+    for k, v in base_doc.items():
         if k in ("out", "quiet"):
             raise SweepError(f"{at('base', k)}: [base] {k}: set by the sweep, not the file")
+        if k in RUN_FACTS:                # a pasted [run] table of a config.toml: facts of that run
+            continue
         _apply(base_cfg, k, v, f"{at('base', k)}: [base]", base_dir)
     # ---- grid
     grid = doc.get("grid")

@@ -193,3 +193,19 @@ options.failures.repair_s = 3600.0
     # a 1000x longer MTBF: fewer node failures and a goodput at least as high
     assert df["failures.node_failures"].iloc[0] > df["failures.node_failures"].iloc[1]
     assert df["failures.goodput"].iloc[0] <= df["failures.goodput"].iloc[1] <= 1.0
+
+
+def test_base_accepts_a_runs_config_toml(tmp_path):
+    from hpctwin.twin.cli import main
+    run_dir = tmp_path / "run"
+    assert main(["run", "--workload", "synthetic:jobs=200,nodes=32", "--order", "sjf", "--backfill",
+                 "conservative", "--seed", "4", "--out", str(run_dir), "--quiet"]) == 0
+    by_path = sw.load_sweep(write(tmp_path, '[base]\nconfig = "run/config.toml"\n[grid]\nseed = [4]\n'))
+    pasted = (run_dir / "config.toml").read_text().split("[system]")[0].replace("[run]", "[base]")
+    by_paste = sw.load_sweep(write(tmp_path, pasted + "\n[grid]\nseed = [4]\n", "p.toml"))
+    for s in (by_path, by_paste):
+        cfg = s.points[0].config
+        assert (cfg["workload"], cfg["order"], cfg["backfill"], cfg["seed"]) == (
+            "synthetic:jobs=200,nodes=32", "sjf", "conservative", 4)
+    with pytest.raises(sw.SweepError, match=r"\[base\] config: .*no such file"):
+        sw.load_sweep(write(tmp_path, '[base]\nconfig = "nope/config.toml"\n[grid]\nseed = [1]\n', "n.toml"))

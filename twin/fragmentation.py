@@ -145,6 +145,29 @@ def fragmentation_series(submit, start, end, units: Sequence, gpus, gpus_per_nod
     total_gpus: GPUs of the machine.
     times: the grid (s, non-decreasing); default every distinct submit/start/end time.
     """
+    submit, start, end, g, started, G, N, total = _checked_inputs(submit, start, end, units, gpus,
+                                                                  gpus_per_node, total_gpus)
+    t_ev, f_before, f_after = _node_events(start, end, units, g, started, G, N, total)
+    grid = _grid(times, submit, start, end, started)
+    hist = _free_histogram(grid, t_ev, f_before, f_after, G, N)
+    fvals = np.arange(G + 1)
+    free = hist @ fvals
+    gmin, n_wait, multi = _waiting_set(grid, submit, start, started, g, G)
+    usable = (fvals[None, :] >= gmin[:, None]) | (multi[:, None] & (fvals[None, :] == G))
+    frag = (hist * fvals[None, :] * ~usable).sum(axis=1)
+    frag[n_wait == 0] = 0
+
+    mean_free = _time_average(grid, free.astype(np.float64))
+    mean_frag = _time_average(grid, frag.astype(np.float64))
+    return FragmentationSeries(
+        t=grid, free=free, fragmented=frag, waiting=n_wait, free_hist=hist, total_gpus=total,
+        gpus_per_node=G, mean_free=mean_free, mean_fragmented=mean_frag,
+        fragmented_share_of_free=mean_frag / mean_free if mean_free > 0 else float("nan"),
+        fragmented_share_of_machine=mean_frag / total)
+
+
+def _checked_inputs(submit, start, end, units, gpus, gpus_per_node, total_gpus):
+    """Per-job arrays as float64/int64, checked: ``(submit, start, end, g, started, G, N, total)``."""
     submit = np.asarray(submit, dtype=np.float64)
     start = np.asarray(start, dtype=np.float64)
     end = np.asarray(end, dtype=np.float64)
@@ -171,8 +194,12 @@ def fragmentation_series(submit, start, end, units: Sequence, gpus, gpus_per_nod
     if len(bad):
         raise ValueError(f"job index {int(bad[0])}: end {end[bad[0]]} before start {start[bad[0]]} "
                          "(or an end without a start)")
+    return submit, start, end, g, started, G, N, total
 
-    # ---- (job, node) -> GPUs held
+
+def _node_events(start, end, units, g, started, G: int, N: int, total: int):
+    """Free-count changes per node, sorted by (node, time; releases before starts at one instant):
+    ``(t_ev, f_before, f_after)``, the node's free GPUs before and after each event."""
     idx = np.flatnonzero(started)
     lists = [_as_units(units[j], int(j)) for j in idx.tolist()]
     lens = np.fromiter((len(u) for u in lists), dtype=np.int64, count=len(lists))
@@ -190,7 +217,6 @@ def fragmentation_series(submit, start, end, units: Sequence, gpus, gpus_per_nod
     key, cnt = np.unique(owner * N + allu // G, return_counts=True)
     ev_job, ev_node = key // N, key % N
 
-    # ---- events: free-count change per node; releases (+) before starts (-) at the same instant
     t_ev = np.concatenate((start[ev_job], end[ev_job]))
     d_ev = np.concatenate((-cnt, cnt))
     node_ev = np.concatenate((ev_node, ev_node))
@@ -211,27 +237,37 @@ def fragmentation_series(submit, start, end, units: Sequence, gpus, gpus_per_nod
         k = int(out[0])
         raise ValueError(f"node {int(node_ev[k])} would have {int(f_after[k])} free GPUs of {G} at t = {t_ev[k]}: "
                          "a GPU is held by two jobs at once (overlapping units)")
+    return t_ev, f_before, f_after
 
-    # ---- grid
+
+def _grid(times, submit, start, end, started) -> np.ndarray:
+    """The sampling grid (s): ``times`` checked, or every distinct submit/start/end time."""
     if times is None:
-        pts = np.concatenate((submit, start[started], end[np.isfinite(end)]))
-        grid = np.unique(pts)
-    else:
-        grid = np.asarray(times, dtype=np.float64)
-        if grid.ndim != 1 or len(grid) == 0 or not np.isfinite(grid).all() or np.any(np.diff(grid) < 0):
-            raise ValueError("times must be a non-empty, finite, non-decreasing 1-D array (s)")
+        return np.unique(np.concatenate((submit, start[started], end[np.isfinite(end)])))
+    grid = np.asarray(times, dtype=np.float64)
+    if grid.ndim != 1 or len(grid) == 0 or not np.isfinite(grid).all() or np.any(np.diff(grid) < 0):
+        raise ValueError("times must be a non-empty, finite, non-decreasing 1-D array (s)")
+    return grid
+
+
+def _free_histogram(grid, t_ev, f_before, f_after, G: int, N: int) -> np.ndarray:
+    """``hist[t, f]``: nodes with exactly f free GPUs at grid point t (an event counts from the
+    first grid point at or after it)."""
     T = len(grid)
-    slot = np.searchsorted(grid, t_ev, side="left")   # first grid point at or after the event
+    slot = np.searchsorted(grid, t_ev, side="left")
     inside = slot < T
     hist_d = np.zeros((T + 1, G + 1), dtype=np.int64)
     np.add.at(hist_d, (slot[inside], f_before[inside]), -1)
     np.add.at(hist_d, (slot[inside], f_after[inside]), 1)
     hist = np.cumsum(hist_d[:T], axis=0)
     hist[:, G] += N                                    # every node starts with all G GPUs free
-    fvals = np.arange(G + 1)
-    free = hist @ fvals
+    return hist
 
-    # ---- waiting set: smallest single-node request and whether a multi-node job waits
+
+def _waiting_set(grid, submit, start, started, g, G: int):
+    """At each grid point: the smallest single-node request waiting (G+1 if none), how many jobs wait,
+    and whether a multi-node job waits."""
+    T = len(grid)
     wait_start = np.where(started, start, np.inf)
     gmin = np.full(T, G + 1, dtype=np.int64)
     n_wait = np.zeros(T, dtype=np.int64)
@@ -246,17 +282,7 @@ def fragmentation_series(submit, start, end, units: Sequence, gpus, gpus_per_nod
             multi = c > 0
         else:
             gmin = np.where(c > 0, s, gmin)
-    usable = (fvals[None, :] >= gmin[:, None]) | (multi[:, None] & (fvals[None, :] == G))
-    frag = (hist * fvals[None, :] * ~usable).sum(axis=1)
-    frag[n_wait == 0] = 0
-
-    mean_free = _time_average(grid, free.astype(np.float64))
-    mean_frag = _time_average(grid, frag.astype(np.float64))
-    return FragmentationSeries(
-        t=grid, free=free, fragmented=frag, waiting=n_wait, free_hist=hist, total_gpus=total,
-        gpus_per_node=G, mean_free=mean_free, mean_fragmented=mean_frag,
-        fragmented_share_of_free=mean_frag / mean_free if mean_free > 0 else float("nan"),
-        fragmented_share_of_machine=mean_frag / total)
+    return gmin, n_wait, multi
 
 
 def fragmentation_of_jobs(jobs, gpus_per_node: int, total_gpus: int, times: np.ndarray | None = None,

@@ -234,6 +234,34 @@ class RatioPolicy:
         return max(1, math.ceil(nd * self.ratio)), nd
 
 
+def _start_initial(P, D, n0: int, next_id) -> None:
+    """The pool at t = 0: ``n0`` instances (split prefill/decode, each at least one, when ``D``)."""
+    if D is None:
+        for _ in range(n0):
+            P.start(0.0, 0.0, next_id())
+        return
+    for _ in range(max(1, n0 // 2)):
+        P.start(0.0, 0.0, next_id())
+    for _ in range(max(1, n0 - max(1, n0 // 2))):
+        D.start(0.0, 0.0, next_id())
+
+
+def _rescale(P, D, policy, t: float, interval_s: float, bounds: tuple[int, int], cold_start: float,
+             next_id) -> None:
+    """One autoscaler decision at ``t``, clamped to ``bounds`` = (min, max) instances in all (each pool
+    of a disaggregated deployment keeps at least one)."""
+    lo, hi = bounds
+    if D is None:
+        P.resize(max(lo, min(hi, int(policy.desired(P.view(t, interval_s))))), t, cold_start, next_id)
+        return
+    wp, wd = policy.desired_pd(P.view(t, interval_s), D.view(t, interval_s))
+    wp, wd = max(1, wp), max(1, wd)
+    tot = max(lo, min(hi, wp + wd))
+    wp = max(1, min(wp, tot - 1))
+    D.resize(tot - wp, t, cold_start, next_id)
+    P.resize(wp, t, cold_start, next_id)
+
+
 def simulate_autoscaled(trace: Sequence[ServingRequest], make_instance: Callable[[int], Instance], policy,
                         min_instances: int, max_instances: int, cold_start: float, interval_s: float = HPA_SYNC_S,
                         initial: int | None = None, router: str = "least_loaded",
@@ -283,15 +311,8 @@ def simulate_autoscaled(trace: Sequence[ServingRequest], make_instance: Callable
             D.route(r, True, th)
         D.advance(t)
 
-    n0 = max(min_instances, min(max_instances, initial if initial is not None else min_instances))
-    if pd:
-        for _ in range(max(1, n0 // 2)):
-            P.start(0.0, 0.0, next_id())
-        for _ in range(max(1, n0 - max(1, n0 // 2))):
-            D.start(0.0, 0.0, next_id())
-    else:
-        for _ in range(n0):
-            P.start(0.0, 0.0, next_id())
+    _start_initial(P, D, max(min_instances, min(max_instances, initial if initial is not None else min_instances)),
+                   next_id)
     for i in sorted(range(len(reqs)), key=lambda i: (reqs[i].arrival, i)):
         push(reqs[i].arrival, 2, reqs[i])
     last_arrival = max((r.arrival for r in reqs), default=0.0)
@@ -306,16 +327,7 @@ def simulate_autoscaled(trace: Sequence[ServingRequest], make_instance: Callable
         elif kind == 2:
             P.route(payload, False, t)
         else:
-            if pd:
-                wp, wd = policy.desired_pd(P.view(t, interval_s), D.view(t, interval_s))
-                wp, wd = max(1, wp), max(1, wd)
-                tot = max(min_instances, min(max_instances, wp + wd))
-                wp = max(1, min(wp, tot - 1))
-                D.resize(tot - wp, t, cold_start, next_id)
-                P.resize(wp, t, cold_start, next_id)
-            else:
-                want = max(min_instances, min(max_instances, int(policy.desired(P.view(t, interval_s)))))
-                P.resize(want, t, cold_start, next_id)
+            _rescale(P, D, policy, t, interval_s, (min_instances, max_instances), cold_start, next_id)
             pools = [P] + ([D] if D else [])
             log.times.append(t)
             log.active.append(sum(len(q.of("active")) for q in pools))

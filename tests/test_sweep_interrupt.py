@@ -18,6 +18,7 @@ SWEEP = """
 workload = "synthetic:jobs=20000,nodes=64"
 nodes = 64
 scheduler = "conservative"
+placement = "contiguous"     # a placer keeps the run on the general engine (the compiled path ends it in ~1 s)
 [grid]
 seed = [0, 1, 2, 3, 4, 5]
 """
@@ -32,6 +33,18 @@ def _start(tmp_path: Path) -> subprocess.Popen:
                             start_new_session=True)
 
 
+def _wait_until_running(tmp_path: Path, p: subprocess.Popen) -> None:
+    """Until a worker is writing a point (a staging folder exists), then a little longer."""
+    points = tmp_path / "s.out" / "points"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and p.poll() is None:
+        if points.exists() and any(d.name.startswith(".") for d in points.iterdir()):
+            break
+        time.sleep(0.1)
+    time.sleep(1.5)
+    assert p.poll() is None, "the sweep ended before it could be interrupted"
+
+
 def _check_folders(tmp_path: Path) -> None:
     points = tmp_path / "s.out" / "points"
     for d in (points.iterdir() if points.exists() else []):
@@ -44,7 +57,7 @@ def _check_folders(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_ctrl_c_of_a_sweep_with_workers_prints_one_line(tmp_path):
     p = _start(tmp_path)
-    time.sleep(6)
+    _wait_until_running(tmp_path, p)
     os.killpg(p.pid, signal.SIGINT)
     _, err = p.communicate(timeout=120)
     assert p.returncode == 130
@@ -59,7 +72,7 @@ def test_ctrl_c_of_a_sweep_with_workers_prints_one_line(tmp_path):
 @pytest.mark.slow
 def test_sigkill_mid_sweep_leaves_no_folder_that_looks_complete(tmp_path):
     p = _start(tmp_path)
-    time.sleep(6)
+    _wait_until_running(tmp_path, p)
     os.killpg(p.pid, signal.SIGKILL)
     p.communicate(timeout=60)
     assert p.returncode == -signal.SIGKILL

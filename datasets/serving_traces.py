@@ -53,10 +53,8 @@ def _positive_int(v, path: Path, line: int, field: str, minimum: int = 0) -> int
     return iv
 
 
-def read_llmservingsim(path: str | Path, keep_token_ids: bool = True) -> list[ServingRequest]:
-    """An LLMServingSim ``.jsonl[.gz]`` workload (``arrival_time_ns`` is converted to seconds)."""
-    path = Path(path)
-    out: list[ServingRequest] = []
+def _json_lines(path: Path, required: tuple[str, ...], hint: str = ""):
+    """``(line number, object)`` for each non-blank JSON line of ``path``, each holding ``required``."""
     for i, line in enumerate(read_text(path, ServingTraceError).splitlines(), 1):
         if not line.strip():
             continue
@@ -64,10 +62,20 @@ def read_llmservingsim(path: str | Path, keep_token_ids: bool = True) -> list[Se
             d = json.loads(line)
         except json.JSONDecodeError as e:
             raise ServingTraceError(f"{path}:{i}: not valid JSON: {e.msg}") from None
-        for f in ("input_toks", "output_toks", "arrival_time_ns"):
+        if not isinstance(d, dict):
+            raise ServingTraceError(f"{path}:{i}: expected a JSON object, got {type(d).__name__}")
+        for f in required:
             if f not in d:
-                raise ServingTraceError(f"{path}:{i}: missing field {f!r} (an LLMServingSim workload line "
-                                        "has input_toks, output_toks, arrival_time_ns)")
+                raise ServingTraceError(f"{path}:{i}: missing field {f!r}{hint}")
+        yield i, d
+
+
+def read_llmservingsim(path: str | Path, keep_token_ids: bool = True) -> list[ServingRequest]:
+    """An LLMServingSim ``.jsonl[.gz]`` workload (``arrival_time_ns`` is converted to seconds)."""
+    path = Path(path)
+    out: list[ServingRequest] = []
+    for i, d in _json_lines(path, ("input_toks", "output_toks", "arrival_time_ns"),
+                            " (an LLMServingSim workload line has input_toks, output_toks, arrival_time_ns)"):
         ids = d.get("input_tok_ids")
         out.append(ServingRequest(
             arrival_s=_positive_int(d["arrival_time_ns"], path, i, "arrival_time_ns") / 1e9,
@@ -109,16 +117,7 @@ def read_mooncake(path: str | Path) -> list[ServingRequest]:
     """A Mooncake trace (``timestamp`` in ms, ``hash_ids`` per 512-token block)."""
     path = Path(path)
     out: list[ServingRequest] = []
-    for i, line in enumerate(read_text(path, ServingTraceError).splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            d = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ServingTraceError(f"{path}:{i}: not valid JSON: {e.msg}") from None
-        for f in ("timestamp", "input_length", "output_length"):
-            if f not in d:
-                raise ServingTraceError(f"{path}:{i}: missing field {f!r}")
+    for i, d in _json_lines(path, ("timestamp", "input_length", "output_length")):
         out.append(ServingRequest(arrival_s=float(d["timestamp"]) / 1e3,
                                   input_tokens=_positive_int(d["input_length"], path, i, "input_length", 1),
                                   output_tokens=max(1, _positive_int(d["output_length"], path, i, "output_length")),

@@ -30,7 +30,14 @@ def _start(tmp_path: Path) -> subprocess.Popen:
     # a new session, signalled as a terminal does: the whole process group gets the signal
     return subprocess.Popen([sys.executable, "-m", "hpctwin.twin.cli", "sweep", "s.toml", "--workers", "2", "-q"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_default_sigint)
+
+
+def _default_sigint() -> None:
+    """A terminal's foreground job takes SIGINT by default; a job started in the background of a
+    non-interactive shell (as CI may run us) inherits SIGINT ignored, and Python then never raises
+    KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _wait_until_running(tmp_path: Path, p: subprocess.Popen) -> None:

@@ -69,7 +69,7 @@ import numpy as np
 import pandas as pd
 
 from hpctwin.schedulers.backfill import QueueScheduler
-from hpctwin.schedulers.base import ClusterView, JobTable
+from hpctwin.schedulers.base import BindContext, ClusterView, JobTable
 
 #: US average CO2 intensity of electricity in 2022: 0.855 lb/kWh = 388 g/kWh (EIA FAQ 74).
 DEFAULT_CARBON_G_PER_KWH = 388.0
@@ -669,11 +669,13 @@ class EnergyFairShare(QueueScheduler):
     Slurm's classic F = 2^(-U/S) with U the user's share of all decayed usage and S = 1 / (users seen
     so far) (equal shares). The queue is ordered by F (highest first), ties by arrival; backfilling
     is `QueueScheduler`'s (EASY by default). Job energies come from the run's power model
-    (``power_model``, which `twin.run.run` sets to the run's `power.model.PowerModel`; the run needs
-    ``--power on``); they are read at the first pass after a job finishes, when the model has closed
+    (a read-only view of the run's `power.model.PowerModel`, declared in ``needs_models``; the run
+    needs ``--power on``); they are read at the first pass after a job finishes, when the model has closed
     its account.
     Use: ``--scheduler power.accounting:EnergyFairShare --power on``.
     """
+
+    needs_models = ("power",)
 
     def __init__(self, half_life_s: float = 7 * 86400.0, backfill: str = "easy", name: str = "energy-fairshare"):
         if not half_life_s > 0:
@@ -683,14 +685,16 @@ class EnergyFairShare(QueueScheduler):
         self.order_name = "energy-fairshare"
         self.order = self._order
         self._static_order = False
-        self.power_model = None           # set by twin.run.run to the run's PowerModel
+        self.power_model = None           # the run's power model (a read-only view), set at bind
 
     def describe(self) -> dict:
         return {"name": self.name, "order": "energy fair-share", "backfill": self.backfill,
                 "half_life_s": self.half_life_s}
 
-    def bind(self, jobs: JobTable, cluster: ClusterView) -> None:
-        super().bind(jobs, cluster)
+    def bind(self, ctx: BindContext, cluster: ClusterView | None = None) -> None:
+        super().bind(ctx, cluster)
+        jobs = self.jobs
+        self.power_model = self.ctx.models.get("power")
         self._users, self._uidx = np.unique(np.asarray(jobs.user), return_inverse=True)
         self._usage = np.zeros(len(self._users))
         self._seen = np.zeros(len(self._users), dtype=bool)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import ClusterView, JobTable, Scheduler
+from .base import BindContext, ClusterView, Scheduler
 from .ordering import STATIC_ORDERS, get_order
 from .profile import ReservationPlan, shadow_from_sorted, shadow_time
 
@@ -65,8 +65,9 @@ class QueueScheduler(Scheduler):
     def describe(self) -> dict:
         return {"name": self.name, "order": self.order_name, "backfill": self.backfill}
 
-    def bind(self, jobs: JobTable, cluster: ClusterView) -> None:
-        super().bind(jobs, cluster)
+    def bind(self, ctx: BindContext, cluster: ClusterView | None = None) -> None:
+        super().bind(ctx, cluster)
+        jobs = self.jobs
         self.procs = jobs.procs
         self.est = jobs.estimate
         # conservative state

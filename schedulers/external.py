@@ -36,13 +36,12 @@ import shlex
 import subprocess
 import tempfile
 import time
-from typing import Any
 
 import numpy as np
 
 from hpctwin.twin.ranges import parse_ranges, ranges_of_sorted
 
-from .base import ClusterView, JobTable, Scheduler, Start
+from .base import BindContext, ClusterView, Scheduler, Start
 
 #: protocol version sent in SIMULATION_BEGINS; bumped on incompatible changes
 PROTOCOL_VERSION = 1
@@ -152,8 +151,9 @@ class ExternalScheduler(Scheduler):
         self.rejected = 0
 
     # ------------------------------------------------------------------ lifecycle
-    def bind(self, jobs: JobTable, cluster: ClusterView) -> None:
-        super().bind(jobs, cluster)
+    def bind(self, ctx: BindContext, cluster: ClusterView | None = None) -> None:
+        super().bind(ctx, cluster)
+        jobs, cluster = self.jobs, self.ctx.cluster
         self._ids = np.asarray(jobs.job_id).tolist()
         self._index = {int(x): i for i, x in enumerate(self._ids)}
         self._procs = np.asarray(jobs.procs).tolist()

@@ -47,7 +47,8 @@ from typing import Sequence
 import numpy as np
 
 from hpctwin.power.cap import PowerCap
-from hpctwin.schedulers.base import ClusterView, ForwardsFailureHooks, JobTable, Scheduler, Start
+from hpctwin.schedulers.base import (BindContext, ClusterView, ForwardsFailureHooks, Scheduler, Start,
+                                     bind_policy)
 
 __all__ = ["PowerAwareScheduler", "PowerCap"]     # PowerCap lives in power.cap; importable from here
 
@@ -73,6 +74,7 @@ class PowerAwareScheduler(ForwardsFailureHooks, Scheduler):
             inner = make_scheduler(inner)
         self.inner = inner
         self.power_model = power_model
+        self._explicit_model = power_model is not None
         self.cap = PowerCap(cap)
         self.cooling_overhead = float(cooling_overhead)
         self.name = f"power-aware({getattr(inner, 'name', type(inner).__name__)})"
@@ -83,9 +85,16 @@ class PowerAwareScheduler(ForwardsFailureHooks, Scheduler):
         #: allocation units per node (GPU allocation: a job's share of a node's power)
         self.units_per_node = 1
 
-    def bind(self, jobs: JobTable, cluster: ClusterView) -> None:
-        super().bind(jobs, cluster)
-        self.inner.bind(jobs, cluster)
+    @property
+    def needs_models(self) -> tuple[str, ...]:
+        """The run's power model (read-only view), unless one was given to the constructor."""
+        return () if self._explicit_model else ("power",)
+
+    def bind(self, ctx: BindContext, cluster: ClusterView | None = None) -> None:
+        super().bind(ctx, cluster)
+        bind_policy(self.inner, self.ctx)
+        if not self._explicit_model:
+            self.power_model = self.ctx.models.get("power")
         self.units_per_node = int(getattr(self.power_model, "units_per_node", 1) or 1)
 
     def _model(self):

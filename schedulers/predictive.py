@@ -50,7 +50,7 @@ from typing import Callable
 import numpy as np
 
 from .backfill import QueueScheduler
-from .base import ClusterView, JobTable
+from .base import BindContext, ClusterView
 
 #: Tsafrir et al. 2007 correction steps (s): after the k-th correction the prediction is the
 #: original one plus STEPS[k] (pyss ``common_correctors.tsafrir``).
@@ -140,8 +140,9 @@ class PredictiveEasy(QueueScheduler):
         return d
 
     # ------------------------------------------------------------------ binding
-    def bind(self, jobs: JobTable, cluster: ClusterView) -> None:
-        super().bind(jobs, cluster)
+    def bind(self, ctx: BindContext, cluster: ClusterView | None = None) -> None:
+        super().bind(ctx, cluster)
+        jobs = self.jobs
         n = len(jobs)
         if self.predictor in ("user-average", "gbm") and n and np.all(np.asarray(jobs.user) < 0):
             raise PredictorError(f"predictor {self.predictor!r} learns from each user's history, but the "

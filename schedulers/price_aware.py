@@ -202,9 +202,7 @@ class PriceAwareScheduler(QueueScheduler):
         return ("power",) if self._explicit_model is None else ()
 
     def bind(self, ctx: BindContext, cluster: ClusterView | None = None) -> None:
-        ctx = BindContext.coerce(ctx, cluster)
-        super().bind(ctx.jobs, ctx.cluster)            # the queue policy's own (jobs, cluster) binding
-        self.ctx = ctx
+        super().bind(ctx, cluster)
         if self._explicit_model is None:
             self._power_model = self.ctx.models.get("power")
         self._pw = None

@@ -1,11 +1,15 @@
 """What a physics model may do at its own events, and how the engine applies it.
 
 `EngineControl` is handed to ``RunModel.on_event``: read the machine and the running jobs' progress,
-interrupt jobs, take units out of service and give them back. The operations a model asks for are
+interrupt jobs, take units out of service and give them back, submit *held* jobs (rows the engine
+keeps out of the log's submission stream, `twin.simulation.Simulation` ``held_jobs``) and release
+running jobs (end them now, completed: a serving deployment giving back its nodes). The operations a model asks for are
 applied by the engine, in order, right after its ``on_event`` returns (so the state read within one
 ``on_event`` is the state before them).
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -52,6 +56,27 @@ class EngineControl:
             raise SimulationError(f"job {job}: new engine work must be >= 0 s, got {new_work}")
         self._ops.append(("interrupt", int(job), float(new_work), requeue))
 
+    def state(self, job: int) -> str:
+        """``"running"``, ``"waiting"``, ``"held"`` (a held job not submitted yet), ``"future"`` (a
+        log job not submitted yet) or ``"done"`` (completed, killed, failed or released)."""
+        sim = self._sim
+        if sim.cluster.is_running(job):
+            return "running"
+        if sim._queue.waiting[job]:
+            return "waiting"
+        if job >= sim.n - sim.held_jobs:
+            return "held" if sim._submit[job] == math.inf else "done"
+        return "done" if job < sim._ptr else "future"
+
+    def submit(self, job: int) -> None:
+        """Submit held job ``job`` now: it joins the queue after every job submitted so far (arrival
+        order) and the policy sees it like any other (``on_submit``; its ``jobs.submit`` becomes now)."""
+        self._ops.append(("submit", int(job)))
+
+    def release(self, job: int) -> None:
+        """End running job ``job`` now, completed (its units are freed; policies see ``on_finish``)."""
+        self._ops.append(("release", int(job)))
+
     def take_down(self, units, until: float) -> None:
         """Take ``units`` (free, or freed by an `interrupt` asked for before) out of service until
         ``until`` (s): schedulers see them held, with ``until`` as the expected end."""
@@ -70,6 +95,10 @@ class EngineControl:
         for op in ops:
             if op[0] == "interrupt":
                 self._interrupt(now, *op[1:])
+            elif op[0] == "submit":
+                self._submit(now, op[1])
+            elif op[0] == "release":
+                self._release(now, op[1])
             elif op[0] == "down":
                 sim.cluster.take_down(op[1], now, op[2])
                 sim._rec.outage()
@@ -79,6 +108,33 @@ class EngineControl:
                 sim.cluster.bring_up(op[1])
                 if hooks.on_units_up is not None:
                     hooks.on_units_up(now, op[1])
+
+    def _submit(self, now: float, j: int) -> None:
+        sim = self._sim
+        if not sim.n - sim.held_jobs <= j < sim.n or sim._submit[j] != math.inf:
+            raise SimulationError(f"submit of job index {j}, which is not a held job never submitted")
+        sim._submit[j] = sim._ledger.enqueued[j] = now
+        sim.jobs.submit[j] = now
+        sim._queue.requeue(j, "back", sim._ptr)        # keyed after every job submitted so far
+        sim._expected += 1
+        if sim._hooks.on_submit is not None:
+            sim._hooks.on_submit(now, j)
+
+    def _release(self, now: float, j: int) -> None:
+        sim = self._sim
+        prog, led = sim._prog, sim._ledger
+        if not sim.cluster.is_running(j):
+            raise SimulationError(f"release of job {sim._job_id[j]}, which is not running")
+        prog.stop(j, now)
+        seg_start = prog.start_seg[j]
+        led.close(j, seg_start, now, prog.seg_work[j] - prog.work_left[j], sim.cluster.release(j), now, False)
+        if sim._hooks.on_finish is not None:
+            sim._hooks.on_finish(now, j)
+        if sim._left_hooks:
+            sim._left_units(now, j)
+        if sim._done is not None:
+            sim._done()
+        sim._finished += 1
 
     def _interrupt(self, now: float, j: int, new_work: float, where: str) -> None:
         sim = self._sim

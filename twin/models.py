@@ -89,6 +89,14 @@ def _failures(s: ModelSetup):
         raise ModelConfigError(str(e)) from None
 
 
+def _serving(s: ModelSetup):
+    from .serving.batch import build  # noqa: PLC0415
+    try:
+        return build(s)
+    except (ValueError, KeyError, OSError) as e:
+        raise ModelConfigError(str(e)) from None
+
+
 def failures_enabled(cfg) -> bool:
     """Failures run only when switched on (``--failures on`` = option ``failures.enabled = true``);
     ``failures.*`` options alone are refused, never silently applied or ignored."""
@@ -112,6 +120,9 @@ BUILTIN: list[ModelEntry] = [
                doc="link contention slowing communicating jobs (topology.contention)"),
     ModelEntry("failures", failures_enabled, _failures, provides=("failures",), flag="--failures on",
                interrupts=True, doc="node failures, repairs and job recovery (twin.failures)"),
+    ModelEntry("serving", lambda c: bool((c.options.get("serving") or {}).get("trace")), _serving,
+               provides=("serving",), flag="serving.trace", gpu=False,
+               doc="an LLM serving deployment whose instances are node-request jobs (twin.serving.batch)"),
 ]
 
 

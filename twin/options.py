@@ -228,11 +228,28 @@ def _power_keys() -> dict[str, Key]:
     return keys
 
 
+def _serving_keys() -> dict[str, Key]:
+    """The ``serving`` table (`twin.serving.batch.ServingBatchConfig`: a serving deployment on the cluster)."""
+    pos, cnt = dict(minimum=0.0, exclusive_min=True), dict(minimum=0)
+    return {"trace": Key(str), "hardware": Key(str), "model": Key(str), "tp": Key(int, minimum=1),
+            "gpus_per_node": Key(int, **cnt), "policy": Key(str, choices=("fixed", "utilization", "decode_tps")),
+            "instances": Key(int, minimum=1), "min_instances": Key(int, minimum=1),
+            "max_instances": Key(int, minimum=1), "interval_s": Key(float, **pos), "target": Key(float, **pos),
+            "metric": Key(str, choices=("busy", "kv")), "tps_per_instance": Key(float, minimum=0.0),
+            "window_s": Key(float, minimum=0.0), "lease_s": Key(float, **pos), "slots": Key(int, **cnt),
+            "router": Key(str), "start_s": Key(float), "time_scale": Key(float, **pos),
+            "max_requests": Key(int, **cnt), "ttft_slo_s": Key(float, **pos), "tpot_slo_s": Key(float, **pos),
+            "load_GBps": Key(float, **pos), "startup_s": Key(float, minimum=0.0),
+            "max_num_seqs": Key(int, minimum=1), "max_num_batched_tokens": Key(int, minimum=1),
+            "user": Key(int)}
+
+
 #: ``--set`` sections with fixed keys (the others derive theirs from the code, see `set_schema`)
 SECTIONS: dict[str, dict[str, Key]] = {
     "network": {"routing": Key(str, choices=("minimal", "valiant"))},
     "llm": {"iteration": Key(bool), "gpu": Key(str)},
     "gpu": {"policy": Key(str), "on_unpackable": Key(str)},
+    "serving": _serving_keys(),
     "workload": {"duplicate_ids": Key(str, choices=("error", "renumber")), "header_check": Key(bool),
                  "unit": Key(str, choices=("nodes", "cpus"))},
 }

@@ -80,6 +80,7 @@ class RunResult:
     workload: Workload | None = None
     out: Path | None = None
     system: SystemSpec | None = None
+    tables: dict = field(default_factory=dict)     # models' own tables: file name -> DataFrame
 
 
 # ---------------------------------------------------------------------- workload loading
@@ -413,7 +414,11 @@ def simulate(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
     _summary(r)
     _series(r)
     _model_results(r)
-    return RunResult(cfg, r.df, r.summary, r.ts, r.wl, system=r.system)
+    tables = {k: v for m in r.models for k, v in (m.tables() if hasattr(m, "tables") else {}).items()}
+    if r.held:                                 # node requests never submitted are not jobs of the run
+        from .serving.held import trim_held  # noqa: PLC0415
+        r.df = trim_held(r.df, r.summary, r.wl.submit, r.held)
+    return RunResult(cfg, r.df, r.summary, r.ts, r.wl, system=r.system, tables=tables)
 
 
 #: runs with at least this many jobs hand the engine's freed state back to the OS before the results
@@ -496,6 +501,11 @@ def _compose(r: _Run) -> None:
     if cfg.power_cap is not None and not cfg.power:
         raise RunConfigError("--power-cap needs --power on (the cap is checked against the power model)")
     models = _build_models(cfg, system, gpu_mode, gpn if gpu_mode else 1)
+    held = 0
+    if any(hasattr(m, "held_jobs") for m in models):   # node requests a model submits at run time (serving)
+        from .serving.held import attach_held  # noqa: PLC0415
+        prep, jobs, held = attach_held(prep, jobs, models)
+        r.prep, r.jobs = prep, jobs
     gates = []
     if cfg.power_cap is not None:             # refuses starts above the cap (Gate protocol; the model throttles)
         from hpctwin.power.capgate import PowerCapGate  # noqa: PLC0415
@@ -514,8 +524,8 @@ def _compose(r: _Run) -> None:
     sim = Simulation(jobs, prep.workload.runtime, prep.kill_limit, sched, total, placer=placer,
                      models=models, context=ctx, progress=progress, gates=gates,
                      node_group=node_group if node_group is not None else (gpu_groups if gpu_mode else None),
-                     fast_path=engine_fast_path)     # compiled replay when eligible (twin.fastpath)
-    r.__dict__.update(sched=sched, models=models, gates=gates, placer=placer, node_group=node_group, sim=sim,
+                     fast_path=engine_fast_path, held_jobs=held)     # compiled replay when eligible
+    r.__dict__.update(held=held, sched=sched, models=models, gates=gates, placer=placer, node_group=node_group, sim=sim,
                       progress=progress)
 
 
@@ -697,6 +707,8 @@ def write_run(result: RunResult, out: Path, system: SystemSpec | None = None, *,
     try:
         (tmp / "config.toml").write_text(toml_dumps(resolved_config(result.config, result.summary, system)))
         write_csv(result.jobs, tmp / "jobs.csv")      # the bytes of to_csv(index=False), faster
+        for name, frame in result.tables.items():      # models' own tables (serving requests...)
+            write_csv(frame, tmp / name)
         import h5py  # noqa: PLC0415
         with h5py.File(tmp / "timeseries.h5", "w", track_order=True) as h5:
             h5.attrs["sample_dt_s"] = float(result.config.sample_dt)

@@ -108,6 +108,10 @@ class Simulation:
     context: the models' `ModelContext` (seed, system, options); gates: `twin.contract.Gate`s.
     progress: a tqdm-like object with ``update(n)`` (or None).
     node_group: node -> group map handed to policies in their `BindContext` (or None).
+    held_jobs: the last ``held_jobs`` rows of ``jobs`` are *held*: not in the submission stream; a
+        model submits them at its events (`EngineControl.submit`, the submit time written into
+        ``jobs.submit``) and may end them (`EngineControl.release`): node requests of a serving
+        deployment (`twin.serving.batch`). Their ``jobs.submit`` is +inf until then.
     fast_path: the seam of a compiled fast path (e.g. `twin.fastpath`): a callable
         ``(simulation) -> SimResult | None`` asked before the loop; it returns the result when the
         whole run is eligible (no hook, placer, gate or model needing Python per event), else None.
@@ -120,7 +124,7 @@ class Simulation:
     def __init__(self, jobs: JobTable, runtime: np.ndarray, kill_limit: np.ndarray,
                  scheduler: Scheduler, total: int, placer=None, models: Sequence[RunModel] = (),
                  context: ModelContext | None = None, progress=None, gates: Sequence = (),
-                 node_group: np.ndarray | None = None, fast_path=None):
+                 node_group: np.ndarray | None = None, fast_path=None, held_jobs: int = 0):
         self.jobs = jobs
         self.runtime = np.asarray(runtime, dtype=np.float64)
         self.kill_limit = np.asarray(kill_limit, dtype=np.float64)
@@ -134,7 +138,12 @@ class Simulation:
         self.node_group = node_group
         self.fast_path = fast_path
         n = self.n = len(jobs)
-        if n and np.any(np.diff(jobs.submit) < 0):
+        if not 0 <= held_jobs <= n:
+            raise SimulationError(f"held_jobs = {held_jobs}, but the job table has {n} jobs")
+        #: the last ``held`` jobs are not in the log's submission stream: a model submits them at its
+        #: events (`EngineControl.submit`); until then they are neither waiting nor expected to finish
+        self.held_jobs = int(held_jobs)
+        if n and np.any(np.diff(jobs.submit[:n - held_jobs]) < 0):
             raise SimulationError("jobs must be sorted by submit time")
         if n and (jobs.procs.max() > total or jobs.procs.min() < 1):
             bad = int(np.flatnonzero((jobs.procs > total) | (jobs.procs < 1))[0])
@@ -143,19 +152,19 @@ class Simulation:
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> SimResult:
-        if self.fast_path is not None and (res := self.fast_path(self)) is not None:
+        if self.fast_path is not None and not self.held_jobs and (res := self.fast_path(self)) is not None:
             return res
         self._bind()
         prog, timers, queue, cluster, rec = self._prog, self._timers, self._queue, self.cluster, self._rec
-        n, submit, fin_heap, tim_heap, on_submit = self.n, self._submit, prog.heap, timers.heap, self._hooks.on_submit
+        n, submit, fin_heap, tim_heap, on_submit = self.n - self.held_jobs, self._submit, prog.heap, timers.heap, self._hooks.on_submit
         has_events, rec_t, rec_busy, rec_q = bool(self._event_models), rec.t.append, rec.busy.append, rec.queue.append
-        q_new, q_waiting, wakeup = queue.new, queue.waiting, self._wakeup
+        q_new, q_waiting, wakeup, driving = queue.new, queue.waiting, self._wakeup, self._driving
         now, ptr, events, version, quiet = 0.0, 0, 0, prog.version, 0
         try:
             while True:
                 t_sub = submit[ptr] if ptr < n else INF
                 t_fin = (fin_heap[0][0] if fin_heap[0][3] == version[fin_heap[0][2]] else prog.next_time()) if fin_heap else INF
-                t_tim = timers.next_time(self._finished < n) if tim_heap else INF
+                t_tim = timers.next_time(self._finished < self._expected or driving) if tim_heap else INF
                 now = t_fin if t_fin < t_sub else t_sub
                 if t_tim < now:
                     now = t_tim
@@ -262,11 +271,16 @@ class Simulation:
         self._done = self._rec.job_done if self.progress is not None else None
         self._timers = Timers(len(self.models))
         t0 = self._submit[0] if n else 0.0
+        # models whose own events keep the run going once every job has ended (``drives_run``: a
+        # serving deployment still serving): their live timers, by model index
+        self._drivers = {k for k in self._event_models if getattr(self.models[k], "drives_run", False)}
+        self._driving: set[int] = set()
         for k in self._event_models:
-            self._timers.set(k, self.models[k].next_event(t0))
+            self._set_model_timer(k, self.models[k].next_event(t0))
         cluster.pseudo_base = n
         self._control = EngineControl(self)
         self._ptr = self._finished = self.passes = self.events = 0
+        self._expected = n - self.held_jobs     # jobs that will end: the log's, plus held jobs once submitted
         self._refusals = {g.name: 0 for g in self.gates}
 
     def _engine_work(self, mh: list) -> np.ndarray:
@@ -327,15 +341,20 @@ class Simulation:
             if control._ops:
                 acted = True
                 control.apply(now)
-            self._timers.set(k, m.next_event(now))
+            self._set_model_timer(k, m.next_event(now))
         return acted
+
+    def _set_model_timer(self, k: int, t: float | None) -> None:
+        self._timers.set(k, t)
+        if k in self._drivers:
+            (self._driving.add if t is not None else self._driving.discard)(k)
 
     # ------------------------------------------------------------------ 4. wake-ups
     def _set_wakeup(self, now: float, nxt: float) -> None:
         """The policy asked for a pass at ``nxt`` (s); kept while anything may still happen."""
         if not nxt > now:
             raise SimulationError(f"scheduler {self.sched_name} asked for a wakeup at {nxt} <= now {now}")
-        pending = self._ptr < self.n or len(self._queue.arr) or self._prog.heap
+        pending = self._ptr < self.n - self.held_jobs or len(self._queue.arr) or self._prog.heap
         self._timers.set(self._timers.policy, nxt if pending else None)
 
     # ------------------------------------------------------------------ 5. the pass

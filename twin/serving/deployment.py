@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from .bundle import GIB, VLLM_DEFAULTS, find_data_dir
 from .instance import Instance
@@ -39,8 +40,9 @@ class PoolSpec:
     async_scheduling: bool = VLLM_DEFAULTS["async_scheduling"]
 
 
-def build_pool(spec: PoolSpec, data_dir: str | Path | None = None, first_id: int = 0) -> list[Instance]:
-    """The instances of a pool, timed from ``perf/<hardware>/<model>/bf16/tp<tp>/``."""
+def instance_factory(spec: PoolSpec, data_dir: str | Path | None = None) -> Callable[[int], Instance]:
+    """A function ``make(iid) -> Instance`` building fresh instances of ``spec`` (the per-layer profile
+    of ``perf/<hardware>/<model>/bf16/tp<tp>/`` is loaded once, here; ``spec.count`` is not used)."""
     if spec.hardware not in GPUS:
         raise ValueError(f"unknown GPU type {spec.hardware!r}; known: {', '.join(GPUS)}")
     g = GPUS[spec.hardware]
@@ -51,10 +53,16 @@ def build_pool(spec: PoolSpec, data_dir: str | Path | None = None, first_id: int
     alpha = skew_alpha_from_meta(folder.parent / "meta.yaml", spec.tp)
     free = int(g["mem_gib"] * GIB * spec.mem_util) - shape.weight_bytes_per_rank(spec.tp)
     blocks = free // (shape.kv_bytes_per_token(spec.tp) * spec.block_size)
-    out = []
-    for k in range(spec.count):
+
+    def make(iid: int) -> Instance:
         model = IterationModel(shape, prof, tp=spec.tp, link_bw_GBps=g["link_bw_GBps"],
                                link_latency_ns=g["link_latency_ns"], skew_alpha=alpha)
-        out.append(Instance(first_id + k, model, BlockManager(blocks, spec.block_size, spec.prefix_caching),
-                            spec.max_num_seqs, spec.max_num_batched_tokens, async_scheduling=spec.async_scheduling))
-    return out
+        return Instance(iid, model, BlockManager(blocks, spec.block_size, spec.prefix_caching),
+                        spec.max_num_seqs, spec.max_num_batched_tokens, async_scheduling=spec.async_scheduling)
+    return make
+
+
+def build_pool(spec: PoolSpec, data_dir: str | Path | None = None, first_id: int = 0) -> list[Instance]:
+    """The instances of a pool, timed from ``perf/<hardware>/<model>/bf16/tp<tp>/``."""
+    make = instance_factory(spec, data_dir)
+    return [make(first_id + k) for k in range(spec.count)]

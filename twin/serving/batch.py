@@ -1,0 +1,545 @@
+"""An LLM serving deployment as jobs of the batch scheduler, on the shared cluster (issue 16 item 4).
+
+`ServingBatchModel` is a `RunModel` (registry name ``serving``, on with ``--set serving.trace=FILE``)
+that runs the request-level serving simulator (`twin.serving.instance`) inside a batch run:
+
+* **Node requests.** Each serving instance is one batch job of ``ceil(tp / gpus_per_node)`` nodes and
+  a requested time of ``lease_s``: a *held* job (`twin.serving.held`) that the model submits at a
+  controller tick (`EngineControl.submit`). It waits in the same queue as the log's jobs and the
+  policy (FCFS, EASY, conservative, Slurm) starts it like any other.
+* **Instances.** When the job starts, the instance loads its weights: it serves from job start +
+  cold start (`autoscale.cold_start_s`). Requests that find no serving instance wait at the router.
+* **Autoscaler.** Every ``interval_s`` (a model timer event) the controller (``fixed``,
+  ``utilization`` = HPA on busy or KV use, ``decode_tps`` = HeteroScale's signal; `autoscale`) sets
+  the desired instance count, clamped to ``[min_instances, max_instances]``. Scale up submits node
+  requests; scale down first un-wants requests still waiting (a queued request is never withdrawn:
+  the policies' contract has no cancel; one that starts unwanted is released at the next tick), then
+  releases instances still loading, then drains the most recent active ones: a draining instance gets
+  no new request, so its remaining work is simulated at once and its job is released (ended as
+  completed, `EngineControl.release`) at the instant its last request finishes.
+* **Failures.** A serving job that leaves its nodes without being released (a node failure of
+  `twin.failures`, whose default regime for the job class ``llm_infer_service`` is ``fast_recovery``:
+  requeued at the front; or its lease running out) kills the instance: every request routed to it
+  that had not finished by then is recomputed from scratch on the other instances (vLLM has no
+  cross-instance KV migration; its TTFT counts from its original arrival). A requeued job that starts
+  again brings a new instance (with a cold start).
+* **Power.** Per-phase GPU power (`energy.power_for`: prefill near max, decode lower, idle) from each
+  instance's busy and prefill-busy time; the series ``serving_power_w`` (GPUs of serving nodes, W)
+  averages the cumulative energy sampled at the model's events (controller ticks) over the sample
+  grid. The facility power model (`power/`, ``--power on``) is not fed these figures: it counts the
+  serving jobs' nodes with its own job power model (stated in the summary).
+
+The serving world is advanced lazily: at each of the model's events and at each start or finish the
+engine tells it about, arrivals up to that instant are routed in time order and the instances run the
+iterations that start before it (as `cluster.simulate` does between arrivals).
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import numpy as np
+
+from hpctwin.twin.contract import RunModel
+
+from .autoscale import (DEFAULT_LOAD_GBPS, DEFAULT_STARTUP_S, HPA_DOWNSCALE_WINDOW_S, HPA_SYNC_S, DecodeTPSPolicy,
+                        FixedPolicy, PoolView, UtilizationPolicy, cold_start_s)
+from .cluster import ROUTERS, make_requests
+from .energy import power_for
+from .metrics import fifteen, latencies, slo_attainment
+
+POLICIES = ("fixed", "utilization", "decode_tps")
+INF = math.inf
+
+
+@dataclass
+class ServingBatchConfig:
+    """The ``serving`` option table (times in s on the log's clock unless said otherwise)."""
+
+    trace: str = ""
+    hardware: str = "RTXPRO6000"
+    model: str = "meta-llama/Llama-3.1-8B"
+    tp: int = 1
+    gpus_per_node: int = 0            # 0: the system's gpus_per_node, else 1
+    policy: str = "utilization"
+    instances: int = 1                # fixed policy: the count; others: the initial request
+    min_instances: int = 1
+    max_instances: int = 4
+    interval_s: float = HPA_SYNC_S
+    target: float = 0.7               # utilization policy
+    metric: str = "busy"              # utilization policy: busy or kv
+    tps_per_instance: float = 0.0     # decode_tps policy (tokens/s one instance sustains)
+    window_s: float = HPA_DOWNSCALE_WINDOW_S
+    lease_s: float = 86400.0          # requested time of each node request
+    slots: int = 0                    # held node-request jobs; 0: 16 x max_instances + 16
+    router: str = "least_loaded"
+    start_s: float = -1.0             # trace time 0 on the log clock; < 0: the log's first submission
+    time_scale: float = 1.0           # arrival times multiplied by this (> 1 stretches the trace)
+    max_requests: int = 0             # 0: the whole trace
+    ttft_slo_s: float = 2.0
+    tpot_slo_s: float = 0.1
+    load_GBps: float = DEFAULT_LOAD_GBPS
+    startup_s: float = DEFAULT_STARTUP_S
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 2048
+    user: int = -1                    # user id of the node requests; -1: one above the log's largest
+
+    @classmethod
+    def from_options(cls, opts: dict, source: str = "option serving") -> "ServingBatchConfig":
+        known = {f.name: f for f in fields(cls)}
+        kw = {}
+        for k, v in opts.items():
+            if k not in known:
+                raise ValueError(f"{source}: unknown key serving.{k}; known: {', '.join(known)}")
+            kw[k] = v
+        c = cls(**kw)
+        c.check(source)
+        return c
+
+    def check(self, source: str) -> None:
+        def bad(key: str, why: str) -> ValueError:
+            return ValueError(f"{source}: serving.{key} = {getattr(self, key)!r}: {why}")
+        if not self.trace:
+            raise bad("trace", "a serving trace file is needed (Azure .csv, Mooncake or LLMServingSim .jsonl)")
+        if self.policy not in POLICIES:
+            raise bad("policy", f"known policies: {', '.join(POLICIES)}")
+        if self.router not in ROUTERS:
+            raise bad("router", f"known routers: {', '.join(ROUTERS)}")
+        if not 1 <= self.min_instances <= self.max_instances:
+            raise bad("min_instances", f"need 1 <= min_instances <= max_instances = {self.max_instances}")
+        if self.policy == "fixed" and not self.min_instances <= self.instances <= self.max_instances:
+            raise bad("instances", f"the fixed count must be within [{self.min_instances}, {self.max_instances}]")
+        if self.policy == "decode_tps" and not self.tps_per_instance > 0:
+            raise bad("tps_per_instance", "the decode_tps policy needs the tokens/s one instance sustains (> 0)")
+        for key in ("interval_s", "lease_s", "time_scale", "ttft_slo_s", "tpot_slo_s", "load_GBps"):
+            if not getattr(self, key) > 0:
+                raise bad(key, "must be > 0")
+        if self.tp < 1 or self.gpus_per_node < 0 or self.slots < 0 or self.max_requests < 0 or self.startup_s < 0:
+            raise bad("tp", "tp >= 1 and gpus_per_node, slots, max_requests, startup_s >= 0 are needed")
+
+
+class _Inst:
+    """One instance: its engine, its job, its life (s) and the requests routed to it."""
+
+    __slots__ = ("x", "job", "state", "t0", "ready", "t_end", "reason", "routed", "unwanted")
+
+    def __init__(self, x, job: int, t0: float, ready: float, unwanted: bool) -> None:
+        self.x, self.job, self.t0, self.ready, self.unwanted = x, job, t0, ready, unwanted
+        self.state = "starting"
+        self.t_end = math.nan
+        self.reason = ""
+        self.routed: list = []
+
+
+class ServingBatchModel(RunModel):
+    """See the module docstring. ``make_instance(iid)`` builds an engine (tests pass their own);
+    ``trace`` is a list of `ServingRequest` (arrivals in s from the trace's zero); ``policy``: a
+    controller object (``desired(PoolView) -> int``) instead of ``cfg.policy``'s."""
+
+    name = "serving"
+    #: the model's events keep the run going after the log's last job (the engine's ``drives_run``)
+    drives_run = True
+
+    def __init__(self, cfg: ServingBatchConfig, trace: list, make_instance, gpus_per_node: int = 1,
+                 weight_bytes_per_gpu: float = 0.0, policy=None) -> None:
+        self.cfg = cfg
+        self._custom_policy = policy                   # any object with desired(PoolView) -> int
+        self.trace = trace[:cfg.max_requests] if cfg.max_requests else list(trace)
+        if not self.trace:
+            raise ValueError(f"serving.trace = {cfg.trace!r}: the trace has no request")
+        self.make = make_instance
+        self.gpn = cfg.gpus_per_node or max(1, int(gpus_per_node))
+        self.nodes_per_instance = -(-cfg.tp // self.gpn)
+        self.cold_s = cold_start_s(weight_bytes_per_gpu, cfg.load_GBps, cfg.startup_s)
+        self.slots = cfg.slots or 16 * cfg.max_instances + 16
+        try:
+            self.power = power_for(cfg.hardware)
+        except KeyError:
+            self.power = None
+
+    # ------------------------------------------------------------------ before the run
+    def held_jobs(self, workload):
+        """The node-request rows (`twin.serving.held`): ``slots`` jobs of one instance's nodes."""
+        from hpctwin.twin.workload import Workload  # noqa: PLC0415
+        k, c = self.slots, self.cfg
+        first_id = int(workload.job_id.max()) + 1 if len(workload.job_id) else 1
+        user = c.user if c.user >= 0 else (int(workload.user.max()) + 1 if len(workload.user) else 0)
+        lease = np.full(k, float(c.lease_s))
+        minus = np.full(k, -1, dtype=np.int64)
+        cols = {"job_class": np.full(k, "llm_infer_service", dtype=object)}   # failures: fast_recovery
+        return Workload(name="serving", job_id=first_id + np.arange(k, dtype=np.int64), submit=np.full(k, INF),
+                        runtime=lease, requested_time=lease.copy(), procs=np.full(k, self.nodes_per_instance,
+                                                                                 dtype=np.int64),
+                        user=np.full(k, user, dtype=np.int64), group=minus, queue=minus.copy(),
+                        partition=minus.copy(), status=minus.copy(), columns=cols)
+
+    def bind(self, ctx) -> None:
+        self.ctx = ctx
+        n = len(ctx.jobs)
+        self.lo = n - self.slots                       # held rows are the table's last ones
+        if self.lo < 0 or ctx.jobs.columns.get("job_class") is None or \
+                ctx.jobs.columns["job_class"][self.lo] != "llm_infer_service":
+            raise ValueError("serving: the run has no node-request jobs (compose it with twin.serving.held)")
+        if self.nodes_per_instance > ctx.n_nodes:
+            raise ValueError(f"serving: one instance needs {self.nodes_per_instance} nodes; the machine has "
+                             f"{ctx.n_nodes}")
+        c = self.cfg
+        self.t_start = c.start_s if c.start_s >= 0 else (float(ctx.jobs.submit[0]) if self.lo else 0.0)
+        self.reqs = make_requests(self.trace)
+        for r in self.reqs:
+            r.arrival = r.queued = r.ready = self.t_start + r.arrival * c.time_scale
+        self.order = sorted(range(len(self.reqs)), key=lambda i: (self.reqs[i].arrival, i))
+        self.ai = 0
+        self.pick = ROUTERS[c.router]()
+        self.policy = self._custom_policy if self._custom_policy is not None else self._policy()
+        #: per node request: free, pending, unwanted (waits, not wanted), running, lost[_unwanted], done
+        self.slot = ["free"] * self.slots
+        self.next_slot = 0
+        self.inst_of: dict[int, _Inst] = {}
+        self.insts: list[_Inst] = []
+        self.activations: list = []                    # (ready s, instance index)
+        self.releases: list = []                       # (drain end s, job)
+        self.waiting: list = []                        # requests with no serving instance yet
+        self.retries = np.zeros(len(self.reqs), dtype=np.int64)
+        self.submitted_at: dict[int, float] = {}
+        self.request_waits: list[float] = []
+        self.next_tick = self.t_start
+        self.finished = False
+        self.prev = {"t": self.t_start, "busy": 0.0, "tok": 0}
+        self.energy_t, self.energy_j = [self.t_start], [0.0]
+        self.counts = {"scale_up_requests": 0, "instances_lost_failure": 0, "instances_lost_lease": 0,
+                       "released_unwanted": 0, "ticks": 0}
+        self.log_t, self.log_active, self.log_starting, self.log_pending = [], [], [], []
+
+    def _policy(self):
+        c = self.cfg
+        if c.policy == "fixed":
+            return FixedPolicy(c.instances)
+        if c.policy == "utilization":
+            return UtilizationPolicy(c.target, window_s=c.window_s, metric=c.metric)
+        return DecodeTPSPolicy(c.tps_per_instance, window_s=c.window_s)
+
+    # ------------------------------------------------------------------ the serving world
+    def _live(self, *states: str) -> list[_Inst]:
+        return [i for i in self.insts if i.state in states]
+
+    def _advance(self, t: float) -> None:
+        """Route the arrivals and activate the instances due up to ``t``; run the iterations before it."""
+        reqs, order, act = self.reqs, self.order, self.activations
+        while True:
+            ta = reqs[order[self.ai]].arrival if self.ai < len(order) else INF
+            tr = act[0][0] if act else INF
+            te = ta if ta < tr else tr
+            if te > t:
+                break
+            for i in self._live("active"):
+                i.x.advance_until(te)
+            if tr <= ta:
+                _, k = heapq.heappop(act)
+                self._activate(self.insts[k], tr)
+            else:
+                self._route(reqs[order[self.ai]], ta)
+                self.ai += 1
+        for i in self._live("active"):
+            i.x.advance_until(t)
+
+    def _activate(self, inst: _Inst, t: float) -> None:
+        if inst.state != "starting":
+            return
+        inst.state = "active"
+        inst.x.t = max(inst.x.t, t)
+        todo, self.waiting = self.waiting, []
+        for r in todo:
+            self._route(r, t)
+
+    def _route(self, r, t: float) -> None:
+        act = self._live("active")
+        if not act:
+            self.waiting.append(r)
+            return
+        x = self.pick([a.x for a in act], r)
+        inst = next(i for i in act if i.x is x)
+        inst.x.add(r, t)
+        inst.routed.append(r)
+
+    def _lose(self, inst: _Inst, t: float, reason: str) -> None:
+        """``inst``'s nodes are gone at ``t``: requests routed to it and not finished by ``t`` start over."""
+        inst.state, inst.t_end, inst.reason = "stopped", t, reason
+        lost = [r for r in inst.routed if not (r.generated >= r.output and r.last <= t)]
+        for r in lost:
+            r.num_tokens, r.computed, r.generated, r.transferred = r.prompt, 0, 0, 0
+            r.first = r.last = math.nan
+            r.hashes = []
+            r.instance = -1
+            self.retries[r.uid] += 1
+        inst.routed = [r for r in inst.routed if r not in set(lost)] if lost else inst.routed
+        for r in sorted(lost, key=lambda q: (q.arrival, q.uid)):
+            self._route(r, t)
+
+    def _energy_now(self, t: float) -> float:
+        """Energy (J) of the serving GPUs from the start to ``t`` (per-phase power of each instance)."""
+        p = self.power
+        if p is None:
+            return math.nan
+        e = 0.0
+        for i in self.insts:
+            end = i.t_end if i.t_end == i.t_end else t
+            life = max(0.0, min(end, t) - i.t0)
+            busy = min(i.x.busy_s, life)
+            pre = min(i.x.prefill_busy_s, busy)
+            e += i.x.model.tp * (p.prefill_w * pre + p.decode_w * (busy - pre) + p.idle_w * (life - busy))
+        return e
+
+    # ------------------------------------------------------------------ engine hooks
+    def on_start(self, now: float, job: int, nodes: np.ndarray):
+        if job < self.lo:
+            return None
+        self._advance(now)
+        s = job - self.lo
+        if job not in self.submitted_at or self.slot[s] not in ("pending", "unwanted", "lost", "lost_unwanted"):
+            raise RuntimeError(f"serving: node request {job} started in state {self.slot[s]}")
+        unwanted = self.slot[s] in ("unwanted", "lost_unwanted")    # lost: requeued and restarted at once
+        if self.submitted_at[job] >= 0:
+            self.request_waits.append(now - self.submitted_at[job])
+            self.submitted_at[job] = -1.0              # a requeued job's next start is not a scale-up wait
+        inst = _Inst(self.make(len(self.insts)), job, now, now + self.cold_s, unwanted)
+        inst.x.t = now + self.cold_s
+        self.insts.append(inst)
+        self.inst_of[job] = inst
+        self.slot[s] = "running"
+        heapq.heappush(self.activations, (inst.ready, len(self.insts) - 1))
+        return None
+
+    def on_finish(self, now: float, job: int):
+        if job < self.lo:
+            return None
+        inst = self.inst_of.pop(job, None)
+        s = job - self.lo
+        if inst is None or inst.state == "stopped":   # released by the model (state set at the release)
+            self.slot[s] = "done"
+            return None
+        self._advance(now)
+        lease_end = now >= inst.t0 + self.cfg.lease_s * (1 - 1e-12)
+        self.counts["instances_lost_lease" if lease_end else "instances_lost_failure"] += 1
+        unwanted = inst.unwanted or inst.state == "draining"
+        self._lose(inst, now, "lease" if lease_end else "failure")
+        # requeued by the failure model, or gone: seen at the model's next event
+        self.slot[s] = "lost_unwanted" if unwanted else "lost"
+        return None
+
+    def next_event(self, now: float) -> float | None:
+        if self.finished and not any(s in ("pending", "unwanted", "running", "lost", "lost_unwanted")
+                                     for s in self.slot):
+            return None
+        t = self.next_tick
+        if self.releases and self.releases[0][0] < t:
+            t = self.releases[0][0]
+        return t                                       # after bind it may precede the log's first job
+
+    def on_event(self, now: float, control):
+        self._advance(now)
+        while self.releases and self.releases[0][0] <= now:
+            _, k = heapq.heappop(self.releases)
+            if self.insts[k].state == "draining":     # not lost in between
+                self._release(self.insts[k].job, now, "drained", control)
+        for s, st in enumerate(self.slot):            # jobs that left without a release: requeued or gone
+            if st in ("lost", "lost_unwanted"):
+                again = "pending" if st == "lost" else "unwanted"
+                self.slot[s] = again if control.state(self.lo + s) == "waiting" else "done"
+        if now >= self.next_tick:
+            self._tick(now, control)
+            self.next_tick = now + self.cfg.interval_s
+        self.energy_t.append(now)
+        self.energy_j.append(self._energy_now(now))
+        return None
+
+    def _release(self, job: int, now: float, reason: str, control) -> None:
+        inst = self.inst_of.get(job)
+        if inst is not None and inst.state != "stopped":
+            inst.state, inst.t_end, inst.reason = "stopped", now, reason
+        if control.state(job) == "running":
+            control.release(job)
+
+    # ------------------------------------------------------------------ the controller
+    def _view(self, now: float) -> PoolView:
+        act = self._live("active")
+        busy = sum(i.x.busy_s for i in self.insts)
+        tok = sum(i.x.tokens_decoded for i in self.insts)
+        span = max(1e-9, now - self.prev["t"])
+        pending = sum(1 for s in self.slot if s == "pending")
+        v = PoolView(now, self.cfg.interval_s, len(act), len(self._live("starting")) + pending,
+                     min(1.0, (busy - self.prev["busy"]) / (span * max(1, len(act)))), (tok - self.prev["tok"]) / span,
+                     sum(len(i.x.waiting) for i in act) + len(self.waiting),
+                     sum(i.x.kv.used / i.x.kv.num_blocks for i in act) / max(1, len(act)))
+        self.prev.update(t=now, busy=busy, tok=tok)
+        return v
+
+    def _all_served(self, now: float) -> bool:
+        if self.ai < len(self.order) or self.waiting:
+            return False
+        return all(i.x.idle() and i.x.t <= now for i in self._live("active", "starting"))
+
+    def _tick(self, now: float, control) -> None:
+        c = self.cfg
+        self.counts["ticks"] += 1
+        for i in self._live("starting", "active"):     # requests that started after they were unwanted
+            if i.unwanted:
+                self.counts["released_unwanted"] += 1
+                self._release(i.job, now, "unwanted", control)
+        if self.finished or (now > self.t_start and self._all_served(now)):
+            self.finished = True
+            for i in self._live("starting", "active"):
+                self._release(i.job, now, "end", control)
+            self.slot = ["unwanted" if s == "pending" else s for s in self.slot]
+            return
+        view = self._view(now)
+        first = now == self.t_start and not self.counts["scale_up_requests"]
+        want = c.instances if first else int(self.policy.desired(view))
+        want = max(c.min_instances, min(c.max_instances, want))
+        starting = [i for i in self._live("starting") if not i.unwanted]
+        active = self._live("active")
+        pending = [s for s, st in enumerate(self.slot) if st == "pending"]
+        have = len(active) + len(starting) + len(pending)
+        if want > have:
+            self._scale_up(want - have, now, control)
+        elif want < have:
+            self._scale_down(have - want, pending, starting, active, now, control)
+        self.log_t.append(now)
+        self.log_active.append(len(self._live("active")))
+        self.log_starting.append(len(self._live("starting")))
+        self.log_pending.append(sum(1 for s in self.slot if s == "pending"))
+
+    def _scale_up(self, k: int, now: float, control) -> None:
+        for s in [s for s, st in enumerate(self.slot) if st == "unwanted"][:k]:   # wanted again
+            self.slot[s] = "pending"
+            k -= 1
+        for i in [i for i in self._live("starting") if i.unwanted][:k]:
+            i.unwanted = False
+            k -= 1
+        for _ in range(k):
+            if self.next_slot >= self.slots:
+                raise RuntimeError(f"serving: all {self.slots} node-request jobs are used; raise serving.slots")
+            s = self.next_slot
+            self.next_slot += 1
+            self.slot[s] = "pending"
+            self.submitted_at[self.lo + s] = now
+            self.counts["scale_up_requests"] += 1
+            control.submit(self.lo + s)
+
+    def _scale_down(self, k: int, pending: list, starting: list, active: list, now: float, control) -> None:
+        for s in reversed(pending):
+            if k == 0:
+                return
+            self.slot[s] = "unwanted"
+            k -= 1
+        for i in reversed(starting):
+            if k == 0:
+                return
+            self._release(i.job, now, "scale_down", control)
+            k -= 1
+        for i in reversed(active):
+            if k == 0:
+                return
+            i.state = "draining"
+            i.x.drain()
+            end = max(now, i.x.t)
+            if end <= now:
+                self._release(i.job, now, "drained", control)
+            else:
+                heapq.heappush(self.releases, (end, self.insts.index(i)))
+            k -= 1
+
+    # ------------------------------------------------------------------ results
+    def finalize(self, end: float) -> None:
+        self._advance(end)
+        for i in self._live("active", "draining", "starting"):
+            i.x.drain()
+        undone = [r.uid for r in self.reqs if r.generated != r.output]
+        if undone:
+            raise RuntimeError(f"serving: the run ended at t={end:.1f} s with {len(undone)} of {len(self.reqs)} "
+                               f"requests unserved (first: {undone[0]}); every job had ended (a lease "
+                               f"serving.lease_s = {self.cfg.lease_s:g} s expired with nothing left to run?)")
+
+    def job_columns(self) -> dict[str, np.ndarray]:
+        n = len(self.ctx.jobs)
+        kind = np.full(n, "batch", dtype=object)
+        kind[self.lo:] = "serving"
+        why = np.full(n, "", dtype=object)
+        for i in self.insts:
+            why[i.job] = i.reason
+        return {"kind": kind, "serving_end": why}
+
+    def timeseries(self, grid: np.ndarray, dt: float) -> dict:
+        t = np.asarray(self.energy_t, dtype=float)
+        e = np.asarray(self.energy_j, dtype=float)
+        edges = np.append(grid, grid[-1] + dt) if len(grid) else grid
+        cum = np.interp(edges, t, e, left=0.0, right=e[-1] if len(e) else 0.0)
+        held = np.zeros(len(grid))
+        for i in self.insts:
+            end = i.t_end if i.t_end == i.t_end else (grid[-1] + dt if len(grid) else i.t0)
+            lo, hi = np.clip(grid, i.t0, end), np.clip(grid + dt, i.t0, end)
+            held += (hi - lo) / dt * self.nodes_per_instance
+        return {"serving_power_w": (np.diff(cum) / dt, "W, GPUs of serving instances (per-phase power), "
+                                                       "average over [t, t+dt) at controller-tick resolution"),
+                "serving_nodes": (held, "nodes held by serving jobs, average over [t, t+dt)")}
+
+    def tables(self) -> dict:
+        import pandas as pd  # noqa: PLC0415
+        r = self.reqs
+        lat = latencies([q.arrival for q in r], [q.first for q in r], [q.last for q in r], [q.output for q in r])
+        jid = self.ctx.jobs.job_id
+        req = pd.DataFrame({"request_id": [q.uid for q in r], "arrival_s": [q.arrival for q in r],
+                            "first_token_s": [q.first for q in r], "last_token_s": [q.last for q in r],
+                            "input_tokens": [q.prompt for q in r], "output_tokens": [q.generated for q in r],
+                            "ttft_s": lat["ttft"], "tpot_s": lat["tpot"], "instance": [q.instance for q in r],
+                            "retries": self.retries, "preemptions": [q.preemptions for q in r]})
+        inst = pd.DataFrame({"instance": range(len(self.insts)), "job_id": [int(jid[i.job]) for i in self.insts],
+                             "start_s": [i.t0 for i in self.insts], "ready_s": [i.ready for i in self.insts],
+                             "end_s": [i.t_end for i in self.insts], "end": [i.reason for i in self.insts],
+                             "busy_s": [i.x.busy_s for i in self.insts],
+                             "prefill_busy_s": [i.x.prefill_busy_s for i in self.insts]})
+        return {"serving_requests.csv": req, "serving_instances.csv": inst}
+
+    def summary(self) -> dict:
+        c, r = self.cfg, self.reqs
+        lat = latencies([q.arrival for q in r], [q.first for q in r], [q.last for q in r], [q.output for q in r])
+        life = sum(i.t_end - i.t0 for i in self.insts)
+        waits = np.asarray(self.request_waits, dtype=float)
+        e = self._energy_now(max(self.energy_t))
+        return {"serving": {
+            "units": "seconds, joules", "trace": c.trace, "policy": c.policy, "hardware": c.hardware,
+            "model": c.model, "tp": c.tp, "gpus_per_node": self.gpn, "nodes_per_instance": self.nodes_per_instance,
+            "cold_start_s": self.cold_s, "lease_s": c.lease_s, "start_s": self.t_start, "time_scale": c.time_scale,
+            "requests": len(r), "output_tokens": int(sum(q.generated for q in r)),
+            **fifteen(lat), "slo": {"ttft_s": c.ttft_slo_s, "tpot_s": c.tpot_slo_s,
+                                    "attainment": slo_attainment(lat, c.ttft_slo_s, c.tpot_slo_s)},
+            "instances": len(self.insts), "instance_hours": life / 3600.0,
+            "node_hours": life * self.nodes_per_instance / 3600.0, "gpu_hours": life * c.tp / 3600.0,
+            "scale_up_wait_s": {"count": len(waits), "mean": float(waits.mean()) if len(waits) else None,
+                                "p50": float(np.median(waits)) if len(waits) else None,
+                                "p95": float(np.percentile(waits, 95)) if len(waits) else None,
+                                "max": float(waits.max()) if len(waits) else None},
+            "requests_retried": int((self.retries > 0).sum()), **self.counts,
+            "energy_j": e, "mean_instance_power_w": e / life if life > 0 and e == e else None,
+            "power_note": ("per-phase GPU power of serving instances (twin.serving.energy); not fed into the "
+                           "facility power model, which counts serving nodes with its own job power"),
+        }}
+
+
+def build(setup) -> ServingBatchModel:
+    """The registry factory (`twin.models`): the ``serving`` option table of the run."""
+    from hpctwin.datasets.serving_traces import read_serving_trace  # noqa: PLC0415
+    from .deployment import PoolSpec, instance_factory  # noqa: PLC0415
+    from .models import model_shape  # noqa: PLC0415
+    cfg = ServingBatchConfig.from_options(setup.options("serving"))
+    if setup.gpu:
+        raise ValueError("serving: --allocation gpu is not supported yet (node requests are whole nodes)")
+    spec = PoolSpec(cfg.hardware, cfg.model, tp=cfg.tp, max_num_seqs=cfg.max_num_seqs,
+                    max_num_batched_tokens=cfg.max_num_batched_tokens)
+    make = instance_factory(spec, getattr(setup.cfg, "data_dir", None))
+    gpn = getattr(setup.system, "gpus_per_node", 0) if setup.system is not None else 0
+    trace = read_serving_trace(Path(cfg.trace))
+    w = model_shape(cfg.model).weight_bytes_per_rank(cfg.tp)
+    return ServingBatchModel(cfg, trace, make, gpus_per_node=gpn or 1, weight_bytes_per_gpu=w)

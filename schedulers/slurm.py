@@ -82,10 +82,11 @@ from collections import defaultdict
 
 import numpy as np
 
-from .base import ClusterView, JobTable, Scheduler, Start
+from .base import BindContext, ClusterView, JobTable, Scheduler, Start
 from .slurm_conf import (SlurmConfError, SlurmConfig, apply_options, load_slurm_conf,
                          not_modelled_line, report_ignored)
 from .slurm_priority import AccountsSpec, FairShare, MultifactorPriority, QOSDef, load_accounts
+from .slurm_replay import REPLAY_MODES
 from .slurm_select import GroupedRunning, RunningSet, bits as _bits, job_test, to_mask as _to_mask
 
 NODE_ORDERS = ("time-fit", "index")
@@ -114,7 +115,7 @@ class SlurmScheduler(Scheduler):
     def __init__(self, config: SlurmConfig | None = None, accounts: AccountsSpec | None = None,
                  cpus_per_node: int | None = None, node_order: str = "time-fit",
                  bf_poll: float = 1.0, compiled: bool = True,
-                 time_limit_minutes: bool = False):
+                 time_limit_minutes: bool = False, replay: str = "auto"):
         self.cfg = config or SlurmConfig()
         self.accounts = accounts
         if node_order not in NODE_ORDERS:
@@ -126,6 +127,10 @@ class SlurmScheduler(Scheduler):
             raise ValueError(f"slurm: bf_poll must be > 0 s, got {bf_poll}")
         self.bf_poll = float(bf_poll)
         self.compiled = bool(compiled)
+        if replay not in REPLAY_MODES:
+            raise ValueError(f"slurm: replay must be one of {', '.join(REPLAY_MODES)}, "
+                             f"got {replay!r}")
+        self.replay = replay
         self.time_limit_minutes = bool(time_limit_minutes)
         cpn = cpus_per_node if cpus_per_node is not None else self.cfg.cpus_per_node
         self.cpn = int(cpn) if cpn else 1
@@ -142,8 +147,20 @@ class SlurmScheduler(Scheduler):
         """Allocation units the slurm.conf machine has (nodes x CPUs), or None if it names none."""
         return len(self.cfg.node_names) * self.cpn if self.cfg.node_names else None
 
-    def bind(self, jobs: JobTable, cluster: ClusterView) -> None:
-        super().bind(jobs, cluster)
+    def engine_fast_path(self, sim):
+        """The engine's fast-path seam: the whole run replayed by `schedulers.slurm_replay` when
+        eligible, else None (the general engine runs)."""
+        from .slurm_replay import engine_fast_path  # noqa: PLC0415
+        res = engine_fast_path(sim)
+        self.replayed = res is not None
+        return res
+
+    def bind(self, ctx: BindContext, cluster: ClusterView | None = None) -> None:
+        """Bind to the run (a `BindContext`; the legacy ``(jobs, cluster)`` pair is accepted)."""
+        ctx = BindContext.coerce(ctx, cluster)
+        super().bind(ctx)
+        jobs, cluster = ctx.jobs, ctx.cluster
+        self.notes = []
         cfg = self.cfg
         total = int(cluster.total)
         cpn = self.cpn
@@ -1124,6 +1141,8 @@ class SlurmScheduler(Scheduler):
         if line:
             d["warning"] = line
         d["stats"] = dict(self.stats)
+        d["engine"] = ("compiled whole-run replay (schedulers.slurm_replay)"
+                       if getattr(self, "replayed", False) else "general engine")
         d["simplifications"] = [
             "passes take no time (bf_continue, bf_yield_interval, bf_max_time have no effect)",
             "planning limit = estimate (requested time by default), in seconds",
@@ -1155,7 +1174,16 @@ def make_slurm_scheduler(conf_path: str | None, options: dict | None) -> SlurmSc
                           node_order=str(options.get("node_order", "time-fit")),
                           bf_poll=float(options.get("bf_poll", 1.0)),
                           compiled=_flag(options.get("compiled", True)),
-                          time_limit_minutes=_flag(options.get("time_limit_minutes", False)))
+                          time_limit_minutes=_flag(options.get("time_limit_minutes", False)),
+                          replay=_replay_mode(options.get("replay", "auto")))
+
+
+def _replay_mode(v) -> str:
+    """The ``replay`` option: ``auto`` (the compiled whole-run replay from
+    `schedulers.slurm_replay.MIN_JOBS` jobs), ``on``/true or ``off``/false."""
+    if isinstance(v, str) and v.strip().lower() == "auto":
+        return "auto"
+    return "on" if _flag(v) else "off"
 
 
 def _flag(v) -> bool:

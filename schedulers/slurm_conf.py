@@ -586,7 +586,7 @@ def report_ignored(cfg: SlurmConfig) -> None:
 #: option keys (besides slurm.conf keys and SchedulerParameters names) that the scheduler itself
 #: understands; `apply_options` leaves them alone.
 SCHEDULER_OPTION_KEYS = {"accounts", "cpus_per_node", "node_order", "bf_poll", "slurm_conf",
-                         "compiled", "time_limit_minutes"}
+                         "compiled", "time_limit_minutes", "replay"}
 
 
 def apply_options(cfg: SlurmConfig, options: dict[str, Any]) -> SlurmConfig:

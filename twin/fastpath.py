@@ -53,8 +53,12 @@ def eligible(scheduler, placer=None, models=()) -> bool:
 def engine_fast_path(sim):
     """The `twin.simulation.Simulation` fast-path seam: the compiled replay (the engine's
     `SimResult`) when the run is eligible (`eligible`, no gate) and has at least `MIN_JOBS` jobs;
-    None otherwise (the general loop runs)."""
+    None otherwise (the general loop runs). A scheduler with its own ``engine_fast_path(sim)``
+    method (the Slurm-like policy: `schedulers.slurm_replay`) answers for itself."""
     sched = sim.scheduler
+    own = getattr(sched, "engine_fast_path", None)
+    if callable(own):
+        return own(sim)
     if (sim.n < MIN_JOBS or list(getattr(sim, "gates", ()) or ())
             or not eligible(sched, sim.placer, sim.models)):
         return None

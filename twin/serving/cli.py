@@ -2,7 +2,7 @@
 
     hpctwin serve --bundle DIR --out OUT [--data-dir D] [--router least_loaded]
     hpctwin serve --trace TRACE --out OUT [--hardware RTXPRO6000 --model M --tp K]
-                  [--instances N | --prefill P --decode D]
+                  [--instances N | --prefill P --decode D [--system NAME [--kv-placement pools]]]
 
 ``DIR`` is laid out like ``LLMServingSim/bench/<hw>/<model>/`` (see `hpctwin.twin.serving.bundle`).
 Writes ``OUT/requests.csv`` (one row per workload request, in workload order: ``request_id`` = 0-based
@@ -31,8 +31,8 @@ from .metrics import fifteen, latencies
 
 
 def run_bundle(bundle: str | Path | Bundle, data_dir: str | None = None, router: str = "least_loaded",
-               series: bool = False) -> tuple[Bundle, ServingResult]:
-    """Simulate a bundle's workload on its deployment."""
+               series: bool = False, kv: dict | None = None) -> tuple[Bundle, ServingResult]:
+    """Simulate a bundle's workload on its deployment (``kv``: KV transfers on a topology, `kv_network`)."""
     b = bundle if isinstance(bundle, Bundle) else load_bundle(bundle, data_dir)
     insts = b.build_instances()
     if series:
@@ -46,10 +46,35 @@ def run_bundle(bundle: str | Path | Bundle, data_dir: str | None = None, router:
         if len(pre) + len(dec) != len(insts):
             raise BundleError(f"{b.path / 'config.json'}: mixing colocated and prefill/decode instances is not "
                               "supported (give every instance a pd_type, or none)")
-        # the KV crosses the cluster's link (config.json link_bw, GB/s, and link_latency, ns)
+        # the KV crosses the cluster's link (config.json link_bw, GB/s, and link_latency, ns), or flows
+        # on a system's topology
+        net = kv_network(kv, pre, dec, b.instances[0].hardware)
         return b, simulate_pd(b.workload(), pre, dec, router, router, link_GBps=b.link_bw_GBps,
-                              latency_s=b.link_latency_ns * 1e-9)
+                              latency_s=b.link_latency_ns * 1e-9, kv_network=net)
+    if kv and kv.get("system"):
+        raise ValueError("--system places the KV transfers of a disaggregated deployment; this bundle is colocated")
     return b, simulate(b.workload(), insts, router=router, units=b.units(insts))
+
+
+def parse_placement(text: str) -> str | list[int]:
+    """``--kv-placement``: ``pools``, ``packed`` or comma-separated node ids (one per instance)."""
+    if text in ("pools", "packed"):
+        return text
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--kv-placement {text!r}: give pools, packed or comma-separated node ids "
+                         "(one per instance, prefill first)") from None
+
+
+def kv_network(kv: dict | None, prefill: list, decode: list, hardware: str):
+    """The `kvflow.KVNetwork` of ``kv`` (``system``, ``placement``, ``routing``, ``d2d_GBps``), or None
+    when no system is given (the fixed-bandwidth formula of `pd.kv_transfer_s`)."""
+    if not kv or not kv.get("system"):
+        return None
+    from .kvflow import KVNetwork  # noqa: PLC0415
+    return KVNetwork.from_system(kv["system"], prefill, decode, hardware, parse_placement(kv.get("placement", "pools")),
+                                 kv.get("d2d_GBps"), routing=kv.get("routing", "minimal"))
 
 
 def summary(engine: dict, res: ServingResult, arrival: str = "engine") -> dict:
@@ -115,6 +140,13 @@ def write_outputs(out: Path, engine: dict, res: ServingResult, arrival: str = "e
     return s
 
 
+def kv_options(a: argparse.Namespace) -> dict | None:
+    """The KV-network options of the command line (None without ``--system``)."""
+    if not a.system:
+        return None
+    return {"system": a.system, "placement": a.kv_placement, "routing": a.kv_routing, "d2d_GBps": a.kv_d2d_GBps}
+
+
 def run_trace(a: argparse.Namespace) -> tuple[dict, ServingResult]:
     """``--trace`` mode: a serving trace on a pool built from ``--hardware/--model/--tp`` (colocated
     ``--instances``, or ``--prefill`` + ``--decode`` disaggregated pools)."""
@@ -133,8 +165,11 @@ def run_trace(a: argparse.Namespace) -> tuple[dict, ServingResult]:
         if not a.no_timeseries:
             for x in insts:
                 x.series = []
-        res = simulate_pd(trace, pre, dec, a.router, a.router)
+        res = simulate_pd(trace, pre, dec, a.router, a.router, kv_network=kv_network(kv_options(a), pre, dec, a.hardware))
     else:
+        if a.system:
+            raise ValueError("--system places the KV transfers of a disaggregated deployment: give --prefill and "
+                             "--decode (a colocated deployment transfers no KV)")
         insts = build_pool(replace(spec, count=a.instances), a.data_dir)
         if not a.no_timeseries:
             for x in insts:
@@ -144,7 +179,8 @@ def run_trace(a: argparse.Namespace) -> tuple[dict, ServingResult]:
                       "block_size": spec.block_size, "prefix_caching": spec.prefix_caching,
                       "async_scheduling": spec.async_scheduling},
            "deployment": {"hardware": a.hardware, "model": a.model, "tp": a.tp, "instances": a.instances,
-                          "prefill": a.prefill, "decode": a.decode, "router": a.router},
+                          "prefill": a.prefill, "decode": a.decode, "router": a.router,
+                          **({"kv": kv_options(a)} if a.system else {})},
            "dataset": str(a.trace)}
     return eng, res
 
@@ -177,16 +213,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-timeseries", action="store_true",
                    help="do not write timeseries.csv (one row per iteration, or per run of identical "
                         "decode iterations: running, waiting, KV blocks used, batch tokens)")
+    p.add_argument("--system", default=None,
+                   help="disaggregated deployments: send the KV caches as flows on this system's topology (a "
+                        "built-in name such as dgx-h100, or a system .toml); default: the fixed-bandwidth link")
+    p.add_argument("--kv-placement", default="pools",
+                   help="with --system: pools (prefill pool on the first nodes, decode pool from the next empty "
+                        "node; default), packed (GPU slots in order, a node may hold both), or node ids, one "
+                        "per instance, prefill first (e.g. 0,0,1)")
+    p.add_argument("--kv-routing", choices=["minimal", "valiant"], default="minimal",
+                   help="with --system: the topology's routing (valiant: Dragonfly only)")
+    p.add_argument("--kv-d2d-GBps", type=float, default=None,
+                   help="with --system: device-to-device (NVLink) GB/s per GPU and direction for intra-node "
+                        "transfers (default: the GPU type's figure in twin/serving/kvflow.py D2D)")
     p.add_argument("--quiet", "-q", action="store_true")
     a = p.parse_args(argv)
     try:
         if a.bundle:
-            b, res = run_bundle(a.bundle, a.data_dir, a.router, series=not a.no_timeseries)
+            b, res = run_bundle(a.bundle, a.data_dir, a.router, series=not a.no_timeseries, kv=kv_options(a))
             eng = bundle_engine(b)
         else:
             eng, res = run_trace(a)
         s = write_outputs(Path(a.out), eng, res, a.arrival)
-    except (BundleError, ValueError, FileNotFoundError) as e:
+    except (BundleError, ValueError, FileNotFoundError) as e:  # KVNetworkError, SystemError_ are ValueErrors
         print(f"hpctwin serve: error: {e}", file=sys.stderr)
         return 2
     if not a.quiet:

@@ -123,6 +123,7 @@ class Instance:
         self.tokens_decoded = 0
         self.finished: list[Req] = []
         self.outstanding = 0
+        self.inbound = 0               # KV transfers to this instance in flight (P/D on a topology)
         self.series: list[tuple[float, int, int, int, int]] | None = None  # (t, running, waiting, kv_used, tokens)
 
     # ---- arrivals ----------------------------------------------------------------------------
@@ -142,15 +143,25 @@ class Instance:
         self._enqueue(r)
         self.outstanding += 1
 
-    def add_transferred(self, r: Req, now: float) -> None:
-        """A request whose prompt KV (``r.computed`` tokens) arrives from a prefill instance at ``now``."""
+    def add_transferred(self, r: Req, now: float, expected: bool = False) -> None:
+        """A request whose prompt KV (``r.computed`` tokens) arrives from a prefill instance at ``now``;
+        ``expected``: already counted outstanding by `expect_transfer` when its transfer started."""
         r.transferred = r.computed
         r.instance = self.iid
         r.ready = now
         if not self.running and not self.waiting:
             self.t = max(self.t, now)
         self._enqueue(r)
+        if expected:
+            self.inbound -= 1
+        else:
+            self.outstanding += 1
+
+    def expect_transfer(self) -> None:
+        """A KV transfer to this instance has started (P/D on a topology): the request counts as
+        outstanding (routed, unfinished) from now, and as ``inbound`` until its KV arrives."""
         self.outstanding += 1
+        self.inbound += 1
 
     def _enqueue(self, r: Req) -> None:
         if not self.priority:

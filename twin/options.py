@@ -241,7 +241,7 @@ def _serving_keys() -> dict[str, Key]:
             "max_requests": Key(int, **cnt), "ttft_slo_s": Key(float, **pos), "tpot_slo_s": Key(float, **pos),
             "load_GBps": Key(float, **pos), "startup_s": Key(float, minimum=0.0),
             "max_num_seqs": Key(int, minimum=1), "max_num_batched_tokens": Key(int, minimum=1),
-            "user": Key(int)}
+            "user": Key(int), "warm_start": Key(bool)}
 
 
 #: ``--set`` sections with fixed keys (the others derive theirs from the code, see `set_schema`)

@@ -85,6 +85,7 @@ class ServingBatchConfig:
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 2048
     user: int = -1                    # user id of the node requests; -1: one above the log's largest
+    warm_start: bool = False          # the first tick's instances serve at once (a deployment already up)
 
     @classmethod
     def from_options(cls, opts: dict, source: str = "option serving") -> "ServingBatchConfig":
@@ -204,6 +205,7 @@ class ServingBatchModel(RunModel):
         self.waiting: list = []                        # requests with no serving instance yet
         self.retries = np.zeros(len(self.reqs), dtype=np.int64)
         self.submitted_at: dict[int, float] = {}
+        self.warm: set[int] = set()                    # node requests whose instance skips the cold start
         self.request_waits: list[float] = []
         self.next_tick = self.t_start
         self.finished = False
@@ -304,8 +306,10 @@ class ServingBatchModel(RunModel):
         if self.submitted_at[job] >= 0:
             self.request_waits.append(now - self.submitted_at[job])
             self.submitted_at[job] = -1.0              # a requeued job's next start is not a scale-up wait
-        inst = _Inst(self.make(len(self.insts)), job, now, now + self.cold_s, unwanted)
-        inst.x.t = now + self.cold_s
+        cold = 0.0 if job in self.warm else self.cold_s
+        self.warm.discard(job)
+        inst = _Inst(self.make(len(self.insts)), job, now, now + cold, unwanted)
+        inst.x.t = now + cold
         self.insts.append(inst)
         self.inst_of[job] = inst
         self.slot[s] = "running"
@@ -404,6 +408,8 @@ class ServingBatchModel(RunModel):
         have = len(active) + len(starting) + len(pending)
         if want > have:
             self._scale_up(want - have, now, control)
+            if first and c.warm_start:
+                self.warm = set(self.submitted_at)
         elif want < have:
             self._scale_down(have - want, pending, starting, active, now, control)
         self.log_t.append(now)

@@ -579,3 +579,42 @@ def main_pass(nn, node_end, order, depth, part_job_depth, req, jpart, pmask, n_p
                 avail[w] &= ~pmask[k, w]
     idx, off = _indices(out_nodes, n_st, nn)
     return out_pos[:n_st], out_nodes[:n_st], complete, idx, off
+
+
+@njit(cache=True)
+def bf_cycle_live(now, res, bf_window, max_test, jpcr, max_start, min_prio, min_age, nn, idle_w,
+                  R, r_end, r_id, r_words, rq, rtl, rest, rpart, rprio, rsub, rjid, rg, pmask,
+                  n_parts, gres):
+    """`bf_cycle` from state the caller keeps up to date between cycles (the whole-run replay,
+    `schedulers.slurm_replay_kernels`), instead of rebuilding it from the slots each cycle:
+    ``idle_w`` the idle nodes as words, rows ``0..R-1`` of ``r_end``/``r_id``/``r_words`` the
+    running jobs already in ``_will_run_test`` removal order (expected end, job id, then slot:
+    the order `bf_cycle`'s two stable sorts give), and the queue's columns (``rq`` nodes,
+    ``rtl`` planning limit, ``rest`` estimate, ``rpart``, ``rprio``, ``rsub``, ``rjid``,
+    ``rg``) in queue order. Same returns as `bf_cycle`; the inputs are not modified."""
+    W = idle_w.shape[0]
+    nq = rq.shape[0]
+    idle = idle_w.copy()
+    kend = np.empty(R + nq)
+    kid = np.empty(R + nq, dtype=np.int64)
+    free = np.empty((R + nq, W), dtype=np.uint64)
+    for q in range(R):
+        kend[q] = r_end[q]
+        kid[q] = r_id[q]
+        for w in range(W):
+            prev = free[q - 1, w] if q > 0 else idle[w]
+            free[q, w] = prev | r_words[q, w]
+    suffix_min = np.empty(nq, dtype=np.int64)
+    m = 1 << 62
+    for q in range(nq - 1, -1, -1):
+        if rq[q] < m:
+            m = rq[q]
+        suffix_min[q] = m
+    out_pos = np.empty(nq, dtype=np.int64)
+    out_nodes = np.empty((nq, W), dtype=np.uint64)
+    n_st, n_res = bf_cycle_linear(now, res, bf_window, max_test, jpcr, max_start, min_prio,
+                                  min_age, nn, idle, kend, kid, free, R, rq, rtl, rest, rpart,
+                                  rprio, rsub, rjid, suffix_min, pmask, n_parts, out_pos,
+                                  out_nodes, rg, gres)
+    idx, off = _indices(out_nodes, n_st, nn)
+    return out_pos[:n_st], out_nodes[:n_st], n_res, idx, off

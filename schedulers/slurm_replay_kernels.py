@@ -15,13 +15,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .slurm_kernels import bf_cycle, main_pass
+from .slurm_kernels import bf_cycle_live, main_pass
 
 INF = np.inf
 # fs: float state
 F_BF_LAST, F_BF_CHANGE, F_WAKE = 0, 1, 2
 # st: int state
-S_IDLE, S_PENDING, S_EVENT, S_MAIN_DIRTY, S_BF_DIRTY, S_BF_LEFT, S_NFREE, S_NEW = range(8)
+S_IDLE, S_PENDING, S_EVENT, S_MAIN_DIRTY, S_BF_DIRTY, S_BF_LEFT, S_NFREE, S_NEW, S_RUN = range(9)
 # cnt: SlurmScheduler.stats, in this order (STAT_NAMES in schedulers.slurm_replay)
 C_EVENT, C_MAIN, C_BF, C_SKIP, C_BF_STARTS, C_MAIN_STARTS, C_RESV, C_MISSED = range(8)
 # fp: float parameters; ip: int parameters
@@ -105,9 +105,55 @@ def _next_wakeup(now, fs, st, fp, ip):
 
 
 @njit(cache=True)
+def _run_insert(RUN, st, end, jid, slot, words):
+    """A job starts: clear its nodes in the idle words and insert it in the running list, kept
+    in (expected end, job id, slot) order (`bf_cycle`'s removal order)."""
+    idle_w, r_end, r_id, r_slot, r_words = RUN
+    W = idle_w.shape[0]
+    for w in range(W):
+        idle_w[w] &= ~words[w]
+    R = st[S_RUN]
+    m = R
+    while m > 0 and (r_end[m - 1] > end or (r_end[m - 1] == end and (
+            r_id[m - 1] > jid or (r_id[m - 1] == jid and r_slot[m - 1] > slot)))):
+        r_end[m] = r_end[m - 1]
+        r_id[m] = r_id[m - 1]
+        r_slot[m] = r_slot[m - 1]
+        for w in range(W):
+            r_words[m, w] = r_words[m - 1, w]
+        m -= 1
+    r_end[m] = end
+    r_id[m] = jid
+    r_slot[m] = slot
+    for w in range(W):
+        r_words[m, w] = words[w]
+    st[S_RUN] = R + 1
+
+
+@njit(cache=True)
+def _run_remove(RUN, st, slot):
+    """The job in ``slot`` ends: its nodes become idle and it leaves the running list."""
+    idle_w, r_end, r_id, r_slot, r_words = RUN
+    W = idle_w.shape[0]
+    R = st[S_RUN]
+    m = 0
+    while r_slot[m] != slot:
+        m += 1
+    for w in range(W):
+        idle_w[w] |= r_words[m, w]
+    for q in range(m, R - 1):
+        r_end[q] = r_end[q + 1]
+        r_id[q] = r_id[q + 1]
+        r_slot[q] = r_slot[q + 1]
+        for w in range(W):
+            r_words[q, w] = r_words[q + 1, w]
+    st[S_RUN] = R - 1
+
+
+@njit(cache=True)
 def _apply_starts(now, queue, pos, words, idx, off, started, fs, st, node_end, est, job_id,
                   req, procs, slot_used, slot_end, slot_id, slot_words, free_slots, job_slot,
-                  jnodes, noff, units, uoff, start, newj, ip):
+                  jnodes, noff, units, uoff, start, newj, ip, RUN):
     """`SlurmScheduler._starts_of` / ``_apply_start``: the passes' starts on their nodes (units of
     a node n: n * cpn .. n * cpn + cpn - 1, the first ``procs`` of them)."""
     cpn = ip[Q_CPN]
@@ -128,6 +174,7 @@ def _apply_starts(now, queue, pos, words, idx, off, started, fs, st, node_end, e
         slot_id[slot] = job_id[j]
         for w in range(W):
             slot_words[slot, w] = words[q, w]
+        _run_insert(RUN, st, end, job_id[j], slot, words[q])
         st[S_PENDING] -= 1
         u = uoff[j]
         left = procs[j]
@@ -144,18 +191,33 @@ def _apply_starts(now, queue, pos, words, idx, off, started, fs, st, node_end, e
 
 
 @njit(cache=True)
-def _compact(queue, qn, started):
+def _compact(queue, qn, started, QC):
+    """Drop the started jobs from the queue and its columns (order kept); returns the length."""
+    q_req, q_tl, q_est, q_part, q_sub, q_jid, q_g = QC
     w = 0
     for k in range(qn):
         j = queue[k]
         if not started[j]:
             queue[w] = j
+            q_req[w], q_tl[w], q_est[w], q_part[w] = q_req[k], q_tl[k], q_est[k], q_part[k]
+            q_sub[w], q_jid[w], q_g[w] = q_sub[k], q_jid[k], q_g[k]
             w += 1
     return w
 
 
 @njit(cache=True)
-def _schedule(now, queue, qn, J, M, pm_words, gres_words, fs, st, cnt, fp, ip):
+def _enqueue(queue, qn, j, QC, J):
+    """Append job ``j`` to the queue and its columns; returns the length."""
+    submit, req, est, tl, jpart, jgres, job_id, procs, ones = J
+    q_req, q_tl, q_est, q_part, q_sub, q_jid, q_g = QC
+    queue[qn] = j
+    q_req[qn], q_tl[qn], q_est[qn], q_part[qn] = req[j], tl[j], est[j], jpart[j]
+    q_sub[qn], q_jid[qn], q_g[qn] = submit[j], job_id[j], jgres[j]
+    return qn + 1
+
+
+@njit(cache=True)
+def _schedule(now, queue, qn, J, M, RUN, QC, pm_words, gres_words, fs, st, cnt, fp, ip):
     """`SlurmScheduler.schedule` for a static priority order (the queue's own order: arrival,
     i.e. index order): the main or event pass, then the backfill cycle if due. Starts go to
     ``M`` (``newj[:st[S_NEW]]``); returns the queue length left."""
@@ -176,7 +238,7 @@ def _schedule(now, queue, qn, J, M, pm_words, gres_words, fs, st, cnt, fp, ip):
             n_st = pos.shape[0]
             _apply_starts(now, queue, pos, words, idx, off, started, fs, st, node_end, est,
                           job_id, req, procs, slot_used, slot_end, slot_id, slot_words,
-                          free_slots, job_slot, jnodes, noff, units, uoff, start, newj, ip)
+                          free_slots, job_slot, jnodes, noff, units, uoff, start, newj, ip, RUN)
         cnt[C_MAIN if full_due else C_EVENT] += 1
         cnt[C_MAIN_STARTS] += n_st
         if complete:
@@ -186,31 +248,34 @@ def _schedule(now, queue, qn, J, M, pm_words, gres_words, fs, st, cnt, fp, ip):
             st[S_BF_DIRTY] = 1
             if fs[F_BF_CHANGE] != fs[F_BF_CHANGE]:
                 fs[F_BF_CHANGE] = now
-            qn = _compact(queue, qn, started)
+            qn = _compact(queue, qn, started, QC)
     if ip[Q_BF_ON] != 0:
         t = _bf_next(fs, st, fp, ip)
         if t == t and t <= now:
             if st[S_BF_DIRTY] != 0 and st[S_PENDING] != 0:
                 n_st = 0
-                rmin = req[queue[0]]
+                q_req, q_tl, q_est, q_part, q_sub, q_jid, q_g = QC
+                rmin = q_req[0]
                 for k in range(1, qn):
-                    if req[queue[k]] < rmin:
-                        rmin = req[queue[k]]
+                    if q_req[k] < rmin:
+                        rmin = q_req[k]
                 if not (st[S_IDLE] == 0 or st[S_IDLE] < rmin):
                     prio = ones[:qn] if ip[Q_MIN_PRIO] != 0 else ones[:0]
-                    pos, words, n_res, idx, off = bf_cycle(
+                    idle_w, r_end, r_id, r_slot, r_words = RUN
+                    pos, words, n_res, idx, off = bf_cycle_live(
                         now, fp[P_RES], fp[P_WINDOW], ip[Q_MAX_TEST], ip[Q_JPCR],
-                        ip[Q_MAX_START], ip[Q_MIN_PRIO], fp[P_MIN_AGE], nn, node_end,
-                        slot_used, slot_end, slot_id, slot_words, queue[:qn], req, tl, est,
-                        jpart, prio, submit, job_id, pm_words, ip[Q_NPARTS], jgres, gres_words)
+                        ip[Q_MAX_START], ip[Q_MIN_PRIO], fp[P_MIN_AGE], nn, idle_w, st[S_RUN],
+                        r_end, r_id, r_words, q_req[:qn], q_tl[:qn], q_est[:qn], q_part[:qn],
+                        prio, q_sub[:qn], q_jid[:qn], q_g[:qn], pm_words, ip[Q_NPARTS],
+                        gres_words)
                     cnt[C_RESV] += n_res
                     n_st = pos.shape[0]
                     _apply_starts(now, queue, pos, words, idx, off, started, fs, st, node_end,
                                   est, job_id, req, procs, slot_used, slot_end, slot_id,
                                   slot_words, free_slots, job_slot, jnodes, noff, units, uoff,
-                                  start, newj, ip)
+                                  start, newj, ip, RUN)
                     if n_st > 0:
-                        qn = _compact(queue, qn, started)
+                        qn = _compact(queue, qn, started, QC)
                 cnt[C_BF] += 1
                 cnt[C_BF_STARTS] += n_st
                 st[S_BF_DIRTY] = 1 if n_st else 0
@@ -309,8 +374,18 @@ def replay(submit, runtime, kill, procs, req, est, tl, jpart, jgres, job_id, pm_
     J = (submit, req, est, tl, jpart, jgres, job_id, procs, ones)
     M = (node_end, slot_used, slot_end, slot_id, slot_words, free_slots, job_slot, jnodes, noff,
          units, uoff, start, newj, started)
+    # idle nodes as words and the running jobs in removal order (bf_cycle_live's inputs)
+    idle_w = np.zeros(W, dtype=np.uint64)
+    for i in range(nn):
+        idle_w[i >> 6] |= np.uint64(1) << np.uint64(i & 63)
+    RUN = (idle_w, np.empty(nn + 1), np.empty(nn + 1, dtype=np.int64),
+           np.empty(nn + 1, dtype=np.int64), np.zeros((nn + 1, W), dtype=np.uint64))
+    # the queue's columns, in queue order
+    QC = (np.empty(n + 1, dtype=np.int64), np.empty(n + 1), np.empty(n + 1),
+          np.empty(n + 1, dtype=np.int64), np.empty(n + 1), np.empty(n + 1, dtype=np.int64),
+          np.empty(n + 1, dtype=np.int64))
     fs = np.array([0.0, np.nan, np.nan])
-    st = np.zeros(8, dtype=np.int64)
+    st = np.zeros(9, dtype=np.int64)
     st[S_IDLE] = nn
     st[S_NFREE] = nn
     cnt = np.zeros(8, dtype=np.int64)
@@ -358,6 +433,7 @@ def replay(submit, runtime, kill, procs, req, est, tl, jpart, jgres, job_id, pm_
                 node_end[jnodes[k]] = -INF
             st[S_IDLE] += req[j]
             slot = job_slot[j]
+            _run_remove(RUN, st, slot)
             slot_used[slot] = False
             free_slots[st[S_NFREE]] = slot
             st[S_NFREE] += 1
@@ -365,8 +441,7 @@ def replay(submit, runtime, kill, procs, req, est, tl, jpart, jgres, job_id, pm_
             _touch(now, fs, st)
         submitted = False
         while ptr < n and submit[ptr] <= now:       # 3. submissions (index order)
-            queue[qn] = ptr
-            qn += 1
+            qn = _enqueue(queue, qn, ptr, QC, J)
             # SlurmScheduler.on_submit
             _bf_catch_up(now, fs, st, cnt, fp, ip)
             st[S_PENDING] += 1
@@ -382,7 +457,8 @@ def replay(submit, runtime, kill, procs, req, est, tl, jpart, jgres, job_id, pm_
         if (finished or submitted or woke) and qn > 0:  # 5. one pass
             passes += 1
             st[S_NEW] = 0
-            qn = _schedule(now, queue, qn, J, M, pm_words, gres_words, fs, st, cnt, fp, ip)
+            qn = _schedule(now, queue, qn, J, M, RUN, QC, pm_words, gres_words, fs, st, cnt, fp,
+                           ip)
             n_new = st[S_NEW]
             for q in range(n_new):
                 j = newj[q]

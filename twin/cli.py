@@ -106,6 +106,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--slurm-conf", default=None, help="slurm.conf-style file for --scheduler slurm")
     p.add_argument("--allow-empty", action="store_true",
                    help="run even when the workload has no job to simulate (default: that is an error)")
+    p.add_argument("--compat", choices=["rlscheduler"], default=None,
+                   help="replay a published harness's conventions instead (docs/conventions.md)")
     p.add_argument("--set", dest="options", type=_kv, action="append", default=[], metavar="KEY=VALUE",
                    help="extra option for models/schedulers (repeatable), e.g. --set scheduler.bf_interval=30")
 
@@ -234,6 +236,9 @@ def format_summary(s: dict) -> str:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
+    if getattr(a, "compat", None):          # a harness's own replay (schedulers.rlscheduler_run)
+        from hpctwin.schedulers.rlscheduler_run import run_compat_cli  # noqa: PLC0415
+        return run_compat_cli(a, config_from_args(a))
     from .options import validate_run_config  # noqa: PLC0415
     from .run import run  # noqa: PLC0415
     cfg = config_from_args(a)

@@ -19,7 +19,6 @@ Conventions of this reader (stated in every run summary through ``Workload.notes
 """
 from __future__ import annotations
 
-import csv
 import gzip
 import io
 import math
@@ -27,13 +26,16 @@ import os
 import re
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from hpctwin.twin.workload import Workload
 
 from .textio import read_text
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 FIELDS = ("job", "submit", "wait", "run", "alloc_procs", "avg_cpu", "used_mem", "req_procs",
           "req_time", "req_mem", "status", "user", "group", "exe", "queue", "partition",
@@ -151,14 +153,14 @@ def _parse_lines(path: Path, lines: list[str], data_lineno: np.ndarray, extra: i
 
 
 def _parse_fast(text: str, n: int) -> dict[str, np.ndarray] | None:
-    """pandas' C parser; None when any line needs the exact parser (wrong field count, a token
-    that is not a finite number, a fractional integer, an integer beyond 2**53, a huge time)."""
+    """numpy's C text parser (``np.loadtxt``: whitespace-separated, ``;`` comments, blank lines
+    skipped; as fast as pandas' and without importing it); None when any line needs the exact
+    parser (wrong field count, a token that is not a finite number, a fractional integer, an integer
+    beyond 2**53, a huge time)."""
     try:
-        df = pd.read_csv(io.StringIO(text), sep=r"\s+", comment=";", header=None, dtype=np.float64,
-                         engine="c", skip_blank_lines=True, quoting=csv.QUOTE_NONE)
-    except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError):
+        arr = np.loadtxt(io.StringIO(text), dtype=np.float64, comments=";", ndmin=2, quotechar=None)
+    except ValueError:
         return None
-    arr = df.to_numpy()
     if arr.shape != (n, len(FIELDS)) or not np.isfinite(arr).all():
         return None
     cols: dict[str, np.ndarray] = {}
@@ -194,13 +196,15 @@ def read_swf_table(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, str
     Raises `SWFError` naming file:line and field. Linear in the file size; a UTF-8 BOM and CRLF
     line ends are accepted. ``df.attrs`` holds ``header_lines`` (header key -> line) and, for
     Alea logs, ``alea_hosts``/``alea_queues``/``alea_props``."""
-    df, header, lineno, extra = _read_table(path)
+    import pandas as pd  # noqa: PLC0415
+    cols, header, lineno, extra = _read_table(path)
+    df = pd.DataFrame(cols)
     df.attrs.update(extra)
     return df, header, lineno
 
 
-def _read_table(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, str], np.ndarray, dict]:
-    """`read_swf_table`'s work; the extras are returned apart (pandas deep-copies ``attrs`` on every
+def _read_table(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[str, str], np.ndarray, dict]:
+    """`read_swf_table`'s work, the 18 fields as {name: array}; the extras are returned apart (pandas deep-copies ``attrs`` on every
     column access, which made per-job host arrays there quadratic-looking in practice)."""
     path = Path(path)
     text = _open_text(path)
@@ -221,7 +225,7 @@ def _read_table(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, str], 
                            dtype=np.int64)
     attrs = {"header_lines": header_lines}
     if len(data_lineno) == 0:
-        return pd.DataFrame({f: np.empty(0) for f in FIELDS}), header, data_lineno, attrs
+        return {f: np.empty(0) for f in FIELDS}, header, data_lineno, attrs
     first = lines[int(data_lineno[0]) - 1].split(";", 1)[0].split()
     cols = None
     if len(first) == len(FIELDS) + 3 and first[len(FIELDS)].startswith("{"):
@@ -244,7 +248,7 @@ def _read_table(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, str], 
             cols = _parse_fast(text, len(data_lineno))
         if cols is None:
             cols, _ = _parse_lines(path, lines, data_lineno)
-    return pd.DataFrame(cols), header, data_lineno, attrs
+    return cols, header, data_lineno, attrs
 
 
 def _check_duplicates(path: Path, job: np.ndarray, lineno: np.ndarray, how: str) -> tuple[np.ndarray, int]:
@@ -289,9 +293,9 @@ def read_swf(path: str | os.PathLike, size_field: str = "auto", name: str | None
         raise ValueError(f"size_field must be auto, requested or allocated, got {size_field!r}")
     if duplicate_ids not in ("error", "renumber"):
         raise ValueError(f"duplicate_ids must be error or renumber, got {duplicate_ids!r}")
-    df, header, lineno, extra = _read_table(path)
+    col, header, lineno, extra = _read_table(path)
     hl = extra.get("header_lines", {})
-    n = len(df)
+    n = len(lineno)
     notes: list[str] = []
     for key in ("MaxRecords", "MaxJobs"):
         limit = header_int(header, key, path, hl.get(key))
@@ -310,7 +314,6 @@ def read_swf(path: str | os.PathLike, size_field: str = "auto", name: str | None
             raise SWFError(f"{path}:{hl.get(key)}: header field {key}: {v} is not a machine size "
                            f"(1 to {MAX_UNITS:,} units)")
 
-    col = {f: df[f].to_numpy() for f in FIELDS}
     submit = col["submit"]
     if n and submit.min() < -1:      # -1 is SWF's "unknown"; the run skips and counts those jobs
         i = int(np.argmin(submit))

@@ -40,14 +40,11 @@ import math
 import networkx as nx
 import numpy as np
 
+from hpctwin.topology.errors import TopologyError  # noqa: F401 - defined apart, re-exported here
+
 ARRANGEMENTS = ("absolute", "relative", "circulant")
 
 
-class TopologyError(ValueError):
-    """Impossible topology parameters or a system file that disagrees with its topology.
-
-    Shared by every builder of the ``topology`` package.
-    """
 
 
 def _positive_int(name: str, v, minimum: int = 1) -> int:

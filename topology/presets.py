@@ -20,14 +20,14 @@ pins them down.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import numpy as np
 
-from hpctwin.topology.dragonfly import TopologyError, dragonfly_graph, dragonfly_plus_graph
-from hpctwin.topology.fattree import fat_tree_graph, leaf_spine_graph
-from hpctwin.topology.torus import torus_graph
+from hpctwin.topology.errors import TopologyError
+
+if TYPE_CHECKING:                 # the builders (and networkx, ~0.2 s to import) load in build_network
+    import networkx as nx
 
 GBIT = 1e9 / 8  # bytes/s per Gb/s
 
@@ -242,6 +242,9 @@ def build_network(network_table: dict, nodes: int | None = None, source: str = "
     ``network_table``: ``{"preset": name, ...overrides}`` or ``{"kind": kind, ...parameters}``.
     ``source`` names the file/table in error messages. Raises `TopologyError` (a ValueError).
     """
+    from hpctwin.topology.dragonfly import dragonfly_graph, dragonfly_plus_graph  # noqa: PLC0415
+    from hpctwin.topology.fattree import fat_tree_graph, leaf_spine_graph  # noqa: PLC0415
+    from hpctwin.topology.torus import torus_graph  # noqa: PLC0415
     params = network_params(network_table, nodes, source)
     kind = params.pop("kind")
     n = params.pop("nodes", None)

@@ -147,6 +147,47 @@ def columns_csv_bytes(columns: dict[str, Any]) -> bytes:
         raise ValueError(f"no CSV text for a column of type {e}") from None
 
 
+def plain_columns(columns: dict[str, Any]) -> bool:
+    """True when every column is one `columns_csv_bytes` writes exactly as pandas would after its own
+    type inference: a numpy array of numbers, booleans or fixed-width text, an object array or list
+    of ``str`` only, or a list of Python ``int`` only (pandas makes it int64). A list holding None,
+    floats or mixed types (pandas may infer float64 and write ``1.0`` for ``1``) is not plain."""
+    for v in columns.values():
+        if isinstance(v, np.ndarray):
+            if v.ndim != 1:
+                return False
+            if v.dtype.kind in "fiubU":
+                continue
+            if v.dtype.kind == "O" and all(type(x) is str for x in v.tolist()):
+                continue
+            return False
+        if isinstance(v, list):
+            if all(type(x) is str for x in v):
+                continue
+            if all(type(x) is int for x in v) and all(-2 ** 63 <= x < 2 ** 63 for x in v):
+                continue
+        return False
+    return True
+
+
+def write_columns_csv(columns: dict[str, Any], path: str | Path) -> None:
+    """Write a ``{name: column}`` table (equal lengths) to ``path`` with the bytes of
+    ``pandas.DataFrame(columns).to_csv(path, index=False)``, chunk by chunk (see `columns_csv_bytes`)."""
+    if not columns:
+        raise ValueError("a CSV table needs at least one column")
+    names = [str(c) for c in columns]
+    arrays = [np.asarray(v) if not isinstance(v, list) else np.array(v, dtype=object) for v in columns.values()]
+    lengths = {len(a) for a in arrays}
+    if len(lengths) != 1:
+        raise ValueError(f"columns have different lengths: {sorted(lengths)}")
+    try:
+        chunks = _chunks(names, arrays, lengths.pop())
+    except _Unsupported as e:
+        raise ValueError(f"no CSV text for a column of type {e}") from None
+    with open(path, "wb") as f:
+        f.writelines(chunks)
+
+
 def write_csv(df, path: str | Path) -> None:
     """Write ``df`` to ``path`` with exactly the bytes of ``df.to_csv(path, index=False)``."""
     try:

@@ -13,10 +13,9 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from hpctwin.schedulers.base import JobTable
 from hpctwin.schedulers.registry import make_scheduler
@@ -26,12 +25,15 @@ from .runfolder import RunFolderError, discard, prepare_out, publish
 from .metrics import CONVENTIONS, TAU, bounded_slowdown, interval_average, sample_at, summarise
 from .model_api import ModelContext, ModelView, seeded_rng
 from .ranges import parse_ranges
-from .csvout import write_csv
+from .csvout import plain_columns, write_columns_csv, write_csv
 from .fastpath import engine_fast_path
 from .simulation import Simulation
 from .system import SystemSpec, load_system
 from .tomlwrite import dumps as toml_dumps
 from .workload import Workload
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: the built-in default machine for synthetic runs
 DEFAULT_SYSTEM = "generic"
@@ -71,16 +73,47 @@ class RunConfig:
     allow_empty: bool = False  # a workload with no job to simulate is an error unless this is set
 
 
-@dataclass
 class RunResult:
-    config: RunConfig
-    jobs: pd.DataFrame
-    summary: dict
-    timeseries: dict[str, tuple[np.ndarray, str]]
-    workload: Workload | None = None
-    out: Path | None = None
-    system: SystemSpec | None = None
-    tables: dict = field(default_factory=dict)     # models' own tables: file name -> DataFrame
+    """What a run gives back: ``jobs`` (pandas DataFrame, one row a job), ``summary`` (summary.json),
+    ``timeseries`` ({name: (values on the sample grid, unit)}), the prepared workload, the run folder.
+
+    The jobs table is kept as its columns ({name: array}) and turned into a DataFrame the first time
+    ``jobs`` is read: the command line writes jobs.csv from the columns and never imports pandas.
+    """
+
+    def __init__(self, config: RunConfig, jobs: pd.DataFrame | dict[str, Any], summary: dict,
+                 timeseries: dict[str, tuple[np.ndarray, str]], workload: Workload | None = None,
+                 out: Path | None = None, system: SystemSpec | None = None, tables: dict | None = None):
+        self.config, self._jobs, self.summary, self.timeseries = config, jobs, summary, timeseries
+        self.workload, self.out, self.system = workload, out, system
+        self.tables = {} if tables is None else tables      # models' own tables: file name -> DataFrame
+
+    @property
+    def jobs(self) -> pd.DataFrame:
+        """The jobs table as a pandas DataFrame (built from the columns on first use)."""
+        if isinstance(self._jobs, dict):
+            self._jobs = jobs_dataframe(self._jobs)
+        return self._jobs
+
+    @jobs.setter
+    def jobs(self, value: pd.DataFrame | dict[str, Any]) -> None:
+        self._jobs = value
+
+    @property
+    def job_columns(self) -> dict[str, Any] | None:
+        """The jobs table as {column name: array or list}, or None once it is a DataFrame."""
+        return self._jobs if isinstance(self._jobs, dict) else None
+
+    def __repr__(self) -> str:
+        return (f"RunResult(workload={self.summary.get('workload')!r}, scheduler={self.summary.get('scheduler')!r}, "
+                f"jobs={len(next(iter(self._jobs.values()), ())) if isinstance(self._jobs, dict) else len(self._jobs)}, "
+                f"out={self.out!r})")
+
+
+def jobs_dataframe(columns: dict[str, Any]) -> pd.DataFrame:
+    """The jobs table's columns as the DataFrame ``RunResult.jobs`` (imports pandas)."""
+    import pandas as pd  # noqa: PLC0415
+    return pd.DataFrame(columns)
 
 
 # ---------------------------------------------------------------------- workload loading
@@ -230,8 +263,8 @@ def failure_columns(df: pd.DataFrame, res, runtime: np.ndarray, procs: np.ndarra
     """
     work_done = res.work_done
     useful = np.where(np.isnan(res.start), 0.0, runtime)
-    if "lost_work_s" in df.columns:
-        partial = np.maximum(work_done - df["restart_work_s"].to_numpy() - df["lost_work_s"].to_numpy(), 0.0)
+    if "lost_work_s" in df:                    # ``df``: a DataFrame or the {name: column} table
+        partial = np.maximum(work_done - np.asarray(df["restart_work_s"]) - np.asarray(df["lost_work_s"]), 0.0)
         useful = np.where(res.killed, np.minimum(partial, runtime), useful)
     useful = np.where(res.failed, 0.0, useful)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -244,14 +277,14 @@ def failure_columns(df: pd.DataFrame, res, runtime: np.ndarray, procs: np.ndarra
     lost_frac = np.where(np.isnan(ettr), 0.0, 1.0 - ettr)
     df["lost_unit_hours"] = res.held * procs * lost_frac / 3600.0
     out = {}
-    if "energy_j" in df.columns:
-        e = df["energy_j"].to_numpy()
+    if "energy_j" in df:
+        e = np.asarray(df["energy_j"], dtype=np.float64)
         df["lost_energy_j"] = np.where(np.isnan(e), 0.0, e) * lost_frac
-        out["lost_energy_kwh"] = float(df["lost_energy_j"].sum() / 3.6e6)
+        out["lost_energy_kwh"] = float(np.nansum(np.asarray(df["lost_energy_j"])) / 3.6e6)
     area = res.held * procs
     out.update({
         "goodput": float(np.sum(area * np.where(np.isnan(ettr), 0.0, ettr)) / area.sum()) if area.sum() > 0 else None,
-        "lost_unit_hours": float(df["lost_unit_hours"].sum()),
+        "lost_unit_hours": float(np.nansum(np.asarray(df["lost_unit_hours"]))),
         "jobs_interrupted": int((res.interruptions > 0).sum()),
         "interruptions": int(res.interruptions.sum()),
         "jobs_failed": int(res.failed.sum()),
@@ -417,7 +450,7 @@ def simulate(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
     tables = {k: v for m in r.models for k, v in (m.tables() if hasattr(m, "tables") else {}).items()}
     if r.held:                                 # node requests never submitted are not jobs of the run
         from .serving.held import trim_held  # noqa: PLC0415
-        r.df = trim_held(r.df, r.summary, r.wl.submit, r.held)
+        r.df = trim_held(jobs_dataframe(r.df), r.summary, r.wl.submit, r.held)
     return RunResult(cfg, r.df, r.summary, r.ts, r.wl, system=r.system, tables=tables)
 
 
@@ -538,7 +571,7 @@ def _jobs_frame(r: _Run) -> None:
     wait = res.start - wl.submit
     runt = res.end - res.start
     bsld = bounded_slowdown(wait, runt, cfg.tau)
-    df = pd.DataFrame({
+    df: dict[str, Any] = {                  # the jobs table's columns (RunResult.jobs makes the DataFrame)
         "job_id": wl.job_id, "submit": wl.submit, "start": res.start, "end": res.end,
         "wait": wait, "run": runt, "procs": wl.procs, "requested_time": wl.requested_time,
         "estimate": prep.estimate, "bsld": bsld,
@@ -547,11 +580,11 @@ def _jobs_frame(r: _Run) -> None:
         "log_status": wl.status, "user": wl.user, "group": wl.group, "queue": wl.queue,
         "partition": wl.partition,
         "nodes": [x if x is not None else "" for x in res.nodes],
-    })
+    }
     for m in models:
         for k, v in m.job_columns().items():
             df[k] = v
-    if node_group is not None and "groups_spanned" not in df.columns:
+    if node_group is not None and "groups_spanned" not in df:
         from hpctwin.topology.placement import groups_spanned  # noqa: PLC0415
         df["groups_spanned"] = [groups_spanned(parse_ranges(x), node_group) if x else 0 for x in df["nodes"]]
     if gpu_mode:
@@ -563,7 +596,7 @@ def _jobs_frame(r: _Run) -> None:
             key = np.unique(np.repeat(np.arange(len(held)), lens) * (total // gpn) + np.concatenate(held) // gpn)
             df["gpu_nodes"] = np.bincount(key // (total // gpn), minlength=len(held))
         else:
-            df["gpu_nodes"] = 0
+            df["gpu_nodes"] = np.zeros(len(held), dtype=np.int64)
         frag = fragmentation_series(f_sub, f_start, f_end, f_units, f_gpus, gpn, total)
     r.__dict__.update(wl=wl, df=df, frag=frag, frag_rows=frag_rows)
 
@@ -600,12 +633,12 @@ def _summary(r: _Run) -> None:
         prep.notes.append(placer.warning())
     from .workload import job_accounting  # noqa: PLC0415
     summary["accounting"] = job_accounting(len(workload) + sum(workload.dropped.values()), workload.dropped,
-                                           prep.skipped, df["status"].to_numpy())
+                                           prep.skipped, np.asarray(df["status"]))
     if gpu_mode:
         summary["allocation"] = {"units": "gpu", "gpus_per_node": gpn, "nodes": total // gpn}
         summary["gpu_fragmentation"] = frag.summary()
-    if "groups_spanned" in df.columns:
-        gs = df["groups_spanned"].to_numpy()[~np.isnan(res.start)]
+    if "groups_spanned" in df:
+        gs = np.asarray(df["groups_spanned"])[~np.isnan(res.start)]
         summary["mean_groups_spanned"] = float(gs.mean()) if len(gs) else None
     r.__dict__.update(summary=summary)
 
@@ -695,6 +728,16 @@ def _clean_json(o):
     return o
 
 
+def write_jobs_csv(result: RunResult, path: Path) -> None:
+    """jobs.csv with the bytes of ``result.jobs.to_csv(index=False)``; from the columns without pandas
+    when every column is a plain numeric/bool/text array (`csvout.plain_columns`)."""
+    cols = result.job_columns
+    if cols is not None and plain_columns(cols):
+        write_columns_csv(cols, path)
+    else:
+        write_csv(result.jobs, path)
+
+
 def write_run(result: RunResult, out: Path, system: SystemSpec | None = None, *, force: bool = False,
               partial: Path | None = None) -> Path:
     """Write the run folder: into a partial sibling folder, then published atomically (``runfolder``).
@@ -706,7 +749,7 @@ def write_run(result: RunResult, out: Path, system: SystemSpec | None = None, *,
     tmp = partial if partial is not None else prepare_out(out, force=force)
     try:
         (tmp / "config.toml").write_text(toml_dumps(resolved_config(result.config, result.summary, system)))
-        write_csv(result.jobs, tmp / "jobs.csv")      # the bytes of to_csv(index=False), faster
+        write_jobs_csv(result, tmp / "jobs.csv")      # the bytes of jobs.to_csv(index=False), faster
         for name, frame in result.tables.items():      # models' own tables (serving requests...)
             write_csv(frame, tmp / name)
         import h5py  # noqa: PLC0415

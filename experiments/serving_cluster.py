@@ -6,7 +6,7 @@ stretched ``--time-scale`` times), Qwen3-32B on two RTX PRO 6000 GPUs per instan
 per-layer profile), the machine's nodes read as ``--gpus-per-node`` GPU nodes (a what-if: KTH's SP2 nodes
 had no GPUs). The trace starts ``--offset-h`` hours into the window, once the log fills the machine.
 
-Configurations (``no serving``: the log alone on the whole machine, for reference):
+Configurations (``no serving``: the log alone on the whole machine under each policy, for reference):
 
 * ``dedicated``: a static partition of ``--static`` instances (their nodes carved out for the whole
   window): the log runs on the other nodes (jobs wider than that are skipped, and counted), the
@@ -93,9 +93,10 @@ def run(out: str | Path, log: str = "KTH-SP2", day0: float = 204.0, days: float 
     auto = dict(base, policy="decode_tps", tps_per_instance=tps, instances=1, min_instances=1,
                 max_instances=max_instances)
     rows = []
-    base_run = simulate(RunConfig(workload=log, scheduler="easy", nodes=nodes), wl)
-    rows.append({"config": "no serving", "scheduler": "easy", **_hpc(base_run.jobs),
-                 "hpc_jobs_skipped": sum(base_run.summary["jobs_skipped"].values())})
+    for sched in dict.fromkeys(("easy",) + tuple(schedulers)):      # the log alone, per policy
+        base_run = simulate(RunConfig(workload=log, scheduler=sched, nodes=nodes), wl)
+        rows.append({"config": "no serving", "scheduler": sched, **_hpc(base_run.jobs),
+                     "hpc_jobs_skipped": sum(base_run.summary["jobs_skipped"].values())})
     # (a) a dedicated partition: the log on the other nodes, the deployment alone on its own (loaded at start)
     hpc = simulate(RunConfig(workload=log, scheduler="easy", nodes=nodes - static * -(-tp // gpus_per_node)), wl)
     srv = simulate(RunConfig(workload=log, scheduler="easy", nodes=static * -(-tp // gpus_per_node),

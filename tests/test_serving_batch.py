@@ -259,7 +259,7 @@ def test_serving_cluster_experiment_tiny(tmp_path):
     _data()
     from hpctwin.experiments.serving_cluster import run
     df = run(tmp_path, day0=204.0, days=0.25, offset_h=2.0, max_requests=200, schedulers=("easy", "slurm"))
-    assert list(df.config) == ["no serving", "dedicated", "shared-fixed", "shared-auto", "shared-auto"]
+    assert list(df.config) == ["no serving"] * 2 + ["dedicated", "shared-fixed", "shared-auto", "shared-auto"]
     assert {p.name for p in tmp_path.iterdir()} >= {"results.csv", "results.md", "results.tex"}
     # a dedicated partition holds its nodes for the whole window: 4 nodes x 6 h
     assert df.set_index("config").loc["dedicated", "serving_node_hours"] == pytest.approx(24.0)

@@ -24,6 +24,9 @@ At their own events models act through `EngineControl` (interrupt a job and requ
 queue's front or back, take units out of service until a time, give them back). A down unit is held
 by a pseudo-job (index ``n + unit``) with its repair time as expected end, so backfilling policies
 plan around it; ``busy`` in the recorded series excludes down units (``change_down`` holds them).
+*Held* jobs (``held_jobs``: the table's last rows) are outside the submission stream: a model submits
+them (`EngineControl.submit`) and may release running jobs (`EngineControl.release`); a model with
+``drives_run`` keeps the run going with its events once every job has ended (a serving deployment).
 
 Cost grows with the number of events, never with simulated time: there is no per-second loop, and
 nothing is done per event in proportion to the queue or the machine (the policy aside).

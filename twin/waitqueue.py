@@ -4,7 +4,8 @@ Without requeues the queue order is the arrival (= index) order and the queue is
 array plus the submissions not yet merged into it, so long queues cost vectorised copies, not
 Python loops. After the first requeue (a failure model's interrupted job) every entry also has an
 order key: ``front`` requeues go before every waiting job (among themselves in requeue order),
-``back`` requeues after every job submitted so far (among themselves in requeue order).
+``back`` requeues after every job submitted so far (among themselves in requeue order). A held job
+a model submits at run time (`twin.control`) enters with a ``back`` key: arrival order.
 """
 from __future__ import annotations
 

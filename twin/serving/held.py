@@ -69,6 +69,8 @@ def trim_held(df, summary: dict, submit: np.ndarray, k: int):
     unused = np.zeros(n, dtype=bool)
     unused[n - k:] = ~np.isfinite(submit[n - k:])
     df = df[~unused].reset_index(drop=True)
+    if "jobs_simulated" in summary:
+        summary["jobs_simulated"] = int(summary["jobs_simulated"]) - int(unused.sum())
     acc = summary.get("accounting")
     if acc is not None:
         used = int(k - unused.sum())

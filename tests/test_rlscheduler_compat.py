@@ -240,7 +240,8 @@ def test_lublin1_fcfs_sequences_equal_the_harness():
 def test_hpc2n_wfp3_backfill_sequences_equal_the_harness():
     tr = _trace("HPC2N")
     starts = sample_starts(len(tr), 1024, 10, 1, batch_job_slice=10000)
-    vals = [replay_sequence(tr, s, 1024, "wfp3", True).value for s in starts]
+    keys = score_keys(tr, "wfp3")
+    vals = [replay_sequence(tr, s, 1024, "wfp3", True, keys).value for s in starts]
     assert vals == [22.873689564569982, 57.739404924490245, 121.8588934882256, 9.236299654932989,
                     59.62839119589402, 57.51382104488398, 172.92487741413984, 183.263901808695,
                     157.14013654296173, 131.70347139303124]

@@ -264,3 +264,18 @@ def test_serving_cluster_experiment_tiny(tmp_path):
     # a dedicated partition holds its nodes for the whole window: 4 nodes x 6 h
     assert df.set_index("config").loc["dedicated", "serving_node_hours"] == pytest.approx(24.0)
     assert (df.slo_attainment.dropna().between(0, 1)).all()
+
+
+def test_a_lease_is_renewed_before_it_ends_and_no_request_restarts():
+    # lease 100 s, renewal 40 s before its end: instance 0 (job start 10) retires at the tick at 70 (110 - 70
+    # <= 40); its replacement is requested then, starts at once on the free node and serves from 75; at the
+    # tick at 85 the counted instances reach the desired one: instance 0 drains and is released at 85
+    reqs = [(float(t), 10, 5) for t in range(0, 200, 7)]
+    res, df, m = run_case([], reqs, total=2, lease_s=100.0, renew_s=40.0)
+    i0, i1 = m.insts[0], m.insts[1]
+    assert (i0.t0, i1.t0, i1.ready) == (10.0, 70.0, 75.0)
+    assert i0.t_end == 85.0 and i0.reason == "drained"
+    assert m.counts["renewals"] >= 2 and m.counts["instances_lost_lease"] == 0
+    assert (m.retries == 0).all() and all(r.generated == r.output for r in m.reqs)
+    s = df[df.kind == "serving"]
+    assert (s.end - s.start <= 100.0).all()

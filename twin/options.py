@@ -236,7 +236,7 @@ def _serving_keys() -> dict[str, Key]:
             "instances": Key(int, minimum=1), "min_instances": Key(int, minimum=1),
             "max_instances": Key(int, minimum=1), "interval_s": Key(float, **pos), "target": Key(float, **pos),
             "metric": Key(str, choices=("busy", "kv")), "tps_per_instance": Key(float, minimum=0.0),
-            "window_s": Key(float, minimum=0.0), "lease_s": Key(float, **pos), "slots": Key(int, **cnt),
+            "window_s": Key(float, minimum=0.0), "lease_s": Key(float, **pos), "renew_s": Key(float, minimum=0.0), "slots": Key(int, **cnt),
             "router": Key(str), "start_s": Key(float), "time_scale": Key(float, **pos),
             "max_requests": Key(int, **cnt), "ttft_slo_s": Key(float, **pos), "tpot_slo_s": Key(float, **pos),
             "load_GBps": Key(float, **pos), "startup_s": Key(float, minimum=0.0),

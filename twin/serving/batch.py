@@ -16,7 +16,10 @@ that runs the request-level serving simulator (`twin.serving.instance`) inside a
   the policies' contract has no cancel; one that starts unwanted is released at the next tick), then
   releases instances still loading, then drains the most recent active ones: a draining instance gets
   no new request, so its remaining work is simulated at once and its job is released (ended as
-  completed, `EngineControl.release`) at the instant its last request finishes.
+  completed, `EngineControl.release`) at the instant its last request finishes. An instance within
+  ``renew_s`` of its lease's end is *retiring*: it serves on but no longer counts, so the controller
+  requests its replacement; it drains once the active instances that do count reach the desired
+  number, or two controller periods before its lease ends.
 * **Failures.** A serving job that leaves its nodes without being released (a node failure of
   `twin.failures`, whose default regime for the job class ``llm_infer_service`` is ``fast_recovery``:
   requeued at the front; or its lease running out) kills the instance: every request routed to it
@@ -73,6 +76,7 @@ class ServingBatchConfig:
     tps_per_instance: float = 0.0     # decode_tps policy (tokens/s one instance sustains)
     window_s: float = HPA_DOWNSCALE_WINDOW_S
     lease_s: float = 86400.0          # requested time of each node request
+    renew_s: float = 1800.0           # an instance this close to its lease's end is replaced (0: never)
     slots: int = 0                    # held node-request jobs; 0: 16 x max_instances + 16
     router: str = "least_loaded"
     start_s: float = -1.0             # trace time 0 on the log clock; < 0: the log's first submission
@@ -117,6 +121,8 @@ class ServingBatchConfig:
         for key in ("interval_s", "lease_s", "time_scale", "ttft_slo_s", "tpot_slo_s", "load_GBps"):
             if not getattr(self, key) > 0:
                 raise bad(key, "must be > 0")
+        if not 0 <= self.renew_s < self.lease_s:
+            raise bad("renew_s", f"must be in [0, lease_s = {self.lease_s:g}) s")
         if self.tp < 1 or self.gpus_per_node < 0 or self.slots < 0 or self.max_requests < 0 or self.startup_s < 0:
             raise bad("tp", "tp >= 1 and gpus_per_node, slots, max_requests, startup_s >= 0 are needed")
 
@@ -124,7 +130,7 @@ class ServingBatchConfig:
 class _Inst:
     """One instance: its engine, its job, its life (s) and the requests routed to it."""
 
-    __slots__ = ("x", "job", "state", "t0", "ready", "t_end", "reason", "routed", "unwanted")
+    __slots__ = ("x", "job", "state", "t0", "ready", "t_end", "reason", "routed", "unwanted", "retiring")
 
     def __init__(self, x, job: int, t0: float, ready: float, unwanted: bool) -> None:
         self.x, self.job, self.t0, self.ready, self.unwanted = x, job, t0, ready, unwanted
@@ -132,6 +138,7 @@ class _Inst:
         self.t_end = math.nan
         self.reason = ""
         self.routed: list = []
+        self.retiring = False          # its lease ends soon: a replacement is requested, then it drains
 
 
 class ServingBatchModel(RunModel):
@@ -212,7 +219,7 @@ class ServingBatchModel(RunModel):
         self.prev = {"t": self.t_start, "busy": 0.0, "tok": 0}
         self.energy_t, self.energy_j = [self.t_start], [0.0]
         self.counts = {"scale_up_requests": 0, "instances_lost_failure": 0, "instances_lost_lease": 0,
-                       "released_unwanted": 0, "ticks": 0}
+                       "released_unwanted": 0, "renewals": 0, "ticks": 0}
         self.log_t, self.log_active, self.log_starting, self.log_pending = [], [], [], []
 
     def _policy(self):
@@ -398,12 +405,17 @@ class ServingBatchModel(RunModel):
                 self._release(i.job, now, "end", control)
             self.slot = ["unwanted" if s == "pending" else s for s in self.slot]
             return
+        if c.renew_s > 0:                             # leases ending soon: replace, then drain
+            for i in self._live("active"):
+                if not i.retiring and i.t0 + c.lease_s - now <= c.renew_s:
+                    i.retiring = True
+                    self.counts["renewals"] += 1
         view = self._view(now)
         first = now == self.t_start and not self.counts["scale_up_requests"]
         want = c.instances if first else int(self.policy.desired(view))
         want = max(c.min_instances, min(c.max_instances, want))
         starting = [i for i in self._live("starting") if not i.unwanted]
-        active = self._live("active")
+        active = [i for i in self._live("active") if not i.retiring]
         pending = [s for s, st in enumerate(self.slot) if st == "pending"]
         have = len(active) + len(starting) + len(pending)
         if want > have:
@@ -412,6 +424,9 @@ class ServingBatchModel(RunModel):
                 self.warm = set(self.submitted_at)
         elif want < have:
             self._scale_down(have - want, pending, starting, active, now, control)
+        for i in self._live("active"):                # retiring: once replaced, or near the lease's end
+            if i.retiring and (len(active) >= want or i.t0 + c.lease_s - now <= 2 * c.interval_s):
+                self._drain(i, now, control)
         self.log_t.append(now)
         self.log_active.append(len(self._live("active")))
         self.log_starting.append(len(self._live("starting")))
@@ -448,14 +463,18 @@ class ServingBatchModel(RunModel):
         for i in reversed(active):
             if k == 0:
                 return
-            i.state = "draining"
-            i.x.drain()
-            end = max(now, i.x.t)
-            if end <= now:
-                self._release(i.job, now, "drained", control)
-            else:
-                heapq.heappush(self.releases, (end, self.insts.index(i)))
+            self._drain(i, now, control)
             k -= 1
+
+    def _drain(self, i: _Inst, now: float, control) -> None:
+        """No new request for ``i``: its work is simulated to the end, its job released at its last token."""
+        i.state = "draining"
+        i.x.drain()
+        end = max(now, i.x.t)
+        if end <= now:
+            self._release(i.job, now, "drained", control)
+        else:
+            heapq.heappush(self.releases, (end, self.insts.index(i)))
 
     # ------------------------------------------------------------------ results
     def finalize(self, end: float) -> None:

@@ -506,7 +506,10 @@ def _setup(r: _Run) -> None:
     from .options import check_prepared  # noqa: PLC0415
     check_prepared(cfg, workload, prep)      # empty workload, sample grid, scheduler needs (issue 14)
     jobs = job_table(prep)
-    r.__dict__.update(system_explicit=system_explicit, system=system, system_name=system_name, workload=workload,
+    # the loaded workload is not kept (the prepared one is its sorted copy): only what summary.json says of it
+    # (a 448k-job log's columns are ~60 MB, held through the simulation otherwise)
+    r.__dict__.update(system_explicit=system_explicit, system=system, system_name=system_name, workload=None,
+                      jobs_in_log=len(workload), dropped=dict(workload.dropped),
                       gpu_mode=gpu_mode, gpn=gpn, gpu_groups=gpu_groups, total=total, total_source=total_source,
                       prep=prep, jobs=jobs)
 
@@ -603,7 +606,7 @@ def _jobs_frame(r: _Run) -> None:
 
 def _summary(r: _Run) -> None:
     """summary.json: metrics, provenance, the policy's and gates' figures."""
-    cfg, workload, prep, res, sched, gates = r.cfg, r.workload, r.prep, r.res, r.sched, r.gates
+    cfg, prep, res, sched, gates = r.cfg, r.prep, r.res, r.sched, r.gates
     placer, system, total, total_source, gpu_mode, gpn = r.placer, r.system, r.total, r.total_source, r.gpu_mode, r.gpn
     wl, df, frag, wall0, sim_wall = r.wl, r.df, r.frag, r.wall0, r.sim_wall
     if placer is not None and hasattr(placer, "describe"):
@@ -617,7 +620,7 @@ def _summary(r: _Run) -> None:
         "scheduler_params": sched.describe() if hasattr(sched, "describe") else {"name": sched.name},
         "machine_units": total, "machine_size_source": total_source,
         "system": system.name if system else None,
-        "jobs_in_log": len(workload), "jobs_simulated": len(wl),
+        "jobs_in_log": r.jobs_in_log, "jobs_simulated": len(wl),
         "jobs_skipped": prep.skipped, "jobs_killed_at_walltime": int(res.killed.sum()),
         "estimate_model": cfg.estimate, "kill_at_walltime": cfg.kill_at_walltime,
         "notes": prep.notes, "conventions": CONVENTIONS.format(tau=cfg.tau, window=" (no warm-up excluded)"),
@@ -632,7 +635,7 @@ def _summary(r: _Run) -> None:
     if placer is not None and getattr(placer, "warning", None) and placer.warning():
         prep.notes.append(placer.warning())
     from .workload import job_accounting  # noqa: PLC0415
-    summary["accounting"] = job_accounting(len(workload) + sum(workload.dropped.values()), workload.dropped,
+    summary["accounting"] = job_accounting(r.jobs_in_log + sum(r.dropped.values()), r.dropped,
                                            prep.skipped, np.asarray(df["status"]))
     if gpu_mode:
         summary["allocation"] = {"units": "gpu", "gpus_per_node": gpn, "nodes": total // gpn}

@@ -22,7 +22,8 @@ SJF-ordered EASY backfilling).
 Other names: ``slurm`` (`schedulers.slurm`), ``llm`` (`schedulers.llm`, LLM-aware placement),
 ``gpu-pack`` (`schedulers.gpu_packing`, GPU-granular packing; needs ``allocation = "gpu"``),
 ``price-aware`` (`schedulers.price_aware`, Yang et al. SC'13 time-of-use dispatch; needs the power
-model), and the predictive EASY variants of `schedulers.predictive`.
+model), the predictive EASY variants of `schedulers.predictive`, and ``rls-NAME[-bf]``, the RLScheduler
+harness's rules on the engine (`schedulers.rlscheduler_policy`; its exact table: ``--compat rlscheduler``).
 
 ``exec:CMD`` starts ``CMD`` as an external scheduler process speaking the JSON-lines protocol
 (`schedulers.external`, ``docs/protocol.md``).
@@ -51,8 +52,13 @@ def _predictive() -> dict:
     return PREDICTIVE
 
 
+def _rlscheduler() -> dict:
+    from .rlscheduler_policy import POLICY_NAMES  # noqa: PLC0415
+    return POLICY_NAMES
+
+
 def known_schedulers() -> list[str]:
-    names = list(BUILTIN) + list(SPECIAL) + list(_predictive())
+    names = list(BUILTIN) + list(SPECIAL) + list(_predictive()) + list(_rlscheduler())
     try:
         names += [ep.name for ep in metadata.entry_points(group="hpctwin.schedulers")]
     except Exception:  # pragma: no cover - broken environment metadata
@@ -87,6 +93,9 @@ def make_scheduler(name: str, order: str | None = None, backfill: str | None = N
         return QueueScheduler(o, b, name=label)
     if name in _predictive():
         return _predictive()[name](**options)
+    if name in _rlscheduler():             # the RLScheduler harness's rules (schedulers.rlscheduler_policy)
+        from .rlscheduler_policy import RLSchedulerPolicy  # noqa: PLC0415
+        return RLSchedulerPolicy(*_rlscheduler()[name], name=name, **options)
     if name == "llm":
         from .llm import LLMScheduler  # noqa: PLC0415
         return LLMScheduler(inner="easy", order=order, backfill=backfill, **options)

@@ -258,3 +258,43 @@ def test_whole_table_equals_the_harness(tmp_path):
     md = (tmp_path / "table.md").read_text()
     assert "| FCFS | 7274 | 235.8 | 1728 | 1595 | 297.2 | 127.4 | 7842 | 247.6 |" in md
     assert math.isnan(cells.iloc[0]["replay_minus_published"])
+
+
+# --------------------------------------------------------------------------- rls-* on the event engine
+HAND_CASES = [  # (rows, header, heuristic, backfill)
+    ([(1, 0, 100, 4, 100), (2, 10, 50, 2, 50), (3, 20, 10, 4, 10)], HEADER, "sjf", False),
+    ([(1, 0, 100, 3, 100), (2, 1, 10, 2, 10), (3, 2, 200, 1, 200)], HEADER, "fcfs", True),
+    ([(1, 0, 50, 4, 1000), (2, 1, 60, 4, 60), (3, 5, 10, 4, 940), (4, 5, 10, 1, 995)], HEADER, "fcfs", True),
+    ([(1, 0, 10, 2, 1000), (2, 0, 500, 2, 500), (3, 1, 10, 4, 10), (4, 5, 600, 2, 600)], HEADER, "fcfs", True),
+    ([(1, 0, 100, 4, 100), (2, 10, 50, 2, 50), (3, 20, 10, 4, 10)], HEADER, "wfp3", True),
+]
+
+
+@pytest.mark.parametrize("rows,header,heuristic,backfill", HAND_CASES)
+def test_engine_policy_equals_replay_on_hand_cases(tmp_path, rows, header, heuristic, backfill):
+    path = _swf(tmp_path, rows, header=header)
+    want = replay_sequence(load_harness_trace(path), 0, len(rows), heuristic, backfill).start.tolist()
+    name = f"rls-{heuristic}{'-bf' if backfill else ''}"
+    res = simulate(RunConfig(workload=str(path), scheduler=name, kill_at_walltime=False, out=None))
+    assert res.jobs.sort_values("job_id")["start"].tolist() == [float(s) for s in want]
+
+
+def test_engine_policy_names_and_errors():
+    from hpctwin.schedulers.registry import known_schedulers, make_scheduler
+    names = [n for n in known_schedulers() if n.startswith("rls-")]
+    assert sorted(names) == sorted(f"rls-{h}{s}" for h in SCORES for s in ("", "-bf"))
+    assert make_scheduler("rls-unicep-bf").describe() == {"name": "rls-unicep-bf", "heuristic": "unicep",
+                                                          "backfill": "harness-greedy"}
+
+
+def test_engine_policy_on_a_lublin_sequence(tmp_path):
+    # the first table sequence of Lublin-1 (jobs 1981..3004), SJF without backfilling: every start equal
+    tr = _trace("Lublin-256")
+    first = sample_starts(len(tr), 1024, 10, 1)[0]
+    r = replay_sequence(tr, first, 1024, "sjf", False)
+    lines = [f"{k + 1} {tr.submit[i]} -1 {tr.run[i]} {tr.procs[i]} -1 -1 {tr.procs[i]} {tr.request[i]} "
+             "-1 1 1 1 -1 1 -1 -1 -1" for k, i in enumerate(r.jobs)]
+    path = tmp_path / "seq.swf"
+    path.write_text("; MaxNodes: 256\n; MaxProcs: 256\n" + "\n".join(lines) + "\n")
+    res = simulate(RunConfig(workload=str(path), scheduler="rls-sjf", kill_at_walltime=False, out=None))
+    assert res.jobs.sort_values("job_id")["start"].to_numpy().tolist() == r.start.astype(float).tolist()

@@ -9,6 +9,13 @@ DistServe definition), energy. Goodput = the highest replayed rate whose attainm
 (DistServe's per-GPU goodput), per GPU.
 
     python -m hpctwin.experiments.serving_pd [--trace conv] [--minutes 20] [--gpus 16] [--out runs/serving_pd]
+        [--kv-systems dgx-h100,marconi100] [--kv-placement pools]
+
+KV transfer: the P/D rows without a system use the fixed 25 GB/s per GPU link (`pd.kv_transfer_s`); every
+system of ``--kv-systems`` adds the P/D rows again (``P3:D1 @system``) with the transfers as flows on
+that system's topology (`twin.serving.kvflow`: instances placed by pool on its nodes, links shared
+max-min fairly). ``marconi100`` is a what-if: the same H100 TP 4 instances on a slower fabric (its
+100 Gb/s EDR fat-tree, one node of 4 GPUs per instance), not Marconi100's own V100s.
 
 Published results to set beside ours: Splitwise (Patel et al., ISCA 2024) reports up to 1.4x the
 throughput at 20 % lower cost, or 2.35x the throughput at the same cost and power, over colocated
@@ -29,6 +36,7 @@ from hpctwin.experiments.tables import markdown_table, write_results_csv
 from hpctwin.twin.serving import BlockManager, Instance, simulate
 from hpctwin.twin.serving.bundle import find_data_dir
 from hpctwin.twin.serving.energy import fleet_energy, power_for
+from hpctwin.twin.serving.kvflow import KVNetwork
 from hpctwin.twin.serving.metrics import latencies, slo_attainment, statistics
 from hpctwin.twin.serving.pd import DEFAULT_KV_LINK_GBPS, simulate_pd
 from hpctwin.twin.serving.tables import SplitwiseIterationModel
@@ -50,16 +58,22 @@ def make_instances(n: int, model: SplitwiseIterationModel, first_id: int = 0, me
 
 
 def run_config(trace: list[ServingRequest], model, gpus: int, prefill: int | None, ttft: float, tpot: float,
-               hw: str) -> dict:
+               hw: str, kv_system: str | None = None, kv_placement: str = "pools") -> dict:
     n = gpus // model.tp
+    kv = {}
     if prefill is None:
         insts = make_instances(n, model)
         res = simulate(trace, insts)
     else:
         pre = make_instances(prefill, model)
         dec = make_instances(n - prefill, model, first_id=prefill)
-        res = simulate_pd(trace, pre, dec)
+        net = KVNetwork.from_system(kv_system, pre, dec, hw, kv_placement) if kv_system else None
+        res = simulate_pd(trace, pre, dec, kv_network=net)
         insts = pre + dec
+        if net is not None:
+            k = res.extra["kv_network"]
+            kv = {"kv_transfer_p50_s": k["transfer_s_p50"], "kv_transfer_p99_s": k["transfer_s_p99"],
+                  "kv_max_concurrent": k["max_concurrent_transfers"]}
     R = res.requests
     lat = latencies([r.queued for r in R], [r.first for r in R], [r.last for r in R], [r.output for r in R])
     span = res.makespan_s - min(r.arrival for r in R)
@@ -68,32 +82,34 @@ def run_config(trace: list[ServingRequest], model, gpus: int, prefill: int | Non
     return {"ttft_p50_s": tt["median"], "ttft_p99_s": tt["p99"], "tpot_p50_s": tp_["median"],
             "tpot_p99_s": tp_["p99"], "attainment": slo_attainment(lat, ttft, tpot), "energy_kwh": en["energy_j"] / 3.6e6,
             "energy_wh_per_request": en["energy_j"] / 3600 / len(R),
-            "mean_power_w": en["mean_power_w"], "makespan_s": res.makespan_s}
+            "mean_power_w": en["mean_power_w"], "makespan_s": res.makespan_s, **kv}
 
 
 def run(out: str | Path, trace_name: str = "conv", minutes: float = 20.0, gpus: int = 16, tp: int = 4,
         model_name: str = "llama2-70b", hw: str = "h100-80gb", rates: tuple[float, ...] = (1, 2, 3, 4, 5, 6, 8),
-        ttft: float = 2.0, tpot: float = 0.1, data_dir: str | None = None) -> pd.DataFrame:
+        ttft: float = 2.0, tpot: float = 0.1, data_dir: str | None = None,
+        kv_systems: tuple[str, ...] = (), kv_placement: str = "pools") -> pd.DataFrame:
     ddir = find_data_dir(data_dir)
     base = [r for r in read_azure(ddir / "LLM-serving" / "Azure-LLM-2023" / f"AzureLLMInferenceTrace_{trace_name}.csv")
             if r.arrival_s < minutes * 60]
     model = SplitwiseIterationModel(ddir / "LLM-serving" / "splitwise" / "perf_model.csv", model_name, hw, tp)
     n = gpus // tp
-    configs = [("colocated", None)] + [(f"P{p}:D{n - p}", p) for p in range(1, n)]
+    configs = [("colocated", None, None)] + [(f"P{p}:D{n - p}", p, None) for p in range(1, n)]
+    configs += [(f"P{p}:D{n - p} @{s}", p, s) for s in kv_systems for p in range(1, n)]
     rows = []
     base_rate = len(base) / (minutes * 60)
-    for label, p in configs:
+    for label, p, kv_system in configs:
         for m in rates:
             trace = [ServingRequest(r.arrival_s / m, r.input_tokens, r.output_tokens) for r in base]
             row = {"config": label, "rate_multiplier": m, "rate_req_s": base_rate * m}
-            row.update(run_config(trace, model, gpus, p, ttft, tpot, hw))
+            row.update(run_config(trace, model, gpus, p, ttft, tpot, hw, kv_system, kv_placement))
             rows.append(row)
     df = pd.DataFrame(rows)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     write_results_csv(df, out / "results.csv")
     good = []
-    for label, _ in configs:
+    for label, _, _ in configs:
         sub = df[(df["config"] == label) & (df["attainment"] >= 0.9)]
         g = float(sub["rate_req_s"].max()) if len(sub) else 0.0
         good.append({"config": label, "goodput_req_s": g, "goodput_req_s_per_gpu": g / gpus})
@@ -103,8 +119,12 @@ def run(out: str | Path, trace_name: str = "conv", minutes: float = 20.0, gpus: 
     write_results_csv(gdf, out / "goodput.csv")
     cap = CAPTION.format(model=model_name, hw=hw, tp=tp, gpus=gpus, trace=trace_name, minutes=minutes, ttft=ttft,
                          tpot=tpot, link=DEFAULT_KV_LINK_GBPS)
-    md = markdown_table(df, ["config", "rate_multiplier"], ["rate_req_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s",
-                                                            "tpot_p99_s", "attainment", "energy_wh_per_request"], cap)
+    cols = ["rate_req_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "attainment", "energy_wh_per_request"]
+    if kv_systems:
+        cap += (f" Rows '@system': KV transfers as flows on that system's topology (placement {kv_placement}); "
+                "kv_transfer_* = prompt done to KV usable at the decode instance (s).")
+        cols += ["kv_transfer_p50_s", "kv_transfer_p99_s"]
+    md = markdown_table(df, ["config", "rate_multiplier"], cols, cap)
     md += "\n" + markdown_table(gdf, ["config"], ["goodput_req_s", "goodput_req_s_per_gpu", "vs_colocated"],
                                 "Goodput: highest replayed rate with >= 90 % SLO attainment (grid of rate "
                                 "multipliers, so a lower bound).")
@@ -141,9 +161,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tpot-slo", type=float, default=0.1)
     p.add_argument("--data-dir", default=None)
     p.add_argument("--out", default="runs/serving_pd")
+    p.add_argument("--kv-systems", default="",
+                   help="comma-separated systems (e.g. dgx-h100,marconi100): add the P/D rows with the KV "
+                        "transfers as flows on each system's topology")
+    p.add_argument("--kv-placement", default="pools", choices=["pools", "packed"])
     a = p.parse_args(argv)
     run(a.out, a.trace, a.minutes, a.gpus, a.tp, rates=tuple(float(x) for x in a.rates.split(",")),
-        ttft=a.ttft_slo, tpot=a.tpot_slo, data_dir=a.data_dir)
+        ttft=a.ttft_slo, tpot=a.tpot_slo, data_dir=a.data_dir,
+        kv_systems=tuple(x for x in a.kv_systems.split(",") if x), kv_placement=a.kv_placement)
     print((Path(a.out) / "table.md").read_text())
     return 0
 

@@ -193,3 +193,10 @@ def test_cli_system_option(tmp_path):
     assert main(base + ["--out", str(tmp_path / "o2"), "--system", str(sysf), "--kv-placement", "0,0"]) == 2
     assert main(["serve", "--trace", str(tr), "--hardware", "RTX4090", "--data-dir", str(data), "-q", "--out",
                  str(tmp_path / "o3"), "--system", str(sysf)]) == 2
+
+
+def test_valiant_needs_a_dragonfly():
+    def fake(iid):
+        return SimpleNamespace(iid=iid, model=SimpleNamespace(tp=4))
+    with pytest.raises(KVNetworkError, match="valiant routing is not defined for a leaf_spine topology"):
+        KVNetwork.from_system("dgx-h100", [fake(0)], [fake(1)], "h100-80gb", routing="valiant")

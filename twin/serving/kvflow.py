@@ -126,6 +126,9 @@ class KVNetwork:
     def __init__(self, router: Router, graph, instances: Sequence[tuple[int, int, int]], gpus_per_node: int,
                  d2d_Bps: float, d2d_latency_s: float = 0.0, routing: str = "minimal", name: str = "") -> None:
         self.router, self.graph, self.routing, self.name = router, graph, routing, name
+        if routing not in router.routings:
+            raise KVNetworkError(f"{routing} routing is not defined for a {router.kind} topology (available: "
+                                 f"{', '.join(router.routings)})")
         self.gpus_per_node = int(gpus_per_node)
         self.d2d_Bps, self.d2d_latency_s = float(d2d_Bps), float(d2d_latency_s)
         L = router.n_links

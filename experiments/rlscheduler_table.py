@@ -68,13 +68,17 @@ CAPTION = ("RLScheduler (SC'20) heuristics under hpctwin --compat rlscheduler: m
            "run their actual run time; machine = the log header's MaxNodes.")
 
 
-def compute_cells(data_dir: str | None = None) -> pd.DataFrame:
-    """One row per (trace, backfill, heuristic): replay, harness reference, difference, published."""
+def compute_cells(data_dir: str | None = None, traces: list[str] | None = None) -> pd.DataFrame:
+    """One row per (trace, backfill, heuristic): replay, harness reference, difference, published
+    (``traces``: a subset of the table's columns, default all)."""
     from hpctwin.schedulers.rlscheduler_compat import harness_cell  # noqa: PLC0415
     from hpctwin.schedulers.rlscheduler_run import resolve_trace_path  # noqa: PLC0415
     from hpctwin.schedulers.rlscheduler_trace import load_harness_trace, sample_starts  # noqa: PLC0415
     rows = []
-    for col, (name, slice_) in TRACES.items():
+    for col in traces or list(TRACES):
+        if col not in TRACES:
+            raise ValueError(f"--traces: unknown trace {col!r}; known: {', '.join(TRACES)}")
+        name, slice_ = TRACES[col]
         tr = load_harness_trace(resolve_trace_path(name, data_dir))
         starts = sample_starts(len(tr), LENGTH, SEQUENCES, SEED, slice_)
         for bf in (False, True):
@@ -91,7 +95,7 @@ def compute_cells(data_dir: str | None = None) -> pd.DataFrame:
 def wide_table(cells: pd.DataFrame) -> pd.DataFrame:
     """Rows = heuristics, columns = ``<trace> no bf`` / ``<trace> bf``."""
     out = pd.DataFrame({"heuristic": list(HEURISTICS)})
-    for col in TRACES:
+    for col in dict.fromkeys(cells.trace):
         for bf, tag in (("no", "no bf"), ("yes", "bf")):
             sub = cells[(cells.trace == col) & (cells.backfill == bf)].set_index("heuristic")["replay"]
             out[f"{col} {tag}"] = [float(sub[h]) for h in HEURISTICS]
@@ -102,9 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", default="results/rlscheduler_table")
     p.add_argument("--data-dir", default=None)
+    p.add_argument("--traces", default=",".join(TRACES), help="comma-separated columns (default: all four)")
     a = p.parse_args(argv)
     t0 = time.process_time()
-    cells = compute_cells(a.data_dir)
+    cells = compute_cells(a.data_dir, [t.strip() for t in a.traces.split(",") if t.strip()])
     write_table_files(wide_table(cells), a.out, CAPTION, by=["heuristic"], stem="table", label="tab:rlscheduler")
     write_table_files(cells, a.out, CAPTION + " harness = the harness's own code on the same files.",
                       by=["trace", "backfill", "heuristic"], stem="cells", label="tab:rlscheduler-cells")

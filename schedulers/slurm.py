@@ -51,8 +51,14 @@ node allocation). Walltime kills are the engine's (``kill_at_walltime``).
 
 Simplifications (each also listed in ``describe()``)
 -----------------------------------------------------
-* Scheduler passes take no time: ``bf_continue``, ``bf_yield_interval``, ``bf_max_time`` and
-  ``max_sched_time`` have no effect (the pass never yields its locks).
+* Scheduler passes take no time: the wall-clock keys (``bf_continue``, ``bf_max_time``,
+  ``bf_yield_interval``, ``bf_yield_sleep``, ``max_rpc_cnt``, ``max_sched_time``,
+  ``build_queue_timeout``: `slurm_keys.WALL_CLOCK_PARAMS`) cannot change a decision (a cycle never
+  yields its locks, never reaches a time budget, and no event is applied during it, so
+  ``bf_continue`` acts on nothing); the summary's warning line says so.
+* Whole-run speed: eligible runs (static priority order, select/linear, no model or gate) are
+  replayed by one compiled function, `schedulers.slurm_replay`, with the same decisions (option
+  ``replay``: ``auto``/``on``/``off``).
 * The planning limit of a job is its estimate (the requested time by default, as in Slurm), in
   seconds (Slurm's limits are whole minutes).
 * select/cons_tres's will-run groups running jobs ending within a 30 s window (doubling) before
@@ -1144,7 +1150,8 @@ class SlurmScheduler(Scheduler):
         d["engine"] = ("compiled whole-run replay (schedulers.slurm_replay)"
                        if getattr(self, "replayed", False) else "general engine")
         d["simplifications"] = [
-            "passes take no time (bf_continue, bf_yield_interval, bf_max_time have no effect)",
+            "passes take no time (bf_continue, bf_max_time, bf_yield_interval, max_sched_time "
+            "cannot change a decision)",
             "planning limit = estimate (requested time by default), in seconds",
             "will-run start is exact (no 30 s grouping of running-job ends)",
             ("node choice: select/linear (_job_test, _will_run_test)" if self.linear else

@@ -37,7 +37,8 @@ from typing import Any
 
 from hpctwin.datasets.sacct import parse_slurm_duration
 
-from .slurm_keys import CONF_KEYS, NODE_ATTRS, PARTITION_ATTRS, SCHED_PARAMS, suggest
+from .slurm_keys import (CONF_KEYS, NODE_ATTRS, PARTITION_ATTRS, SCHED_PARAMS, WALL_CLOCK_PARAMS,
+                         suggest)
 
 
 class SlurmConfError(ValueError):
@@ -188,6 +189,8 @@ class SlurmConfig:
     cpus_per_node: int | None = None
     partitions: list[PartitionDef] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
+    #: wall-clock time-budget keys read (`slurm_keys.WALL_CLOCK_PARAMS`): no effect here
+    no_effect: list[str] = field(default_factory=list)
     path: str = ""
     node_gpus: list[int] = field(default_factory=list)    # NodeName Gres=gpu:N per node
     select_type: str = "select/linear"                    # 22.05 DEFAULT_SELECT_TYPE (non-Cray)
@@ -209,6 +212,8 @@ class SlurmConfig:
         d["partitions"] = [p.name for p in self.partitions]
         if self.ignored:
             d["ignored"] = list(self.ignored)
+        if self.no_effect:
+            d["no_effect"] = list(self.no_effect)
         return d
 
 
@@ -268,6 +273,12 @@ class _Parser:
             self._ignored_seen.add(k)
             self.cfg.ignored.append(f"{what} (line {line})" if line else what)
 
+    def no_effect_key(self, k: str, line: int) -> None:
+        """A wall-clock time-budget key (`slurm_keys.WALL_CLOCK_PARAMS`) was read."""
+        if k not in self._ignored_seen:
+            self._ignored_seen.add(k)
+            self.cfg.no_effect.append(f"{k} (line {line})" if line else k)
+
     def number(self, line: int, key: str, value: str, lo: float, hi: float, kind: str = "int"):
         try:
             v = int(value.strip()) if kind == "int" else float(value.strip())
@@ -289,10 +300,15 @@ class _Parser:
             if k not in _SCHED_PARAMS_LOWER:
                 raise self.err(line, "SchedulerParameters",
                                f"unknown option {k!r}{suggest(k, SCHED_PARAMS)}")
-            self.ignore(f"SchedulerParameters {k}", line)
+            if k in WALL_CLOCK_PARAMS:
+                self.no_effect_key(k, line)
+            else:
+                self.ignore(f"SchedulerParameters {k}", line)
             return
         name, kind, lo, hi = spec
         key = f"SchedulerParameters {k}"
+        if k in WALL_CLOCK_PARAMS:
+            self.no_effect_key(k, line)
         if kind == "flag":
             if eq and v.strip().upper() not in ("", "YES", "1", "TRUE"):
                 raise self.err(line, key, f"is a flag, got value {v!r}")
@@ -569,11 +585,22 @@ def load_slurm_conf(path: str | Path) -> SlurmConfig:
     return parse_slurm_conf_text(p.read_text(), str(p))
 
 
+#: why the wall-clock keys cannot change a decision (printed with them)
+NO_EFFECT_WHY = ("cannot change a decision here: a pass takes no simulated time and no job or node "
+                 "changes during one, so a backfill cycle never yields its locks (bf_yield_interval, "
+                 "bf_yield_sleep, max_rpc_cnt), never reaches a wall-clock budget (bf_max_time, "
+                 "max_sched_time, build_queue_timeout) and bf_continue, which only acts after a "
+                 "yield, never applies")
+
+
 def not_modelled_line(cfg: SlurmConfig) -> str | None:
     """The one warning line listing every key read but not modelled (None if there is none)."""
-    if not cfg.ignored:
+    items = list(cfg.ignored)
+    if cfg.no_effect:
+        items.append("SchedulerParameters " + ", ".join(cfg.no_effect) + " [" + NO_EFFECT_WHY + "]")
+    if not items:
         return None
-    return (f"{cfg.path or 'slurm options'}: read but not modelled: " + "; ".join(cfg.ignored))
+    return f"{cfg.path or 'slurm options'}: read but not modelled: " + "; ".join(items)
 
 
 def report_ignored(cfg: SlurmConfig) -> None:
@@ -601,7 +628,7 @@ def apply_options(cfg: SlurmConfig, options: dict[str, Any]) -> SlurmConfig:
     p.cfg = replace(cfg, sched=replace(cfg.sched), priority=replace(cfg.priority),
                     partitions=list(cfg.partitions), node_names=list(cfg.node_names),
                     node_gpus=list(cfg.node_gpus),
-                    ignored=list(cfg.ignored))
+                    ignored=list(cfg.ignored), no_effect=list(cfg.no_effect))
     for key, value in (options or {}).items():
         k = str(key)
         if k.lower() in SCHEDULER_OPTION_KEYS:
@@ -620,6 +647,9 @@ def apply_options(cfg: SlurmConfig, options: dict[str, Any]) -> SlurmConfig:
                     raise SlurmConfError(f"options: {k}: expected true/false, got {value!r}")
             else:
                 p.sched_param(0, f"{k}={v}")
+        elif k.lower() in _SCHED_PARAMS_LOWER:
+            # a SchedulerParameters name read but not modelled (or without effect here)
+            p.sched_param(0, k if v in ("YES", "") else f"{k}={v}")
         elif k.lower() in ("nodename", "partitionname"):
             raise SlurmConfError(f"options: {k}: node and partition lines belong in the "
                                  "slurm.conf file")

@@ -60,6 +60,20 @@ def _any_and(a, b):
     return False
 
 
+@njit(cache=True, inline="always")
+def _set_range(out, a, b):
+    """Set bits a..b-1 of the words ``out`` (a word at a time)."""
+    one = np.uint64(1)
+    full = ~np.uint64(0)
+    while a < b:
+        w = a >> 6
+        lo = a & 63
+        hi = min(b - (w << 6), 64)          # bit after the last one set in this word
+        mask = full if hi - lo == 64 else ((one << np.uint64(hi - lo)) - one) << np.uint64(lo)
+        out[w] |= mask
+        a = (w << 6) + hi
+
+
 @njit(cache=True)
 def job_test(cand, need, nn, out, rs, rl):
     """``_job_test`` (select_linear.c) on the node set ``cand``: writes the chosen nodes to
@@ -108,8 +122,7 @@ def job_test(cand, need, nn, out, rs, rl):
         if best < 0:
             return False
         take = min(rl[best], rem)
-        for x in range(rs[best], rs[best] + take):
-            out[x >> 6] |= np.uint64(1) << np.uint64(x & 63)
+        _set_range(out, rs[best], rs[best] + take)
         rem -= take
         rl[best] = 0
     return True

@@ -75,6 +75,19 @@ SCHED_PARAMS = frozenset("""
     step_retry_count step_retry_time whole_hetjob
 """.split())
 
+#: SchedulerParameters that only act on wall-clock time spent inside a scheduling pass (Slurm
+#: 22.05 ``src/plugins/sched/backfill/backfill.c``: ``bf_max_time`` ends a cycle after that many
+#: seconds since it began, ``bf_yield_interval``/``bf_yield_sleep`` release the locks after that
+#: many microseconds of work, ``max_rpc_cnt`` yields when RPCs queue up, and ``bf_continue`` only
+#: decides, in ``_yield_locks``, whether a cycle whose job or node state changed during a yield goes
+#: on or stops; ``src/slurmctld/job_scheduler.c``: ``max_sched_time`` and ``build_queue_timeout``
+#: cut the main pass / queue build after that much wall-clock time). The twin's passes take no
+#: simulated time and no event is applied during one, so none of them can change a decision.
+WALL_CLOCK_PARAMS = frozenset("""
+    bf_continue bf_max_time bf_yield_interval bf_yield_sleep build_queue_timeout max_rpc_cnt
+    max_rpc_count max_sched_time
+""".split())
+
 #: NodeName line attributes
 NODE_ATTRS = frozenset("""
     NodeName NodeHostname NodeAddr BcastAddr Boards CoreSpecCount CoresPerSocket CpuBind CPUs

@@ -346,8 +346,8 @@ def test_age_and_fairshare_need_slurmdbd(capsys):
 
 def test_not_modelled_keys_in_one_summary_line():
     jobs = [dict(submit=0, procs=1, run=10)]
-    with pytest.warns(UserWarning, match="read but not modelled: ClusterName; SchedulerParameters "
-                                         "bf_yield_interval"):
+    with pytest.warns(UserWarning, match=r"read but not modelled: ClusterName; SchedulerParameters "
+                                         r"bf_yield_interval \[cannot change a decision here"):
         _, r = simulate(jobs, ClusterName="twin", SchedulerParameters="bf_yield_interval=10")
     assert r.summary["scheduler_params"]["warning"].count("not modelled") == 1
     with pytest.raises(SlurmConfError, match="did you mean bf_window"):

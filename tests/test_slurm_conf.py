@@ -133,3 +133,54 @@ def test_select_and_accounting_keys():
     assert parse_slurm_conf_text("SchedulerParameters=bf_window=43200").sched.bf_window == 30 * 86400
     with pytest.raises(SlurmConfError, match=r"bf_window: 43201 outside \[1, 43200\]"):
         parse_slurm_conf_text("SchedulerParameters=bf_window=43201", "x.conf")
+
+
+def test_wall_clock_keys_say_they_cannot_change_a_decision():
+    """bf_continue, bf_max_time, bf_yield_*, max_sched_time...: listed apart, with the reason
+    (passes take no simulated time), in the one not-modelled line; bf_continue stays a flag."""
+    from hpctwin.schedulers.slurm_conf import NO_EFFECT_WHY, not_modelled_line
+    cfg = parse_slurm_conf_text(
+        "ClusterName=x\nSchedulerParameters=bf_continue,bf_max_time=30,bf_interval=60\n"
+        "SchedulerParameters=max_sched_time=2,bf_yield_interval=1000\n", "t.conf")
+    assert cfg.sched.bf_continue and cfg.sched.bf_interval == 60
+    assert cfg.ignored == ["ClusterName (line 1)"]
+    assert cfg.no_effect == ["bf_continue (line 2)", "bf_max_time (line 2)",
+                             "max_sched_time (line 3)", "bf_yield_interval (line 3)"]
+    line = not_modelled_line(cfg)
+    assert line == ("t.conf: read but not modelled: ClusterName (line 1); SchedulerParameters "
+                    "bf_continue (line 2), bf_max_time (line 2), max_sched_time (line 3), "
+                    f"bf_yield_interval (line 3) [{NO_EFFECT_WHY}]")
+    assert "no simulated time" in NO_EFFECT_WHY
+    c2 = apply_options(SlurmConfig(), {"bf_continue": True, "bf_max_time": 5})
+    assert c2.sched.bf_continue and c2.no_effect == ["bf_continue", "bf_max_time"]
+    assert SlurmConfig().describe().get("no_effect") is None
+
+
+def test_bf_continue_and_budgets_change_no_decision():
+    """The claim behind the warning, checked: the same schedule with and without them."""
+    import numpy as np
+    from hpctwin.twin.run import RunConfig, run
+    from hpctwin.twin.workload import Workload
+    rng = np.random.default_rng(1)
+    n = 300
+    req = rng.choice([300.0, 3600.0], n)
+    wl = Workload.from_arrays("t", submit=np.cumsum(rng.exponential(60.0, n)).round(),
+                              runtime=(req * rng.uniform(0.1, 1, n)).round() + 1,
+                              procs=rng.choice([1, 2, 4, 8], n), requested_time=req,
+                              job_id=np.arange(1, n + 1))
+    out = []
+    for opts in ({}, {"bf_continue": True, "bf_max_time": 1, "bf_yield_interval": 1,
+                      "max_sched_time": 1}):
+        with pytest.warns(UserWarning) if opts else _nullcontext():
+            r = run(RunConfig(workload="t", scheduler="slurm", nodes=8,
+                              options={"scheduler": opts}), workload=wl)
+        out.append(r.jobs.start.tolist())
+    assert out[0] == out[1]
+
+
+class _nullcontext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False

@@ -113,3 +113,15 @@ def test_swf_fast_parser_one_line_and_fallback(tmp_path):
     f.write_text("; MaxProcs: 8\n1 0 5 100 4 -1 -1 4 200 -1 1 3 2 -1 1 -1 -1 -1\n2 0 5 100 4 -1 -1 4 200\n")
     with pytest.raises(SWFError, match=r"one.swf:3: expected 18 fields, found 9"):
         read_swf(f)
+
+
+def test_row_format_fields_match_pandas(tmp_path):
+    cols = {"i": np.array([-(2 ** 62), 0, 7]), "u": np.array([2 ** 63 + 5, 1, 2], dtype=np.uint64),
+            "whole": np.array([1.0, -2.0, 3e15]), "frac": np.array([0.1, -2.5, 1e-300]),
+            "big": np.array([1e16, 2.0, 3.0]), "negzero": np.array([-0.0, 1.0, 2.0]),
+            "nan": np.array([np.nan, 1.0, np.inf]), "f32": np.array([0.1, 2, 3], dtype=np.float32),
+            "b": np.array([True, False, True]), "s": ["100%", 'say "hi"', "a,b"], "n": [1, 2, 3]}
+    csvout.write_columns_csv(cols, tmp_path / "t.csv")
+    assert (tmp_path / "t.csv").read_bytes() == pd.DataFrame(cols).to_csv(index=False).encode()
+    assert csvout._column_field(cols["whole"]) == ("%d.0", [1, -2, 3000000000000000])
+    assert csvout._column_field(cols["negzero"])[0] == "%r" and csvout._column_field(cols["nan"])[0] == "%s"

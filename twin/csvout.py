@@ -132,14 +132,28 @@ def _chunks(names: list[str], arrays: list[np.ndarray], nrows: int) -> list[byte
     header = '""' if len(names) == 1 and names[0] == "" else ",".join(_quote(c) for c in names)
     out = [(header + nl).encode("utf-8")]
     for lo in range(0, nrows, CHUNK_ROWS):
-        cols = [_column_texts(a[lo:lo + CHUNK_ROWS]) for a in arrays]
-        if len(cols) == 1:
+        if len(arrays) == 1:
             # csv quotes a lone empty field so the line is not blank
-            body = nl.join('""' if v == "" else v for v in cols[0])
+            body = nl.join('""' if v == "" else v for v in _column_texts(arrays[0][lo:lo + CHUNK_ROWS]))
         else:
-            body = nl.join(map(",".join, zip(*cols)))
+            specs, values = zip(*(_column_field(a[lo:lo + CHUNK_ROWS]) for a in arrays))
+            body = nl.join(map(",".join(specs).__mod__, zip(*values)))   # one C-level format a row
         out.append((body + nl).encode("utf-8"))
     return out
+
+
+def _column_field(a: np.ndarray) -> tuple[str, list]:
+    """A column as a %-format field and its values: integers as ``%d`` (``str(int)``), float64 without
+    NaN as ``%d.0`` of their integers when all are whole (`_integral_texts`' rule) else ``%r``
+    (``float.__repr__``), anything else as the texts of `_column_texts` (``%s``)."""
+    kind = a.dtype.kind
+    if kind in "iu":
+        return "%d", a.tolist()
+    if a.dtype == np.float64 and not np.isnan(a).any():
+        if (np.abs(a) < 1e16).all() and (a == np.trunc(a)).all() and not (np.signbit(a) & (a == 0)).any():
+            return "%d.0", a.astype(np.int64).tolist()
+        return "%r", a.tolist()
+    return "%s", _column_texts(a)
 
 
 def csv_bytes(df) -> bytes:

@@ -416,7 +416,9 @@ class SlurmScheduler(Scheduler):
                 "priority/multifactor without slurmdbd (AccountingStorageType="
                 f"{cfg.accounting_storage_type}): job size, partition and QOS factors set at "
                 "submit, never recalculated" + (f"; {'; '.join(dropped)}" if dropped else ""))
-        print(f"slurm: {self.priority_applied}")
+        if getattr(self, "_printed_priority", None) != self.priority_applied:
+            print(f"slurm: {self.priority_applied}")      # once, though a fast path binds twice
+            self._printed_priority = self.priority_applied
         return prm
 
     # ================================================================== hooks

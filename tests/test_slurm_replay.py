@@ -136,3 +136,20 @@ def test_bind_takes_a_context():
     a = _run(wl, 16, replay="off")
     b = _run(wl, 16, replay="off", compiled=False)
     assert a.jobs.start.tolist() == b.jobs.start.tolist()
+
+
+def test_ineligible_after_bind_falls_back(capsys):
+    """Time-varying priorities are known only after bind: the fast path binds, declines, and the
+    general engine binds again from scratch (same run as replay=off; the priority line printed
+    once)."""
+    opts = {"PriorityType": "priority/multifactor", "AccountingStorageType":
+            "accounting_storage/slurmdbd", "PriorityWeightAge": 1000, "PriorityCalcPeriod": 5}
+    wl = _wl(n=400)
+    a = _run(wl, 16, replay="on", **opts)
+    assert capsys.readouterr().out.count("slurm: priority/multifactor with slurmdbd") == 1
+    b = _run(wl, 16, replay="off", **opts)
+    assert a.summary["scheduler_params"]["engine"] == "general engine"
+    for col in ("start", "end", "nodes"):
+        assert a.jobs[col].tolist() == b.jobs[col].tolist()
+    assert a.summary["scheduler_params"]["stats"] == b.summary["scheduler_params"]["stats"]
+    assert a.summary["scheduler_params"]["notes"] == b.summary["scheduler_params"]["notes"]

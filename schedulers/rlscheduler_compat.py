@@ -201,7 +201,13 @@ def score_keys(tr: HarnessTrace, heuristic: str) -> list:
     if heuristic not in SCORES:
         raise ValueError(f"unknown RLScheduler heuristic {heuristic!r}; known: {', '.join(SCORES)}")
     fn = SCORES[heuristic]
-    return [fn(s, r, p) for s, r, p in zip(tr.submit.tolist(), tr.request.tolist(), tr.procs.tolist())]
+    keys = []
+    for s, r, p in zip(tr.submit.tolist(), tr.request.tolist(), tr.procs.tolist()):
+        try:
+            keys.append(fn(s, r, p))
+        except ZeroDivisionError:
+            keys.append(None)              # an error only if the job is in a replayed sequence
+    return keys
 
 
 def replay_sequence(tr: HarnessTrace, first: int, length: int, heuristic: str, backfill: bool,
@@ -209,7 +215,12 @@ def replay_sequence(tr: HarnessTrace, first: int, length: int, heuristic: str, b
     """Replay jobs ``first .. first + length - 1`` of ``tr`` as the harness does (module doc)."""
     if first < 0 or first + length > len(tr) or length < 1:
         raise ValueError(f"sequence [{first}, {first + length}) is outside the trace's {len(tr)} jobs")
-    loop = _Loop(tr, first, length, keys if keys is not None else score_keys(tr, heuristic), backfill)
+    keys = keys if keys is not None else score_keys(tr, heuristic)
+    bad = [j for j in range(first, first + length) if keys[j] is None]
+    if bad:
+        raise HarnessLoopError(f"{tr.path}: job {int(tr.job_id[bad[0]])} has a requested time of 0 s: its "
+                               f"{heuristic} score divides by it (the harness raises ZeroDivisionError)")
+    loop = _Loop(tr, first, length, keys, backfill)
     loop.replay()
     jobs = np.arange(first, first + length)
     start = np.array([loop.started[j] for j in jobs], dtype=np.int64)

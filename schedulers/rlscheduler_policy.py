@@ -48,8 +48,8 @@ class RLSchedulerPolicy(Scheduler):
         super().bind(ctx, cluster)
         j = self.jobs
         fn = SCORES[self.heuristic]
-        submit = [int(s) for s in np.asarray(j.submit).tolist()]
-        est = [int(round(e)) for e in np.asarray(j.estimate).tolist()]
+        submit = np.asarray(j.submit, dtype=float).tolist()          # seconds; integers in SWF logs
+        est = np.asarray(j.estimate, dtype=float).tolist()           # > 0 (JobTable contract)
         self.procs = [int(p) for p in np.asarray(j.procs).tolist()]
         self.est = np.asarray(j.estimate, dtype=float)
         self.key = [fn(s, r, p) for s, r, p in zip(submit, est, self.procs)]

@@ -298,3 +298,13 @@ def test_engine_policy_on_a_lublin_sequence(tmp_path):
     path.write_text("; MaxNodes: 256\n; MaxProcs: 256\n" + "\n".join(lines) + "\n")
     res = simulate(RunConfig(workload=str(path), scheduler="rls-sjf", kill_at_walltime=False, out=None))
     assert res.jobs.sort_values("job_id")["start"].to_numpy().tolist() == r.start.astype(float).tolist()
+
+
+def test_zero_request_fails_wfp3_only_inside_a_sequence(tmp_path):
+    path = _swf(tmp_path, [(1, 0, 10, 1, 10), (2, 1, 10, 1, 10), (3, 2, 10, 1, 0)])
+    tr = load_harness_trace(path)
+    keys = score_keys(tr, "wfp3")
+    assert keys[2] is None
+    assert replay_sequence(tr, 0, 2, "wfp3", False, keys).start.tolist() == [0, 1]
+    with pytest.raises(HarnessLoopError, match="job 3 has a requested time of 0 s"):
+        replay_sequence(tr, 0, 3, "wfp3", False, keys)

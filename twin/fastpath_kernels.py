@@ -261,7 +261,78 @@ def _start(j, now, st, procs, est, runtime, kill, start, exp_end, units, off, fr
 
 
 @njit(cache=True)
+def _finish(j, now, st, procs, runtime, kill, start, end, killed, exp_end, units, off, free_mask, bfree, re_, rp, rj):
+    """Job j's finish event at ``now``: end time, killed flag (hit its kill limit with work left,
+    more than 1e-9 x max(1 s, runtime)), its units freed, off the running list."""
+    end[j] = now
+    if now == start[j] + kill[j] and runtime[j] - (now - start[j]) > 1e-9 * max(1.0, runtime[j]):
+        killed[j] = True
+    st[0] += procs[j]
+    for k in range(off[j], off[j + 1]):
+        free_mask[units[k]] = True
+        bfree[units[k] >> 6] += 1
+    st[2] = _run_remove(re_, rp, rj, st[2], exp_end[j], j)
+
+
+@njit(cache=True)
+def _release_early(now, e, p, pt, pf, nseg, total):
+    """Conservative: a job expected to hold p units until ``e`` ended at ``now`` (< e): give the
+    units back in the plan's profile. Returns (pt, pf, new segment count)."""
+    nseg = _advance(pt, pf, nseg, now)
+    if nseg + 2 > len(pt):
+        pt = _grow_f(pt, nseg + 2)
+        pf = _grow_f(pf, nseg + 2)
+    nseg, ok = _add(pt, pf, nseg, now, e, p, total)
+    return pt, pf, nseg
+
+
+@njit(cache=True)
+def _submit(j, queue, qn, rank):
+    """Insert job j into the waiting jobs queue[:qn] (sorted by rank). Returns the new length."""
+    r = rank[j]
+    lo, hi = 0, qn
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if rank[queue[mid]] < r:
+            lo = mid + 1
+        else:
+            hi = mid
+    for k in range(qn, lo, -1):
+        queue[k] = queue[k - 1]
+    queue[lo] = j
+    return qn + 1
+
+
+@njit(cache=True)
+def _drop_started(queue, qn, started):
+    """Remove the started jobs from queue[:qn] (order kept). Returns the new length."""
+    w = 0
+    for k in range(qn):
+        j = queue[k]
+        if not started[j]:
+            queue[w] = j
+            w += 1
+    return w
+
+
+@njit(cache=True)
+def _record(ch_t, ch_b, ch_q, nch, now, busy, qn):
+    """Append (time, busy units, queue length) to the piecewise-constant series (grown as needed).
+    Returns (ch_t, ch_b, ch_q, new length)."""
+    if nch == len(ch_t):
+        ch_t = _grow_f(ch_t, nch + 1)
+        ch_b = _grow_f(ch_b, nch + 1)
+        ch_q = _grow_f(ch_q, nch + 1)
+    ch_t[nch] = now
+    ch_b[nch] = busy
+    ch_q[nch] = qn
+    return ch_t, ch_b, ch_q, nch + 1
+
+
+@njit(cache=True)
 def _replay(submit, procs, est, runtime, kill, total, ocode, bcode, rank):
+    """The event loop (see `twin.fastpath.replay`): at each instant all finishes, then all
+    submissions, then timers, then one pass. Returns the result arrays and a status (1 = deadlock)."""
     n = len(submit)
     nan = np.nan
     start = np.full(n, nan)
@@ -284,87 +355,51 @@ def _replay(submit, procs, est, runtime, kill, total, ocode, bcode, rank):
     rp = np.empty(n + 1, dtype=np.int64)
     rj = np.empty(n + 1, dtype=np.int64)
     queue = np.empty(n + 1, dtype=np.int64)     # waiting jobs sorted by rank
-    qn = 0
     order = np.empty(n + 1, dtype=np.int64)
     starts = np.empty(n + 1, dtype=np.int64)
     started = np.zeros(n, dtype=np.bool_)
-    cap = 2 * n + 16
-    ch_t = np.empty(cap, dtype=np.float64)
-    ch_b = np.empty(cap, dtype=np.int64)
-    ch_q = np.empty(cap, dtype=np.int64)
-    nch = 0
+    ch_t = np.empty(2 * n + 16, dtype=np.float64)
+    ch_b = np.empty(2 * n + 16, dtype=np.int64)
+    ch_q = np.empty(2 * n + 16, dtype=np.int64)
     # conservative plan (as schedulers.profile.ReservationPlan)
     pt = np.empty(64, dtype=np.float64)
     pf = np.empty(64, dtype=np.int64)
     pm = np.empty(64, dtype=np.int64)
-    nseg = 0
-    have_plan = False
-    dirty = False
-    next_start = INF
     resv = np.full(n, nan)
     run_end = np.full(n, nan)
-    ptr = 0
-    passes = 0
-    events = 0
-    wake = INF
+    nseg = qn = nch = ptr = passes = events = 0
+    have_plan = dirty = False
+    next_start = wake = INF
     idle_len = -1       # queue length after a pass that started nothing (fcfs + EASY shortcut)
     while True:
-        t_fin = ht[0] if st[1] else INF
-        t_sub = submit[ptr] if ptr < n else INF
-        now = min(t_fin, t_sub, wake)
+        now = min(ht[0] if st[1] else INF, submit[ptr] if ptr < n else INF, wake)
         if now == INF:
             if qn:
                 return start, end, killed, units, ch_t, ch_b, ch_q, nch, passes, events, 1
             break
         events += 1
         changed = False
-        # ---- finishes
-        while st[1] and ht[0] <= now:
+        while st[1] and ht[0] <= now:                   # finishes
             j = hj[0]
             st[1] = _heap_pop(ht, hj, st[1])
-            end[j] = now
-            if now == start[j] + kill[j] and runtime[j] - (now - start[j]) > 1e-9 * max(1.0, runtime[j]):
-                killed[j] = True
-            p = procs[j]
-            st[0] += p
-            for k in range(off[j], off[j + 1]):
-                free_mask[units[k]] = True
-                bfree[units[k] >> 6] += 1
-            st[2] = _run_remove(re_, rp, rj, st[2], exp_end[j], j)
+            _finish(j, now, st, procs, runtime, kill, start, end, killed, exp_end, units, off, free_mask, bfree,
+                    re_, rp, rj)
             changed = True
             idle_len = -1
             if bcode == 2:
                 e = run_end[j]
                 run_end[j] = nan
                 if e == e and e > now and have_plan:
-                    nseg = _advance(pt, pf, nseg, now)
-                    if nseg + 2 > len(pt):
-                        pt = _grow_f(pt, nseg + 2)
-                        pf = _grow_f(pf, nseg + 2)
-                    nseg, ok = _add(pt, pf, nseg, now, e, p, total)
+                    pt, pf, nseg = _release_early(now, e, procs[j], pt, pf, nseg, total)
                     dirty = True
-        # ---- submissions
-        while ptr < n and submit[ptr] <= now:
-            r = rank[ptr]
-            lo, hi = 0, qn
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if rank[queue[mid]] < r:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            for k in range(qn, lo, -1):
-                queue[k] = queue[k - 1]
-            queue[lo] = ptr
-            qn += 1
+        while ptr < n and submit[ptr] <= now:           # submissions
+            qn = _submit(ptr, queue, qn, rank)
             ptr += 1
             changed = True
-        # ---- timers
-        if wake <= now:
+        if wake <= now:                                 # timers
             wake = INF
             changed = True
-        # ---- one pass
-        if changed and qn:
+        if changed and qn:                              # one pass
             passes += 1
             _priority(ocode, now, queue, qn, submit, procs, est, order)
             if bcode == 2:
@@ -375,29 +410,14 @@ def _replay(submit, procs, est, runtime, kill, total, ocode, bcode, rank):
                 skip = -1
                 if ocode == 0 and bcode == 1 and idle_len >= 0 and (st[2] == 0 or re_[0] >= now):
                     skip = idle_len
-                if skip == qn:
-                    ns = 0
-                else:
+                ns = 0
+                if skip != qn:
                     ns = _queue_pass(now, st, bcode, order, qn, procs, est, runtime, kill, start, exp_end, units,
                                      off, free_mask, bfree, ht, hj, re_, rp, rj, started, skip)
                 idle_len = qn if ns == 0 else -1
             if ns:
-                w = 0
-                for k in range(qn):
-                    j = queue[k]
-                    if not started[j]:
-                        queue[w] = j
-                        w += 1
-                qn = w
-        # ---- record the piecewise-constant state
-        if nch == len(ch_t):
-            ch_t = _grow_f(ch_t, nch + 1)
-            ch_b = _grow_f(ch_b, nch + 1)
-            ch_q = _grow_f(ch_q, nch + 1)
-        ch_t[nch] = now
-        ch_b[nch] = total - st[0]
-        ch_q[nch] = qn
-        nch += 1
+                qn = _drop_started(queue, qn, started)
+        ch_t, ch_b, ch_q, nch = _record(ch_t, ch_b, ch_q, nch, now, total - st[0], qn)
         if bcode == 2 and have_plan and now < next_start < INF:
             wake = next_start if (ptr < n or qn or st[1]) else INF
     return start, end, killed, units, ch_t, ch_b, ch_q, nch, passes, events, 0

@@ -153,3 +153,15 @@ def test_ineligible_after_bind_falls_back(capsys):
         assert a.jobs[col].tolist() == b.jobs[col].tolist()
     assert a.summary["scheduler_params"]["stats"] == b.summary["scheduler_params"]["stats"]
     assert a.summary["scheduler_params"]["notes"] == b.summary["scheduler_params"]["notes"]
+
+
+def test_replay_with_duplicate_job_ids():
+    """Job ids repeat in some logs: finishes tie by (time, job id, index) as the engine's heap, and
+    running jobs by (expected end, job id, slot) as bf_cycle's two stable sorts."""
+    wl = _wl(n=1200, seed=11)
+    rng = np.random.default_rng(2)
+    wl = Workload.from_arrays("t", submit=wl.submit, runtime=np.round(wl.runtime / 300) * 300 + 300,
+                              procs=wl.procs, requested_time=np.round(wl.requested_time / 300) * 300
+                              + 300, user=wl.user, job_id=rng.integers(1, 30, len(wl)))
+    a, b = _run(wl, 16, replay="on"), _run(wl, 16, replay="off", compiled=False)
+    _same(a, b)

@@ -24,6 +24,23 @@ API for a policy (all O(S) or better, S = segments):
 * ``ReservationPlan``: conservative backfilling's state (one reservation per waiting job, compressed
   when a job ends early), with per-pass work linear in the queue in compiled code.
 
+Conservative compression, the algorithm and its cost (`schedulers.profile_kernels`, shared by the
+general engine and the compiled fast path). Reservations persist between passes (one float per job);
+a pass compresses only after a job ended before its estimate. In priority order, a job reserved at
+``old`` moves exactly when, without its own reservation, a slot starts before ``old``; on the
+profile that still holds the reservation this is "a run of segments with p units free starts before
+``old`` and lasts d seconds or reaches ``old``" (`_slot_before`), which also gives the new start.
+The runs are found by jumping over per-block max/min summaries of the free units (32 segments a
+block): a test costs O(log S + r x (S / 32 + 32)) for r runs visited (r is small unless the free
+units hover around p), instead of the O(S) segment scan; the search stops at the first run
+starting less than d seconds before the first segment that lacks the units. A job that moves is
+moved in one backward pass over the segments after its new start (`_move`, O(S)), with the same
+breakpoints as removing and re-making it, and the block summaries of that suffix are rebuilt.
+Per pass: O(Q log S) for Q waiting jobs plus O(S) per move. The moves themselves are what the
+semantics ask for: on an overloaded log (the issue-17 synthetic case, load 1.2) the queue grows
+with the log and each early end shifts a share of it (0.6 M / 2.3 M / 10.1 M moves for 12.5k / 25k
+/ 50k jobs), so any exact implementation does work quadratic in the log length there.
+
 The operations are small loops over the S segments compiled with numba, in
 `schedulers.profile_kernels` (imported on first use, so FCFS and EASY runs never load numba). The
 arrays keep spare capacity so inserting a breakpoint does not reallocate.
@@ -270,8 +287,9 @@ class ReservationPlan:
     when its reservation reaches now.
 
     Reservations live in one array indexed by job (NaN = none), so a pass is one compiled call over
-    the queue: jobs that cannot move are skipped after an O(log S) prefix-maximum test, only jobs
-    that may move earlier search the profile, and only new jobs are reserved.
+    the queue: whether a job can move and where is one run-to-run search over block summaries of
+    the profile (see the module docstring), only jobs that move change the profile, and only new
+    jobs are reserved.
 
     Parameters
     ----------

@@ -96,6 +96,7 @@ def test_disk_full_while_writing_is_one_line_error_and_leaves_nothing(tmp_path, 
         raise OSError(errno.ENOSPC, "No space left on device")
     monkeypatch.setattr("pandas.DataFrame.to_csv", enospc)
     monkeypatch.setattr("hpctwin.twin.run.write_csv", enospc)     # jobs.csv is written by twin.csvout
+    monkeypatch.setattr("hpctwin.twin.run.write_columns_csv", enospc)   # (from the columns, without pandas)
     assert _run(tmp_path / "run") == 2
     assert "no space left on device" in capsys.readouterr().err.lower()
     assert list(tmp_path.iterdir()) == []

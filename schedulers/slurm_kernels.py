@@ -265,12 +265,15 @@ def bf_cycle_linear(now, res, bf_window, max_test, jpcr, max_start, min_prio, mi
                     out_pos, out_nodes, rg, gres):
     """One backfill cycle; returns (number of starts, reservations made). Started queue
     positions go to ``out_pos`` and their nodes to ``out_nodes`` (rows of words). ``free``,
-    ``kend``, ``kid`` need room for R + len(rq) rows; ``idle`` is updated in place."""
+    ``kend``, ``kid`` need room for R + min(len(rq), nn) rows (a start takes at least one idle
+    node); ``idle`` is updated in place."""
     W = idle.shape[0]
     nq = rq.shape[0]
     begin0 = np.floor(now / res) * res
     window_end = np.floor((now + bf_window) / res) * res
-    cap = 2 * (nq + 2) + 4
+    # map records: each tested job adds at most two (a start or a reservation), and at most
+    # ``max_test`` jobs are tested (a job adds records only once counted)
+    cap = 2 * (min(nq, max_test) + 2) + 4
     ns_b = np.empty(cap)
     ns_av = np.empty((cap, W), dtype=np.uint64)
     ns_b[0] = begin0
@@ -487,9 +490,10 @@ def bf_cycle(now, res, bf_window, max_test, jpcr, max_start, min_prio, min_age,
     # (end, id) order: stable sort by end of the id-sorted slots
     by_id = act[np.argsort(slot_id[act], kind="mergesort")]
     srt = by_id[np.argsort(slot_end[by_id], kind="mergesort")]
-    kend = np.empty(R + nq)
-    kid = np.empty(R + nq, dtype=np.int64)
-    free = np.empty((R + nq, W), dtype=np.uint64)
+    rows = R + min(nq, nn)          # running jobs and this cycle's starts (each takes a node)
+    kend = np.empty(rows)
+    kid = np.empty(rows, dtype=np.int64)
+    free = np.empty((rows, W), dtype=np.uint64)
     for q in range(R):
         s = srt[q]
         kend[q] = slot_end[s]
@@ -519,8 +523,8 @@ def bf_cycle(now, res, bf_window, max_test, jpcr, max_start, min_prio, min_age,
         if rq[q] < m:
             m = rq[q]
         suffix_min[q] = m
-    out_pos = np.empty(nq, dtype=np.int64)
-    out_nodes = np.empty((nq, W), dtype=np.uint64)
+    out_pos = np.empty(min(nq, nn), dtype=np.int64)       # at most one start per node
+    out_nodes = np.empty((min(nq, nn), W), dtype=np.uint64)
     n_st, n_res = bf_cycle_linear(now, res, bf_window, max_test, jpcr, max_start, min_prio,
                                   min_age, nn, idle, kend, kid, free, R, rq, rtl, rest, rpart,
                                   prio, rsub, rjid, suffix_min, pmask, n_parts, out_pos,
@@ -554,8 +558,8 @@ def main_pass(nn, node_end, order, depth, part_job_depth, req, jpart, pmask, n_p
     nodes = np.empty(W, dtype=np.uint64)
     scratch_s = np.empty(nn + 1, dtype=np.int64)
     scratch_l = np.empty(nn + 1, dtype=np.int64)
-    out_pos = np.empty(nq, dtype=np.int64)
-    out_nodes = np.empty((nq, W), dtype=np.uint64)
+    out_pos = np.empty(min(nq, nn), dtype=np.int64)       # at most one start per node
+    out_nodes = np.empty((min(nq, nn), W), dtype=np.uint64)
     n_st = 0
     complete = True
     for pos in range(nq):
@@ -608,9 +612,10 @@ def bf_cycle_live(now, res, bf_window, max_test, jpcr, max_start, min_prio, min_
     W = idle_w.shape[0]
     nq = rq.shape[0]
     idle = idle_w.copy()
-    kend = np.empty(R + nq)
-    kid = np.empty(R + nq, dtype=np.int64)
-    free = np.empty((R + nq, W), dtype=np.uint64)
+    rows = R + min(nq, nn)          # running jobs and this cycle's starts (each takes a node)
+    kend = np.empty(rows)
+    kid = np.empty(rows, dtype=np.int64)
+    free = np.empty((rows, W), dtype=np.uint64)
     for q in range(R):
         kend[q] = r_end[q]
         kid[q] = r_id[q]
@@ -623,8 +628,8 @@ def bf_cycle_live(now, res, bf_window, max_test, jpcr, max_start, min_prio, min_
         if rq[q] < m:
             m = rq[q]
         suffix_min[q] = m
-    out_pos = np.empty(nq, dtype=np.int64)
-    out_nodes = np.empty((nq, W), dtype=np.uint64)
+    out_pos = np.empty(min(nq, nn), dtype=np.int64)       # at most one start per node
+    out_nodes = np.empty((min(nq, nn), W), dtype=np.uint64)
     n_st, n_res = bf_cycle_linear(now, res, bf_window, max_test, jpcr, max_start, min_prio,
                                   min_age, nn, idle, kend, kid, free, R, rq, rtl, rest, rpart,
                                   rprio, rsub, rjid, suffix_min, pmask, n_parts, out_pos,

@@ -84,8 +84,8 @@ def main(argv=None) -> int:
     for name, r in rows.items():
         if len(r) >= 2:
             lo, hi = min(r), max(r)
-            print(f"{name}: {hi} jobs / {lo} jobs = {r[hi] / r[lo]:.2f}x for {hi / lo:.0f}x the jobs "
-                  f"(target <= 4.5x for 4x)")
+            target = " (target <= 4.5x for 4x)" if hi == 4 * lo else ""
+            print(f"{name}: {hi} jobs / {lo} jobs = {r[hi] / r[lo]:.2f}x for {hi / lo:.0f}x the jobs{target}")
     if a.ricc:
         jobs, prep, total = prepared("RICC")
         t = time_fast(jobs, prep, total)

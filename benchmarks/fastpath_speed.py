@@ -11,7 +11,8 @@ second, and the figures as ratios measured in this process: to the calibration u
 
 Targets (issue 17): >= 200k jobs/s on the compiled path; conservative 50k <= 4.5x 12.5k; whole
 RICC conservative < 120 s and EASY < 15 s. The first run on a machine compiles the kernels (cached
-on disk): the script reports that time separately.
+on disk): the script reports that time separately. ``benchmarks/conservative_scaling.py`` prints the
+conservative scaling case alone (seed 1), on both the compiled path and the general engine.
 """
 from __future__ import annotations
 

@@ -142,6 +142,21 @@ def test_bad_input_is_refused_with_the_job_named():
         fastpath.replay(np.array([0.0]), np.array([1]), np.ones(1), np.ones(1), np.ones(1), 4, "xyz")
 
 
+def test_compiled_kernels_have_no_function_of_100_lines():
+    """Issue 12: the replay loop and the plan kernels are split into functions under 100 lines."""
+    import ast  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+    import hpctwin.schedulers.profile_kernels as pk  # noqa: PLC0415
+    import hpctwin.twin.fastpath_kernels as fk  # noqa: PLC0415
+    long = []
+    for mod in (fk, pk):
+        src = Path(mod.__file__).read_text()
+        for node in ast.walk(ast.parse(src)):
+            if isinstance(node, ast.FunctionDef) and node.end_lineno - node.lineno + 1 >= 100:
+                long.append(f"{Path(mod.__file__).name}:{node.name} ({node.end_lineno - node.lineno + 1} lines)")
+    assert long == []
+
+
 # ---------------------------------------------------------------------------- whole real logs
 WHOLE = [("KTH-SP2", o, b) for o in ORDERS for b in BACKFILLS] + \
         [(log, o, b) for log in ("CTC-SP2", "SDSC-SP2") for o, b in

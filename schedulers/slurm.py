@@ -390,7 +390,10 @@ class SlurmScheduler(Scheduler):
         self.gres_masks = np.stack([node_gpus >= lv for lv in levels])
         self.jgres = np.searchsorted(levels, g_req)
         self.has_gres = len(levels) > 1
-        usable = (self.pmask[self.jpart] & self.gres_masks[self.jgres]).sum(axis=1)
+        # usable nodes per (partition, GPU level), then per job: never a jobs x nodes matrix
+        # (RICC: 447,794 jobs x 8,192 nodes would be 3.7 GB a boolean matrix)
+        per_pair = (self.pmask[:, None, :] & self.gres_masks[None, :, :]).sum(axis=2)
+        usable = per_pair[self.jpart, self.jgres]
         return self.req > usable
 
     def _applied_priority(self, cfg: SlurmConfig):

@@ -212,21 +212,13 @@ class SlurmScheduler(Scheduler):
         default_k = next((k for k, p in enumerate(parts) if p.default), 0)
         name_to_k = {p.name: k for k, p in enumerate(parts)}
         if "partition_name" in cols:
-            pnames = [str(x) for x in cols["partition_name"]]
+            labels, inv = _factorize([str(x) for x in cols["partition_name"]])
         else:
-            pnames = [str(int(x)) if x >= 0 else "" for x in jobs.partition]
-        jpart = np.empty(n, dtype=np.int64)
-        unmatched: dict[str, int] = defaultdict(int)
-        cache: dict[str, int] = {}
-        for i, nm in enumerate(pnames):
-            k = cache.get(nm)
-            if k is None:
-                k = name_to_k.get(nm, -1)
-                cache[nm] = k
-            if k < 0:
-                unmatched[nm] += 1
-                k = default_k
-            jpart[i] = k
+            labels, inv = _int_labels(jobs.partition, "")
+        k_of = np.array([name_to_k.get(nm, -1) for nm in labels], dtype=np.int64)
+        counts = np.bincount(inv, minlength=len(labels))
+        unmatched = {nm: int(counts[q]) for q, nm in enumerate(labels) if k_of[q] < 0}
+        jpart = np.where(k_of < 0, default_k, k_of)[inv]
         if unmatched and cfg.partitions:
             shown = ", ".join(f"{k or '(none)'}: {v}" for k, v in sorted(unmatched.items())[:5])
             self.notes.append(f"jobs whose partition is not in slurm.conf go to the default "
@@ -268,12 +260,12 @@ class SlurmScheduler(Scheduler):
         qdefs = dict(spec.qos)
         qdefs.setdefault("normal", QOSDef("normal"))
         if "qos_name" in cols:
-            qnames = [str(x) if str(x) else "normal" for x in cols["qos_name"]]
+            qlabels, qinv = _factorize([str(x) if str(x) else "normal" for x in cols["qos_name"]])
         elif "qos" in cols:
-            qnames = [str(int(x)) if int(x) >= 0 else "normal" for x in cols["qos"]]
+            qlabels, qinv = _int_labels(np.asarray(cols["qos"]).astype(np.int64), "normal")
         else:
-            qnames = ["normal"] * n
-        unknown_q = sorted({q for q in qnames if q not in qdefs})
+            qlabels, qinv = ["normal"], np.zeros(n, dtype=np.int64)
+        unknown_q = sorted({q for q in qlabels if q not in qdefs})
         if unknown_q:
             self.notes.append(f"QOS not in the accounts file (priority 0, no limits): "
                               f"{', '.join(unknown_q[:5])}")
@@ -281,7 +273,7 @@ class SlurmScheduler(Scheduler):
                 qdefs[q] = QOSDef(q)
         qlist = list(qdefs)
         qid = {q: i for i, q in enumerate(qlist)}
-        self.jqos = np.array([qid[q] for q in qnames], dtype=np.int64)
+        self.jqos = np.array([qid[q] for q in qlabels], dtype=np.int64)[qinv]
         qprio = np.array([qdefs[q].priority for q in qlist], dtype=np.float64)
         qmax = qprio.max() if len(qprio) else 0.0
         qos_factor = (qprio / qmax if qmax > 0 else np.zeros_like(qprio))[self.jqos]
@@ -294,20 +286,16 @@ class SlurmScheduler(Scheduler):
 
         # ---- associations (account, user) and priority
         if "account_name" in cols:
-            anames = [str(x) or "default" for x in cols["account_name"]]
+            alab, ainv = _factorize([str(x) or "default" for x in cols["account_name"]])
         else:
-            anames = [str(int(g)) if g >= 0 else "default" for g in jobs.group]
+            alab, ainv = _int_labels(jobs.group, "default")
         if "user_name" in cols:
-            unames = [str(x) or "unknown" for x in cols["user_name"]]
+            ulab, uinv = _factorize([str(x) or "unknown" for x in cols["user_name"]])
         else:
-            unames = [str(int(u)) if u >= 0 else "unknown" for u in jobs.user]
-        aid: dict[tuple[str, str], int] = {}
-        jassoc = np.empty(n, dtype=np.int64)
-        for i, key in enumerate(zip(anames, unames)):
-            k = aid.get(key)
-            if k is None:
-                k = aid[key] = len(aid)
-            jassoc[i] = k
+            ulab, uinv = _int_labels(jobs.user, "unknown")
+        # associations numbered in order of first appearance (as a dict filled job by job)
+        pair, jassoc = _factorize_codes(ainv * max(len(ulab), 1) + uinv)
+        aid = [(alab[c // max(len(ulab), 1)], ulab[c % max(len(ulab), 1)]) for c in pair]
         self.jassoc = jassoc
         prm = self._applied_priority(cfg)
         self.use_fs = prm.type == "priority/multifactor" and prm.weight_fairshare > 0
@@ -1188,6 +1176,36 @@ def make_slurm_scheduler(conf_path: str | None, options: dict | None) -> SlurmSc
                           compiled=_flag(options.get("compiled", True)),
                           time_limit_minutes=_flag(options.get("time_limit_minutes", False)),
                           replay=_replay_mode(options.get("replay", "auto")))
+
+
+def _factorize_codes(x: np.ndarray) -> tuple[list, np.ndarray]:
+    """Distinct values of the int array ``x`` in order of first appearance, and each element's
+    index among them (what a dict filled element by element gives)."""
+    x = np.asarray(x, dtype=np.int64)
+    if len(x) == 0:
+        return [], np.zeros(0, dtype=np.int64)
+    u, first, inv = np.unique(x, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(u), dtype=np.int64)
+    rank[order] = np.arange(len(u))
+    return u[order].tolist(), rank[inv.reshape(-1)]
+
+
+def _factorize(labels: list) -> tuple[list, np.ndarray]:
+    """Distinct labels in order of first appearance, and each element's index among them."""
+    idx: dict = {}
+    codes = np.fromiter((idx.setdefault(x, len(idx)) for x in labels), dtype=np.int64,
+                        count=len(labels))
+    return list(idx), codes
+
+
+def _int_labels(x, missing: str) -> tuple[list, np.ndarray]:
+    """Labels ``str(int(v))`` of a numeric column (``missing`` for v < 0 or NaN), distinct in
+    order of first appearance, and each element's index among them."""
+    a = np.asarray(x)
+    a = np.where(a >= 0, a, -1).astype(np.int64)
+    vals, codes = _factorize_codes(a)
+    return [str(v) if v >= 0 else missing for v in vals], codes
 
 
 def _replay_mode(v) -> str:

@@ -165,3 +165,15 @@ def test_replay_with_duplicate_job_ids():
                               + 300, user=wl.user, job_id=rng.integers(1, 30, len(wl)))
     a, b = _run(wl, 16, replay="on"), _run(wl, 16, replay="off", compiled=False)
     _same(a, b)
+
+
+def test_first_appearance_codes_by_hand():
+    """bind numbers partitions, QOS and associations as a dict filled job by job would."""
+    from hpctwin.schedulers.slurm import _factorize, _factorize_codes, _int_labels
+    vals, codes = _factorize_codes(np.array([7, 3, 7, -1, 3, 9]))
+    assert vals == [7, 3, -1, 9] and codes.tolist() == [0, 1, 0, 2, 1, 3]
+    labels, codes = _int_labels(np.array([2.0, -1.0, np.nan, 2.0, 5.0, -3.0]), "default")
+    assert labels == ["2", "default", "5"] and codes.tolist() == [0, 1, 1, 0, 2, 1]
+    labels, codes = _factorize(["b", "a", "b"])
+    assert labels == ["b", "a"] and codes.tolist() == [0, 1, 0]
+    assert _factorize_codes(np.array([], dtype=np.int64))[1].tolist() == []

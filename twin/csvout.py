@@ -168,6 +168,12 @@ def columns_csv_bytes(columns: dict[str, Any]) -> bytes:
     """The same bytes for a table given as ``{name: 1-D array or list}`` (equal lengths), without
     pandas: what ``pandas.DataFrame(columns).to_csv(index=False)`` writes for numeric, bool and
     string/object columns. Raises ValueError for other column types or unequal lengths."""
+    return b"".join(_column_chunks(columns))
+
+
+def _column_chunks(columns: dict[str, Any]):
+    """The CSV text chunks of a ``{name: column}`` table (header first); ValueError for no columns,
+    unequal lengths or a column type `_chunks` does not write."""
     if not columns:
         raise ValueError("a CSV table needs at least one column")
     names = [str(c) for c in columns]
@@ -176,7 +182,7 @@ def columns_csv_bytes(columns: dict[str, Any]) -> bytes:
     if len(lengths) != 1:
         raise ValueError(f"columns have different lengths: {sorted(lengths)}")
     try:
-        return b"".join(_chunks(names, arrays, lengths.pop()))
+        return _chunks(names, arrays, lengths.pop())
     except _Unsupported as e:
         raise ValueError(f"no CSV text for a column of type {e}") from None
 
@@ -207,17 +213,7 @@ def plain_columns(columns: dict[str, Any]) -> bool:
 def write_columns_csv(columns: dict[str, Any], path: str | Path) -> None:
     """Write a ``{name: column}`` table (equal lengths) to ``path`` with the bytes of
     ``pandas.DataFrame(columns).to_csv(path, index=False)``, chunk by chunk (see `columns_csv_bytes`)."""
-    if not columns:
-        raise ValueError("a CSV table needs at least one column")
-    names = [str(c) for c in columns]
-    arrays = [np.asarray(v) if not isinstance(v, list) else np.array(v, dtype=object) for v in columns.values()]
-    lengths = {len(a) for a in arrays}
-    if len(lengths) != 1:
-        raise ValueError(f"columns have different lengths: {sorted(lengths)}")
-    try:
-        chunks = _chunks(names, arrays, lengths.pop())
-    except _Unsupported as e:
-        raise ValueError(f"no CSV text for a column of type {e}") from None
+    chunks = _column_chunks(columns)
     with open(path, "wb") as f:
         f.writelines(chunks)
 

@@ -90,15 +90,7 @@ def simulate_pd(trace: Sequence[ServingRequest], prefill: Sequence[Instance], de
         for d in decode:
             d.advance_until(t_limit)
 
-    for i in sorted(range(len(reqs)), key=lambda i: (reqs[i].arrival, i)):
-        r = reqs[i]
-        for x in prefill:
-            x.advance_until(r.arrival)
-        pump(r.arrival)
-        pick_p(prefill, r).add(r, r.arrival)
-    for x in prefill:
-        x.drain()
-    pump(float("inf"))
+    _serve_arrivals(reqs, prefill, pick_p, pump)
     for r in reqs:
         if r.generated != r.output:
             raise RuntimeError(f"request {r.uid} generated {r.generated} of {r.output} tokens")

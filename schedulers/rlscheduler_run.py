@@ -160,10 +160,10 @@ def replay_config(cfg) -> CompatResult:
 def _write(result: CompatResult, out: Path, force: bool) -> Path:
     from hpctwin.twin import __version__  # noqa: PLC0415
     from hpctwin.twin.csvout import write_csv  # noqa: PLC0415
-    from hpctwin.twin.runfolder import RunFolderError, discard, prepare_out, publish  # noqa: PLC0415
+    from hpctwin.twin.runfolder import fill_and_publish, prepare_out  # noqa: PLC0415
     from hpctwin.twin.tomlwrite import dumps as toml_dumps  # noqa: PLC0415
-    tmp = prepare_out(out, force=force)
-    try:
+
+    def fill(tmp: Path) -> None:
         run = {k: v for k, v in asdict(result.config).items()      # only what the preset reads
                if k in ("workload", "scheduler", "backfill", "seed", "data_dir") and v is not None}
         run.update({"compat": "rlscheduler", "code_version": __version__})
@@ -171,13 +171,7 @@ def _write(result: CompatResult, out: Path, force: bool) -> Path:
         (tmp / "config.toml").write_text(toml_dumps(doc))
         write_csv(result.jobs, tmp / "jobs.csv")
         (tmp / "summary.json").write_text(json.dumps(result.summary, indent=2) + "\n")
-    except OSError as e:
-        discard(tmp)
-        raise RunFolderError(f"--out {out}: cannot write the run folder: {e.strerror or e}") from None
-    except BaseException:
-        discard(tmp)
-        raise
-    return publish(tmp, out, force=force)
+    return fill_and_publish(prepare_out(out, force=force), out, fill, force=force)
 
 
 def run_compat(cfg, compat: str = "rlscheduler") -> CompatResult:

@@ -21,7 +21,7 @@ from hpctwin.schedulers.base import JobTable
 from hpctwin.schedulers.registry import make_scheduler
 
 from . import __version__
-from .runfolder import RunFolderError, discard, prepare_out, publish
+from .runfolder import discard, fill_and_publish, prepare_out
 from .metrics import CONVENTIONS, TAU, bounded_slowdown, interval_average, sample_at, summarise
 from .model_api import ModelContext, ModelView, seeded_rng
 from .ranges import parse_ranges
@@ -750,28 +750,25 @@ def write_run(result: RunResult, out: Path, system: SystemSpec | None = None, *,
     """
     out = Path(out)
     tmp = partial if partial is not None else prepare_out(out, force=force)
-    try:
-        (tmp / "config.toml").write_text(toml_dumps(resolved_config(result.config, result.summary, system)))
-        write_jobs_csv(result, tmp / "jobs.csv")      # the bytes of jobs.to_csv(index=False), faster
-        for name, frame in result.tables.items():      # models' own tables (serving requests...)
-            write_csv(frame, tmp / name)
-        import h5py  # noqa: PLC0415
-        with h5py.File(tmp / "timeseries.h5", "w", track_order=True) as h5:
-            h5.attrs["sample_dt_s"] = float(result.config.sample_dt)
-            h5.attrs["workload"] = str(result.summary.get("workload"))
-            h5.attrs["scheduler"] = str(result.summary.get("scheduler"))
-            for name, (values, unit) in result.timeseries.items():
-                # gzip level 1 after byte shuffling: a third of level 4's CPU time and a smaller file on year-long
-                # series (RICC: 0.05 vs 0.12 CPU s, 0.95 vs 2.2 MB); the values are the same
-                dset = h5.create_dataset(name, data=np.asarray(values), compression="gzip", compression_opts=1,
-                                         shuffle=True)
-                dset.attrs["units"] = unit
-        summary = json.loads(json.dumps(result.summary, default=_json_default))
-        (tmp / "summary.json").write_text(json.dumps(_clean_json(summary), indent=2, allow_nan=False) + "\n")
-    except OSError as e:
-        discard(tmp)
-        raise RunFolderError(f"--out {out}: cannot write the run folder: {e.strerror or e}") from None
-    except BaseException:
-        discard(tmp)
-        raise
-    return publish(tmp, out, force=force)
+    return fill_and_publish(tmp, out, lambda d: _write_run_files(result, d, system), force=force)
+
+
+def _write_run_files(result: RunResult, tmp: Path, system: SystemSpec | None) -> None:
+    """config.toml, jobs.csv, the models' tables, timeseries.h5 and summary.json, into ``tmp``."""
+    (tmp / "config.toml").write_text(toml_dumps(resolved_config(result.config, result.summary, system)))
+    write_jobs_csv(result, tmp / "jobs.csv")      # the bytes of jobs.to_csv(index=False), faster
+    for name, frame in result.tables.items():      # models' own tables (serving requests...)
+        write_csv(frame, tmp / name)
+    import h5py  # noqa: PLC0415
+    with h5py.File(tmp / "timeseries.h5", "w", track_order=True) as h5:
+        h5.attrs["sample_dt_s"] = float(result.config.sample_dt)
+        h5.attrs["workload"] = str(result.summary.get("workload"))
+        h5.attrs["scheduler"] = str(result.summary.get("scheduler"))
+        for name, (values, unit) in result.timeseries.items():
+            # gzip level 1 after byte shuffling: a third of level 4's CPU time and a smaller file on year-long
+            # series (RICC: 0.05 vs 0.12 CPU s, 0.95 vs 2.2 MB); the values are the same
+            dset = h5.create_dataset(name, data=np.asarray(values), compression="gzip", compression_opts=1,
+                                     shuffle=True)
+            dset.attrs["units"] = unit
+    summary = json.loads(json.dumps(result.summary, default=_json_default))
+    (tmp / "summary.json").write_text(json.dumps(_clean_json(summary), indent=2, allow_nan=False) + "\n")

@@ -130,6 +130,21 @@ def discard(tmp: Path) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+def fill_and_publish(tmp: Path, out: Path, fill, *, force: bool = False) -> Path:
+    """Run ``fill(tmp)`` (it writes the run's files into the partial folder ``tmp``), then `publish`.
+    An OSError while filling is a one-line `RunFolderError` naming ``out``; on any error the partial
+    folder is removed, so a failed or interrupted write never leaves a half-written run folder."""
+    try:
+        fill(tmp)
+    except OSError as e:
+        discard(tmp)
+        raise RunFolderError(f"--out {out}: cannot write the run folder: {e.strerror or e}") from None
+    except BaseException:
+        discard(tmp)
+        raise
+    return publish(tmp, out, force=force)
+
+
 def publish(tmp: Path, out: Path, *, force: bool = False) -> Path:
     """Mark ``tmp`` complete and move it to ``out``, replacing an old run folder there atomically."""
     out = Path(os.path.abspath(out))

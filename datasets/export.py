@@ -21,9 +21,10 @@ interval-set text: space-separated closed intervals ``"0-3 8"`` (hpctwin writes 
 
 Mapping from hpctwin's columns:
 
-* ``final_state``: ``completed`` -> ``COMPLETED_SUCCESSFULLY`` (``success`` 1); ``killed`` (at the
-  requested time) -> ``COMPLETED_WALLTIME_REACHED``; ``failed`` (node failure, not recovered) ->
-  ``COMPLETED_KILLED``; a job that never started -> ``REJECTED`` (times, allocation empty);
+* ``final_state`` from the run's ``state``: ``COMPLETED`` -> ``COMPLETED_SUCCESSFULLY`` (``success``
+  1); ``TIMEOUT`` (killed at the time limit) -> ``COMPLETED_WALLTIME_REACHED``; ``NODE_FAIL`` (node
+  failure, not recovered) -> ``COMPLETED_KILLED``; ``PENDING`` (never started) -> ``REJECTED``
+  (times, allocation empty); ``requested_time`` is the run's ``timelimit``;
   ``success`` is 0 for all but the first.
 * ``starting_time`` = first start, ``finish_time`` = end, ``execution_time`` = end - start (for a
   requeued job this includes the time between its runs), ``waiting_time`` = start - submit,
@@ -42,14 +43,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hpctwin.twin.workload import upgrade_jobs_table
+
 __all__ = ["main", "BATSIM_COLUMNS", "batsim_jobs", "write_batsim_jobs", "interval_set_text"]
 
 
 BATSIM_COLUMNS = ["job_id", "workload_name", "profile", "submission_time", "requested_number_of_resources",
                   "requested_time", "success", "final_state", "starting_time", "execution_time", "finish_time",
                   "waiting_time", "turnaround_time", "stretch", "allocated_resources", "consumed_energy", "metadata"]
-_STATES = {"completed": "COMPLETED_SUCCESSFULLY", "killed": "COMPLETED_WALLTIME_REACHED", "failed": "COMPLETED_KILLED"}
-_NEEDED = ("job_id", "submit", "start", "end", "procs", "requested_time", "status", "nodes")
+_STATES = {"COMPLETED": "COMPLETED_SUCCESSFULLY", "TIMEOUT": "COMPLETED_WALLTIME_REACHED", "NODE_FAIL": "COMPLETED_KILLED",
+           "PENDING": "REJECTED"}
+_NEEDED = ("job_id", "submit", "start", "end", "procs", "timelimit", "state", "nodes")
 
 
 def interval_set_text(ranges: str) -> str:
@@ -63,9 +67,9 @@ def batsim_jobs(jobs: pd.DataFrame, workload_name: str = "w0", source: str = "jo
     if missing:
         raise ValueError(f"{source}: no column(s) {', '.join(missing)}; a run's jobs.csv has them "
                          "(re-run with a current hpctwin)")
-    bad = sorted(set(jobs["status"].astype(str)) - set(_STATES))
+    bad = sorted(set(jobs["state"].astype(str)) - set(_STATES))
     if bad:
-        raise ValueError(f"{source}: field 'status': unknown value(s) {bad}; expected one of {sorted(_STATES)}")
+        raise ValueError(f"{source}: field 'state': unknown value(s) {bad}; expected one of {sorted(_STATES)}")
     st, en = jobs["start"].to_numpy(float), jobs["end"].to_numpy(float)
     sub = jobs["submit"].to_numpy(float)
     ran = np.isfinite(st)
@@ -73,7 +77,7 @@ def batsim_jobs(jobs: pd.DataFrame, workload_name: str = "w0", source: str = "jo
     turnaround = np.where(ran, en - sub, np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
         stretch = np.where(ran & (execution > 0), turnaround / execution, np.nan)
-    state = jobs["status"].astype(str).map(_STATES).where(ran, "REJECTED")
+    state = jobs["state"].astype(str).map(_STATES).where(ran, "REJECTED")
     energy = jobs["energy_j"].to_numpy(float) if "energy_j" in jobs.columns else np.full(len(jobs), -1.0)
     out = pd.DataFrame({
         "job_id": jobs["job_id"].to_numpy(),
@@ -81,7 +85,7 @@ def batsim_jobs(jobs: pd.DataFrame, workload_name: str = "w0", source: str = "jo
         "profile": "delay",
         "submission_time": sub,
         "requested_number_of_resources": jobs["procs"].to_numpy(),
-        "requested_time": jobs["requested_time"].to_numpy(float),
+        "requested_time": jobs["timelimit"].to_numpy(float),
         "success": (state == "COMPLETED_SUCCESSFULLY").astype(int).to_numpy(),
         "final_state": state.to_numpy(),
         "starting_time": np.where(ran, st, np.nan),
@@ -111,7 +115,7 @@ def write_batsim_jobs(run_dir: str | Path, out: str | Path | None = None) -> tup
     summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").is_file() else {}
     name = str(summary.get("workload") or "w0")
     name = "".join("_" if ch in ",! \t\"'" else ch for ch in name)
-    df = pd.read_csv(jobs_csv, keep_default_na=False, na_values=[""])
+    df = upgrade_jobs_table(pd.read_csv(jobs_csv, keep_default_na=False, na_values=[""]))
     table = batsim_jobs(df, name, source=str(jobs_csv))
     path = Path(out) if out is not None else run_dir / "out_jobs.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -167,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     if epoch is None:
         summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").exists() else {}
         epoch = float(summary.get("unix_start_time") or 0.0)
-    df = pd.read_csv(jobs_csv, keep_default_na=False, na_values=[""])
+    df = upgrade_jobs_table(pd.read_csv(jobs_csv, keep_default_na=False, na_values=[""]))
     n = export_sacct(df, a.out, epoch=epoch, names=run_name_tables(run_dir))   # user/account names, not ids
     print(f"wrote {n} jobs to {a.out}")
     return 0

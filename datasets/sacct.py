@@ -566,8 +566,9 @@ def export_sacct(jobs_df: pd.DataFrame, path: str | os.PathLike, epoch: float = 
     """Write a simulated schedule (a jobs.csv table) as a ``sacct -P`` dump; returns rows written.
 
     ``jobs_df`` needs ``job_id``, ``submit``, ``start``, ``end``, ``procs`` (s, relative times) and
-    may have ``requested_time``, ``status`` (SWF codes, or a run's ``"killed"``/``"completed"``
-    with the SWF code in ``log_status``), ``killed`` (bool: State TIMEOUT), ``nodes``
+    may have ``timelimit`` (a run's; or ``requested_time``), ``state`` (a run's Slurm states, with
+    the log's SWF code in ``log_status`` for jobs that COMPLETED in the run), ``status`` (SWF codes,
+    or an older run's ``"killed"``/``"completed"``), ``killed`` (bool: State TIMEOUT), ``nodes``
     (compact ranges ``"0-3,8"``: NodeList), ``user``/``group``/``partition``/``qos`` ints (mapped
     through ``names["Users"|"Accounts"|"Partitions"|"QOSs"]`` lists when given). ``epoch``: the Unix
     time of relative time 0 (``header["UnixStartTime"]``). Jobs never started are written as
@@ -588,12 +589,18 @@ def export_sacct(jobs_df: pd.DataFrame, path: str | os.PathLike, epoch: float = 
     out = ["|".join(fields)]
     df = jobs_df
     n = len(df)
-    req = df["requested_time"].to_numpy(dtype=float) if "requested_time" in df else np.full(n, np.nan)
-    # jobs.csv of a run: status "killed"/"completed" and the log's SWF code in log_status
+    limit_col = "timelimit" if "timelimit" in df else "requested_time"
+    req = df[limit_col].to_numpy(dtype=float) if limit_col in df else np.full(n, np.nan)
+    # a run's jobs.csv: Slurm states in `state` (older runs: "killed"/"completed" in `status`) and
+    # the log's SWF code in log_status
+    run_state = df["state"].astype(str).to_numpy() if "state" in df else None
     st_col = df["status"] if "status" in df else None
     text_status = st_col is not None and not pd.api.types.is_numeric_dtype(st_col)
+    node_fail = run_state == "NODE_FAIL" if run_state is not None else np.zeros(n, dtype=bool)
     if "killed" in df:
         killed = df["killed"].to_numpy(dtype=bool)
+    elif run_state is not None:
+        killed = run_state == "TIMEOUT"
     elif text_status:
         killed = (st_col.astype(str) == "killed").to_numpy()
     else:
@@ -617,6 +624,8 @@ def export_sacct(jobs_df: pd.DataFrame, path: str | os.PathLike, epoch: float = 
             state = "PENDING"
         elif killed[i]:
             state = "TIMEOUT"
+        elif node_fail[i]:
+            state = "NODE_FAIL"
         else:
             state = _STATUS_TO_STATE.get(int(status[i]) if np.isfinite(status[i]) else 1, "COMPLETED")
         row = [str(int(ids[i])), str(int(ids[i])), _iso(epoch + sub[i]), _iso(epoch + sub[i]),

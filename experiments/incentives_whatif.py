@@ -261,7 +261,7 @@ def row(name: str, response: str, r, rule, scheduler: str = "easy") -> dict:
 
 def _killed(r) -> int:
     """Jobs the run ended at their requested time (walltime kills)."""
-    return int((r.jobs["status"] == "killed").sum()) if "status" in r.jobs.columns else 0
+    return int((r.jobs["state"] == "TIMEOUT").sum()) if "state" in r.jobs.columns else 0
 
 
 def bills(r, ratio: float) -> tuple[float, float]:

@@ -235,8 +235,8 @@ def simulate_point(system: str, policy: str, wl, *, regime: str | None = None, n
                        "iter_time_s": cols["iter_time_s"], "iter_slowdown": cols["iter_slowdown"],
                        "groups_spanned": cols["llm_groups_spanned"]})
     df["wait"] = df["start"] - df["submit"]
-    df["run"] = df["end"] - df["start"]
-    df["bsld"] = bounded_slowdown(df["wait"].to_numpy(), df["run"].to_numpy(), 10.0)
+    df["elapsed"] = df["end"] - df["start"]
+    df["bsld"] = bounded_slowdown(df["wait"].to_numpy(), df["elapsed"].to_numpy(), 10.0)
     if pm is not None:
         for k, v in pm.job_columns().items():
             df[k] = v

@@ -38,7 +38,7 @@ POLICIES = [("easy", "easy", "requested"), ("easy-pred", "hpctwin.schedulers.pre
 def estimate_accuracy(jobs: pd.DataFrame) -> tuple[float, float]:
     """(accuracy, under-estimate rate) of the ``estimate`` column against the run length."""
     ran = jobs[np.isfinite(jobs["start"])]
-    p, r = ran["estimate"].to_numpy(float), ran["run"].to_numpy(float)
+    p, r = ran["estimate"].to_numpy(float), ran["elapsed"].to_numpy(float)
     acc = np.where(np.maximum(p, r) > 0, np.minimum(p, r) / np.maximum(p, r), 1.0)
     return float(acc.mean()), float(np.mean(p < r))
 

@@ -381,9 +381,9 @@ def check_every_job_accounted(target: Target, workload: str) -> None:
     never = df[~(np.isfinite(df.start) & np.isfinite(df.end))]
     if len(never):
         _fail(target, workload, f"job {never.job_id.iloc[0]} never ran ({len(never)} jobs), none reported unrunnable")
-    bad = df[~df.status.isin(["completed", "killed"])]
+    bad = df[~df.state.isin(["COMPLETED", "TIMEOUT"])]
     if len(bad):
-        _fail(target, workload, f"job {bad.job_id.iloc[0]} ends with status {bad.status.iloc[0]!r}")
+        _fail(target, workload, f"job {bad.job_id.iloc[0]} ends in state {bad.state.iloc[0]!r}")
 
 
 def check_walltime(target: Target, workload: str) -> None:
@@ -394,23 +394,23 @@ def check_walltime(target: Target, workload: str) -> None:
     # a facility cap throttles running jobs (power.model): they may run slower than their runtime
     full_speed = not (target.run.get("power_cap")
                       or target.run.get("options", {}).get("power", {}).get("facility_cap_w") is not None)
-    for jid, run, req, status in zip(df.job_id, df.run, df.requested_time, df.status):
+    for jid, run, req, state in zip(df.job_id, df.elapsed, df.timelimit, df.state):
         rt = runtime[int(jid)]
         limit = req if (np.isfinite(req) and req > 0) else math.inf
         if rt > limit:
-            if status != "killed" or not math.isclose(run, limit, rel_tol=1e-12, abs_tol=1e-9):
-                _fail(target, workload, f"job {jid} (runtime {rt:g} s, limit {limit:g} s) ran {run:g} s with "
-                                        f"status {status!r}: it must be killed at its limit")
+            if state != "TIMEOUT" or not math.isclose(run, limit, rel_tol=1e-12, abs_tol=1e-9):
+                _fail(target, workload, f"job {jid} (runtime {rt:g} s, limit {limit:g} s) ran {run:g} s in "
+                                        f"state {state!r}: it must be killed (TIMEOUT) at its limit")
         elif run > limit * (1 + 1e-12) + 1e-9:
             _fail(target, workload, f"job {jid} ran {run:g} s, beyond its limit {limit:g} s")
-        elif full_speed and status != "killed" and not math.isclose(run, rt, rel_tol=1e-12, abs_tol=1e-9):
+        elif full_speed and state != "TIMEOUT" and not math.isclose(run, rt, rel_tol=1e-12, abs_tol=1e-9):
             _fail(target, workload, f"job {jid} ran {run:g} s at full speed, its runtime is {rt:g} s")
 
 
 def check_deterministic(target: Target, workload: str) -> None:
     a = run_target(target, workload).jobs
     b = run_target(target, workload, fresh=True).jobs
-    for col in ("start", "end", "nodes", "status"):
+    for col in ("start", "end", "nodes", "state"):
         x, y = a[col].to_numpy(), b[col].to_numpy()
         same = (x == y) | (np.asarray(a[col].isna()) & np.asarray(b[col].isna()))
         if not same.all():
@@ -589,16 +589,16 @@ def check_failures_run(target: Target, workload: str, seed: int = 0) -> None:
     df, s = out.jobs, out.summary
     if not s["failures"]["node_failures"]:
         _fail(target, workload, "the failure model injected no failure (the check needs some)")
-    bad = df[~df.status.isin(["completed", "killed", "failed"]) | ~np.isfinite(df.end)]
+    bad = df[~df.state.isin(["COMPLETED", "TIMEOUT", "NODE_FAIL"]) | ~np.isfinite(df.end)]
     if len(bad):
-        _fail(target, workload, f"under node failures job {bad.job_id.iloc[0]} does not end ({bad.status.iloc[0]!r})")
+        _fail(target, workload, f"under node failures job {bad.job_id.iloc[0]} does not end ({bad.state.iloc[0]!r})")
     check_no_start_before_submit(t, workload)
     # jobs never interrupted held their units over [start, end); an interrupted job's earlier runs and
     # its last run's start are not in the jobs table
     assert_exclusive_units(df[df.failures == 0], int(s["machine_units"]),
                            f"scheduler {target.label!r} on workload {workload!r} under node failures "
                            "(jobs never interrupted)", scheduler_tags(target.make())["units_per_node"])
-    ok = (df.status != "failed").to_numpy()
+    ok = (df.state != "NODE_FAIL").to_numpy()
     resp = (df.end - df.submit).to_numpy()
     diff = np.abs(df.queued_s.to_numpy() + df.held_s.to_numpy() - resp)
     badj = np.flatnonzero(ok & (diff > 1e-6 * np.maximum(1.0, resp)))

@@ -284,7 +284,7 @@ def test_every_record_is_accounted_for(tmp_path):
     assert main(["run", "-w", f"sacct:{tmp_path / 'd.sacct'}", "--nodes", "16", "-o", str(tmp_path / "o"), "-q"]) == 0
     acc = json.loads((tmp_path / "o" / "summary.json").read_text())["accounting"]
     assert acc == {"records": 5, "dropped_by_reader": {"job_steps": 1, "never_started": 1},
-                   "skipped_by_run": {"larger_than_machine": 1}, "simulated": {"completed": 2}, "balanced": True}
+                   "skipped_by_run": {"larger_than_machine": 1}, "simulated": {"COMPLETED": 2}, "balanced": True}
 
 
 # ------------------------------------------------------------------------------ sweep files

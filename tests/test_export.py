@@ -57,7 +57,7 @@ def test_subcommand_spelling_and_out(tiny_run, tmp_path):
 
 def test_never_started_job_is_rejected_and_energy_kept():
     jobs = pd.DataFrame({"job_id": [7, 8], "submit": [0.0, 5.0], "start": [10.0, np.nan], "end": [30.0, np.nan],
-                         "procs": [3, 2], "requested_time": [60.0, 60.0], "status": ["failed", "completed"],
+                         "procs": [3, 2], "timelimit": [60.0, 60.0], "state": ["NODE_FAIL", "PENDING"],
                          "nodes": ["2-3,9", ""], "energy_j": [1.5e6, np.nan]})
     b = batsim_jobs(jobs, "w")
     assert b.final_state.tolist() == ["COMPLETED_KILLED", "REJECTED"]
@@ -68,11 +68,11 @@ def test_never_started_job_is_rejected_and_energy_kept():
 
 def test_bad_jobs_table_names_the_field():
     with pytest.raises(ValueError, match=r"x.csv: no column\(s\) nodes"):
-        batsim_jobs(pd.DataFrame({c: [] for c in ("job_id", "submit", "start", "end", "procs", "requested_time",
-                                                  "status")}), source="x.csv")
+        batsim_jobs(pd.DataFrame({c: [] for c in ("job_id", "submit", "start", "end", "procs", "timelimit",
+                                                  "state")}), source="x.csv")
     bad = pd.DataFrame({"job_id": [1], "submit": [0.0], "start": [0.0], "end": [1.0], "procs": [1],
-                        "requested_time": [1.0], "status": ["done"], "nodes": ["0"]})
-    with pytest.raises(ValueError, match=r"field 'status': unknown value\(s\) \['done'\]"):
+                        "timelimit": [1.0], "state": ["done"], "nodes": ["0"]})
+    with pytest.raises(ValueError, match=r"field 'state': unknown value\(s\) \['done'\]"):
         batsim_jobs(bad, source="x.csv")
 
 

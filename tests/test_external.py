@@ -113,7 +113,7 @@ def test_events_reach_the_client_with_a_snapshot(tmp_path):
     job = msgs[0]["events"][1]["data"]["job"]
     assert job == {"id": 1, "subtime": 0.0, "res": 2, "walltime": 60.0, "estimate": 60.0, "user": -1, "group": -1,
                    "queue": -1, "partition": -1}
-    assert r.jobs.status.tolist() == ["killed", "completed"]
+    assert r.jobs.state.tolist() == ["TIMEOUT", "COMPLETED"]
 
 
 def test_call_me_later_wakes_the_engine(tmp_path):

@@ -171,8 +171,8 @@ def test_run_with_failures_writes_recovery_columns(tmp_path):
     df = r.jobs
     f = r.summary["failures"]
     assert f["node_failures"] > 0 and f["job_interruptions"] == int(df["failures"].sum())
-    assert (df["held_s"] >= df["run"].where(df["failures"] == 0, 0) - 1e-6).all()
-    done = df[df["status"] == "completed"]
+    assert (df["held_s"] >= df["elapsed"].where(df["failures"] == 0, 0) - 1e-6).all()
+    done = df[df["state"] == "COMPLETED"]
     assert np.allclose(done["ettr"], done["useful_work_s"] / done["work_done_s"])
     assert 0 < f["goodput"] <= 1
     assert (tmp_path / "r" / "summary.json").exists()

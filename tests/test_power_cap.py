@@ -235,7 +235,7 @@ def test_cap_series_is_applied_by_the_throttle_at_its_change_time():
     t = r.timeseries["time"][0]
     assert np.all(fac[t >= 1800.0] <= low * (1 + 1e-9))
     assert np.all(fac[t + 15.0 <= 1800.0] == pytest.approx(full))
-    assert r.jobs["run"].iloc[0] > 3600.0                 # slowed after the drop
+    assert r.jobs["elapsed"].iloc[0] > 3600.0                 # slowed after the drop
     rep = r.summary["power_cap"]
     assert rep["held"] is True and rep["cap_series"] == [(0.0, 1e12), (1800.0, low)]
 

@@ -182,7 +182,7 @@ def test_replay_with_slurm_and_export(tmp_path):
     for jid, s in b.items():
         assert s == sim.start[jid] - sim.submit.min()
     states = dict(zip(back.job_id.tolist(), back.columns["state"].tolist()))
-    killed = sim.index[sim.status == "killed"].tolist()
+    killed = sim.index[sim.state == "TIMEOUT"].tolist()
     assert all(states[j] == "TIMEOUT" for j in killed)
     # no job of this dump overruns its limit; the log's outcome is kept (SWF code -> State)
     assert states[101] == "FAILED" and states[102] == "CANCELLED" and states[100] == "COMPLETED"

@@ -83,7 +83,7 @@ def run_case(rows, reqs, total=4, scheduler="easy", policy=None, models_before=(
     res = sim.run()
     wl = prep.workload
     df = pd.DataFrame({"job_id": wl.job_id, "submit": wl.submit, "start": res.start, "end": res.end,
-                       "procs": wl.procs, "status": np.where(np.isnan(res.start), "not_started", "completed"),
+                       "procs": wl.procs, "state": np.where(np.isnan(res.start), "PENDING", "COMPLETED"),
                        "nodes": res.nodes, **m.job_columns()})
     return res, trim_held(df, {}, wl.submit, k), m
 

@@ -167,7 +167,7 @@ def test_walltime_kill():
     """A job running past its limit is killed at start + limit (engine), under this policy."""
     st, r = simulate([dict(submit=0, procs=1, run=500, req=100)])
     row = r.jobs.iloc[0]
-    assert row.start == 0 and row.end == 100 and row.status == "killed"
+    assert row.start == 0 and row.end == 100 and row.state == "TIMEOUT"
 
 
 def test_node_count_mismatch():

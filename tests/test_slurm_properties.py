@@ -21,7 +21,7 @@ def check_invariants(df, total: int, cpn: int) -> None:
     (the conformance suite's unit check, whole nodes of ``cpn`` units)."""
     assert df.start.notna().all(), "every job starts"
     assert (df.start >= df.submit).all(), "no job starts before its submission"
-    expect_end = df.start + np.minimum(df.run_actual, df.requested_time)
+    expect_end = df.start + np.minimum(df.run_actual, df.timelimit)
     assert np.allclose(df.end, expect_end), "ends at start + min(runtime, limit)"
     assert_exclusive_units(df, total, "slurm random configuration", units_per_node=cpn)
 

@@ -178,13 +178,13 @@ def test_accepted_cap_extends_the_request_so_the_job_is_not_killed(tmp_path):
     sysf = power_only_system("frontier", tmp_path)
     done = run(RunConfig(workload="cap", system=sysf, nodes=2, power=True, options={"power": {"cooling": False}}),
                new).jobs
-    assert done["status"].tolist() == ["completed"] and done["end"].tolist() == pytest.approx([1000.0 * st])
+    assert done["state"].tolist() == ["COMPLETED"] and done["end"].tolist() == pytest.approx([1000.0 * st])
     # the old behaviour (cap, request unchanged) is killed at 1000 s
     old = new.take(np.arange(1))
     old.requested_time = np.array([1000.0])
     killed = run(RunConfig(workload="cap", system=sysf, nodes=2, power=True,
                            options={"power": {"cooling": False}}), old).jobs
-    assert killed["status"].tolist() == ["killed"]
+    assert killed["state"].tolist() == ["TIMEOUT"]
     # a cap on a job already capped lower changes nothing, so its request stays
     again, info2 = UserResponse(cap_elasticity=1.0, cap_gpu_w=400.0).apply(new, FLAT, 0, system="frontier")
     assert again.columns["gpu_cap_w"][0] == 280.0 and again.requested_time[0] == 1055.0
@@ -277,7 +277,7 @@ def test_v100_choice_runs_1063x_longer_at_0627x_energy_in_the_twin(tmp_path):
     base, v = res
     assert base["end"].tolist() == pytest.approx([1000.0, 2000.0])
     assert v["start"].tolist() == pytest.approx([0.0, t_v]) and v["end"].tolist() == pytest.approx([t_v, 2 * t_v])
-    assert (v["status"] == "completed").all()
+    assert (v["state"] == "COMPLETED").all()
     # the second job waits 1063.345 - 10 s instead of 990 s
     assert (v["start"] - v["submit"]).tolist() == pytest.approx([0.0, t_v - 10.0])
     assert v["energy_j"].tolist() == pytest.approx([2 * p_v * t_v] * 2, rel=1e-9)

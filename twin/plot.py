@@ -216,7 +216,8 @@ def gantt_main(argv: list[str]) -> int:
     if not (run_dir / "jobs.csv").is_file():
         print(f"hpctwin plot: error: {run_dir}: not a finished run folder (no jobs.csv)", file=sys.stderr)
         return 2
-    jobs = pd.read_csv(run_dir / "jobs.csv")
+    from .workload import upgrade_jobs_table  # noqa: PLC0415
+    jobs = upgrade_jobs_table(pd.read_csv(run_dir / "jobs.csv"))
     summ = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").is_file() else {}
     total = int(summ.get("machine_units") or jobs["procs"].max())
     try:

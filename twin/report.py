@@ -44,7 +44,8 @@ def load(run_dir: Path) -> tuple[pd.DataFrame, dict, dict, str]:
     for f in ("jobs.csv", "summary.json"):
         if not (run_dir / f).exists():
             raise ReportError(f"{run_dir}: not a finished run folder (no {f})")
-    jobs = pd.read_csv(run_dir / "jobs.csv", keep_default_na=True)
+    from .workload import upgrade_jobs_table  # noqa: PLC0415
+    jobs = upgrade_jobs_table(pd.read_csv(run_dir / "jobs.csv", keep_default_na=True))
     summary = json.loads((run_dir / "summary.json").read_text())
     ts: dict = {}
     if (run_dir / "timeseries.h5").exists():

@@ -30,7 +30,7 @@ from .fastpath import engine_fast_path
 from .simulation import Simulation
 from .system import SystemSpec, load_system
 from .tomlwrite import dumps as toml_dumps
-from .workload import Workload
+from .workload import Workload, job_states
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -576,10 +576,9 @@ def _jobs_frame(r: _Run) -> None:
     bsld = bounded_slowdown(wait, runt, cfg.tau)
     df: dict[str, Any] = {                  # the jobs table's columns (RunResult.jobs makes the DataFrame)
         "job_id": wl.job_id, "submit": wl.submit, "start": res.start, "end": res.end,
-        "wait": wait, "run": runt, "procs": wl.procs, "requested_time": wl.requested_time,
+        "wait": wait, "elapsed": runt, "procs": wl.procs, "timelimit": wl.requested_time,
         "estimate": prep.estimate, "bsld": bsld,
-        "status": np.where(res.failed, "failed", np.where(res.killed, "killed",
-                           np.where(np.isnan(res.start), "not_started", "completed"))),
+        "state": job_states(res.failed, res.killed, res.start),
         "log_status": wl.status, "user": wl.user, "group": wl.group, "queue": wl.queue,
         "partition": wl.partition,
         "nodes": [x if x is not None else "" for x in res.nodes],
@@ -636,7 +635,7 @@ def _summary(r: _Run) -> None:
         prep.notes.append(placer.warning())
     from .workload import job_accounting  # noqa: PLC0415
     summary["accounting"] = job_accounting(r.jobs_in_log + sum(r.dropped.values()), r.dropped,
-                                           prep.skipped, np.asarray(df["status"]))
+                                           prep.skipped, np.asarray(df["state"]))
     if gpu_mode:
         summary["allocation"] = {"units": "gpu", "gpus_per_node": gpn, "nodes": total // gpn}
         summary["gpu_fragmentation"] = frag.summary()

@@ -191,14 +191,47 @@ class Workload:
         return self.take(order)
 
 
-def job_accounting(records: int, dropped: dict[str, int], skipped: dict[str, int], status) -> dict:
+#: The ``state`` column of a run's jobs table: Slurm's job state names (sacct ``State``).
+#: COMPLETED ran its whole runtime; TIMEOUT was killed at its time limit; NODE_FAIL ended by a node
+#: failure and was not requeued (the failure model's ``fail`` regime); PENDING never started.
+JOB_STATES = ("COMPLETED", "TIMEOUT", "NODE_FAIL", "PENDING")
+
+
+def job_states(failed: np.ndarray, killed: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """The ``state`` column (`JOB_STATES`) from the engine's per-job flags and first starts (NaN:
+    never started)."""
+    return np.where(failed, "NODE_FAIL", np.where(killed, "TIMEOUT",
+                    np.where(np.isnan(start), "PENDING", "COMPLETED")))
+
+
+#: Columns of a run's jobs table that had other names before they followed Slurm's (old -> new),
+#: and the old ``status`` values as `JOB_STATES`.
+RENAMED_JOB_COLUMNS = {"run": "elapsed", "requested_time": "timelimit", "status": "state"}
+OLD_STATUS_TO_STATE = {"completed": "COMPLETED", "killed": "TIMEOUT", "failed": "NODE_FAIL",
+                       "not_started": "PENDING"}
+
+
+def upgrade_jobs_table(df):
+    """A run's jobs table (a DataFrame read from ``jobs.csv``) with the current column names: a
+    table written before the names followed Slurm's (``run``, ``requested_time``, ``status``) is
+    renamed and its status values mapped to `JOB_STATES`; a current table is returned as it is."""
+    old = [c for c in RENAMED_JOB_COLUMNS if c in df.columns and RENAMED_JOB_COLUMNS[c] not in df.columns]
+    if not old:
+        return df
+    df = df.rename(columns={c: RENAMED_JOB_COLUMNS[c] for c in old})
+    if "status" in old:
+        df["state"] = df["state"].map(lambda v: OLD_STATUS_TO_STATE.get(str(v), v))
+    return df
+
+
+def job_accounting(records: int, dropped: dict[str, int], skipped: dict[str, int], state) -> dict:
     """Where every record of the input went: dropped by the reader (by reason), skipped by the run
     (by reason), or simulated and then completed, killed at walltime, failed, or never started.
 
-    ``status`` is the simulated jobs' status column (``"completed"``, ``"killed"``, ``"failed"``,
-    ``"not_started"``). ``balanced`` is True when the parts add up to ``records``.
+    ``state`` is the simulated jobs' state column (`JOB_STATES`). ``balanced`` is True when the
+    parts add up to ``records``.
     """
-    values, counts = np.unique(np.asarray(status, dtype=object).astype(str), return_counts=True)
+    values, counts = np.unique(np.asarray(state, dtype=object).astype(str), return_counts=True)
     outcome = {str(v): int(c) for v, c in zip(values, counts)}
     total = sum(dropped.values()) + sum(skipped.values()) + sum(outcome.values())
     return {"records": int(records), "dropped_by_reader": dict(dropped), "skipped_by_run": dict(skipped),

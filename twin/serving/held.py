@@ -74,7 +74,7 @@ def trim_held(df, summary: dict, submit: np.ndarray, k: int):
     acc = summary.get("accounting")
     if acc is not None:
         used = int(k - unused.sum())
-        values, counts = np.unique(df["status"].to_numpy().astype(str), return_counts=True)
+        values, counts = np.unique(df["state"].to_numpy().astype(str), return_counts=True)
         acc["simulated"] = {str(v): int(c) for v, c in zip(values, counts)}
         acc["records"] = int(acc["records"]) + used
         acc["node_requests_of_models"] = used

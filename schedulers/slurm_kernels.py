@@ -517,12 +517,7 @@ def bf_cycle(now, res, bf_window, max_test, jpcr, max_start, min_prio, min_age,
         rpart[q] = jpart[j]
         rsub[q] = submit[j]
         rjid[q] = job_id[j]
-    suffix_min = np.empty(nq, dtype=np.int64)
-    m = 1 << 62
-    for q in range(nq - 1, -1, -1):
-        if rq[q] < m:
-            m = rq[q]
-        suffix_min[q] = m
+    suffix_min = _suffix_min(rq)
     out_pos = np.empty(min(nq, nn), dtype=np.int64)       # at most one start per node
     out_nodes = np.empty((min(nq, nn), W), dtype=np.uint64)
     n_st, n_res = bf_cycle_linear(now, res, bf_window, max_test, jpcr, max_start, min_prio,
@@ -531,6 +526,20 @@ def bf_cycle(now, res, bf_window, max_test, jpcr, max_start, min_prio, min_age,
                                   out_nodes, rg, gres)
     idx, off = _indices(out_nodes, n_st, nn)
     return out_pos[:n_st], out_nodes[:n_st], n_res, idx, off
+
+
+@njit(cache=True)
+def _suffix_min(rq):
+    """suffix_min[q] = min(rq[q:]): the smallest node request from queue position q on (a cycle
+    stops testing once no later job can fit)."""
+    nq = len(rq)
+    out = np.empty(nq, dtype=np.int64)
+    m = 1 << 62
+    for q in range(nq - 1, -1, -1):
+        if rq[q] < m:
+            m = rq[q]
+        out[q] = m
+    return out
 
 
 @njit(cache=True)
@@ -622,12 +631,7 @@ def bf_cycle_live(now, res, bf_window, max_test, jpcr, max_start, min_prio, min_
         for w in range(W):
             prev = free[q - 1, w] if q > 0 else idle[w]
             free[q, w] = prev | r_words[q, w]
-    suffix_min = np.empty(nq, dtype=np.int64)
-    m = 1 << 62
-    for q in range(nq - 1, -1, -1):
-        if rq[q] < m:
-            m = rq[q]
-        suffix_min[q] = m
+    suffix_min = _suffix_min(rq)
     out_pos = np.empty(min(nq, nn), dtype=np.int64)       # at most one start per node
     out_nodes = np.empty((min(nq, nn), W), dtype=np.uint64)
     n_st, n_res = bf_cycle_linear(now, res, bf_window, max_test, jpcr, max_start, min_prio,

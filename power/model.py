@@ -55,7 +55,7 @@ class _Running:
     """State of one running job (plain attributes; one object per running job)."""
 
     __slots__ = ("nodes", "n", "start", "t_last", "level", "cdu_ids", "cdu_counts", "ch_ids",
-                 "ch_counts", "rate", "factor", "trace", "k", "t_ref", "p_ref", "tdt")
+                 "ch_counts", "rate", "factor", "trace", "k", "t_ref", "p_ref", "tdt", "t_lvl")
 
 
 _CDU0 = np.zeros(1, dtype=np.int64)
@@ -90,6 +90,8 @@ class PowerModel(RunModel):
         self._cap_arg = None if facility_cap_w is None else PowerCap(facility_cap_w)
         self._trace_dt = float(trace_dt)
         self._finalized = False
+        self._driven: dict[int, str] = {}      # job -> the model that sets its power (`drive_jobs`)
+        self._on_bound: list = []              # callables f(self) run at the end of `bind`
 
     @classmethod
     def from_system(cls, system: Any, options: dict | None = None,
@@ -273,6 +275,13 @@ class PowerModel(RunModel):
         # per-CDU heat is only reported for several CDUs: a single-CDU machine keeps no log
         self._log_cdu = self.layout.n_cdu > 1
         self._finalized = False
+        # jobs whose per-node power another model sets (`drive_jobs`, `set_job_power`)
+        self._driven = {}
+        self._start_w: dict[int, float] = {}
+        self._closed: dict[int, tuple[_Running, float]] = {}   # driven job -> (its last segment, end s)
+        self.driven_changes = 0
+        for fn in self._on_bound:
+            fn(self)
 
     # ================================================================== power of nodes
     def _level(self, j: int) -> float:
@@ -381,11 +390,14 @@ class PowerModel(RunModel):
             else:
                 r.cdu_ids = _CDU0
                 r.cdu_counts = np.array([float(n)])
-        if tr is not None:
+        if self._driven and job in self._driven:        # another model sets its power (`set_job_power`)
+            r.level = self._start_w[job]
+        elif tr is not None:
             base = float(tr[0][0])
             r.level = base if self.theta >= 1.0 else self.node_idle + self.theta * (base - self.node_idle)
         else:
             r.level = self._level(job)
+        r.t_lvl = r.start
         r.factor = self._factor(job)
         self.running[job] = r
         if math.isnan(self.t_start[job]):     # first segment (a requeued job starts again)
@@ -410,6 +422,8 @@ class PowerModel(RunModel):
         self._run_nodes -= r.n
         self._full_dyn -= r.n * (float(self.p_capped[job]) - self.node_idle)
         self._t_last_event = now
+        if self._driven and job in self._driven:
+            self._closed[job] = (r, float(now))        # a late `set_job_power` may still revise it
         if self.capped:
             return self._rebalance(now) or None
         return None
@@ -421,6 +435,119 @@ class PowerModel(RunModel):
         if r.trace is not None:
             self._advance_trace(job, r, now)
         r.rate = float(rate) if rate > 0 else 1e-300
+
+    # ================================================================== jobs driven by another model
+    def when_bound(self, fn) -> None:
+        """Call ``fn(self)`` at the end of `bind` (at once if already bound): a model that drives
+        jobs' power (`drive_jobs`) declares them there, once this model's tables are known."""
+        self._on_bound.append(fn)
+        if hasattr(self, "running"):
+            fn(self)
+
+    def node_power_without_gpus_w(self, job: int) -> float:
+        """Per-node component power (W) of ``job``'s nodes without their GPUs: the CPUs at the job's
+        utilisation (`power.profiles`, per-job CPU cap applied) + memory, NICs, NVMe and other."""
+        cfg = self.cfg
+        return float(cfg.node_power_w(self.cpu_util[job], 0.0, self.cpu_cap[job], math.inf)
+                     - cfg.gpus_per_node * cfg.gpu_idle_w)
+
+    def drive_jobs(self, jobs: Sequence[int], start_node_w: Sequence[float], max_node_w: Sequence[float],
+                   owner: str) -> None:
+        """Hand the per-node component power of ``jobs`` to the model ``owner`` (W per node).
+
+        A driven job draws ``start_node_w`` from each start until ``owner`` says otherwise
+        (`set_job_power`); its own job power model (profiles, per-job device caps, traces) is not
+        used. The facility-cap throttle does not act on it (its speed is its driver's business:
+        its power counts as base load, and the summary's ``power_cap`` says so); start projections
+        (`admit`, `projected_facility_power_w`) count it at ``max_node_w``.
+        """
+        if self.chain.staged:
+            raise NotImplementedError("jobs driven by another model (serving) with rectifier_sharing = 'staged' are "
+                                      "not supported (their power changes are applied out of event order, which "
+                                      "needs the affine equal-sharing chain)")
+        if self.units_per_node != 1:
+            raise NotImplementedError("jobs driven by another model need whole-node allocation (units = nodes)")
+        jobs = [int(j) for j in jobs]
+        if len(jobs) != len(start_node_w) or len(jobs) != len(max_node_w):
+            raise ValueError("drive_jobs: jobs, start_node_w and max_node_w must have the same length")
+        for j, w0, w1 in zip(jobs, start_node_w, max_node_w):
+            if j in self.running:
+                raise ValueError(f"drive_jobs: job index {j} is already running")
+            if not (0.0 <= float(w0) <= float(w1)):
+                raise ValueError(f"drive_jobs: job index {j}: need 0 <= start_node_w ({w0}) <= max_node_w ({w1})")
+            self._driven[j] = str(owner)
+            self._start_w[j] = float(w0)
+            self.p_capped[j] = self.p_uncapped[j] = float(w1)
+            self.cap_rate[j] = 1.0
+            self.traces.pop(j, None)
+
+    def set_job_power(self, job: int, t: float, node_w: float) -> None:
+        """From time ``t`` (s) on, each node of the driven ``job`` draws ``node_w`` W (components).
+
+        Changes of one job come in time order, each at or after the job's start. ``t`` may lie
+        before this model's latest event (its driver learns of a phase after the fact): the change
+        is logged at ``t`` and the job's energy corrected, so the energies and series stay exact.
+        A change for a job that has already left its nodes applies up to its end (``t`` at or after
+        the end is ignored). The running totals used by the cap and projections take the new
+        level at once.
+        """
+        if self._finalized:
+            raise RuntimeError("PowerModel.set_job_power after finalize")
+        if job not in self._driven:
+            raise ValueError(f"set_job_power: job index {job} is not driven by another model (drive_jobs)")
+        t, node_w = float(t), float(node_w)
+        if not node_w >= 0:
+            raise ValueError(f"set_job_power: job index {job}: node power must be >= 0 W, got {node_w}")
+        r = self.running.get(job)
+        if r is not None and t >= r.start:
+            if t < r.t_lvl:
+                raise ValueError(f"set_job_power: job index {job}: change at t={t} before its previous one at {r.t_lvl}")
+            d = node_w - r.level
+            if d != 0.0:
+                if t >= r.t_last:
+                    self._touch_energy(job, r, t)
+                else:                                     # [t, t_last) was counted at the old level
+                    self.energy[job] += r.n * d * (r.t_last - t)
+                self._apply(t, r, d, r.n * d, 0.0)
+                r.level = node_w
+                self.driven_changes += 1
+            r.t_lvl = t
+            return
+        closed = self._closed.get(job)
+        if closed is None or t >= closed[1]:
+            return
+        r, end = closed
+        if t < r.t_lvl:
+            raise ValueError(f"set_job_power: job index {job}: change at t={t} before its previous one at {r.t_lvl}")
+        d = node_w - r.level
+        if d != 0.0:                                      # the level over [t, end): log it and undo it at end
+            self.energy[job] += r.n * d * (end - t)
+            self._apply(t, r, d, r.n * d, 0.0)
+            self._apply(end, r, -d, -r.n * d, 0.0)
+            r.level = node_w
+            self.driven_changes += 1
+        r.t_lvl = t
+
+    def _driven_summary(self, out: dict) -> None:
+        """The summary's ``power_driven`` table, and the cap report's word on driven jobs."""
+        owners = sorted(set(self._driven.values()))
+        js = [j for j in self._driven if not math.isnan(self.t_start[j])]
+        out["power_driven"] = {
+            "owners": owners, "jobs": len(js), "level_changes": int(self.driven_changes),
+            "energy_jobs_kwh": float(sum(self.energy[j] for j in js)) / 3.6e6,
+            "note": (f"the per-node power of these jobs is set by the {', '.join(owners)} model(s) and included in "
+                     "node, rack and facility power, losses, cooling, PUE and the energy categories ('jobs'); "
+                     "their own job power model is not used"),
+        }
+        if "power_cap" in out:
+            pc = out["power_cap"]
+            pc["driven_jobs"] = ("not throttled: jobs driven by " + ", ".join(owners) + " keep the power their model "
+                                 "sets (throttling them would slow their work, which the power model cannot feed "
+                                 "back); the cap throttles the other jobs around them, and their starts are "
+                                 "projected at their maximum power")
+            if not pc["held"] and str(pc.get("why", "")).startswith("unexplained"):
+                pc["why"] = ("jobs driven by " + ", ".join(owners) + " are not throttled and change their power "
+                             "between the power model's events")
 
     # ================================================================== facility cap
     def electrical_power_w(self) -> float:
@@ -479,7 +606,10 @@ class PowerModel(RunModel):
         idle = self.node_idle
         cur_dyn = 0.0                                    # sum n * (level - idle) now
         full_dyn = 0.0                                   # sum n * (p_capped - idle)
+        driven = self._driven
         for j, r in self.running.items():
+            if driven and j in driven:                   # not throttled: part of the base load
+                continue
             cur_dyn += r.n * (r.level - idle)
             full_dyn += r.n * (self.p_capped[j] - idle)
         base = self.electrical_power_w() - cur_dyn * self.k_fac
@@ -494,6 +624,8 @@ class PowerModel(RunModel):
         self._set_theta(now, theta)
         changed = {}
         for j, r in self.running.items():
+            if driven and j in driven:
+                continue
             self._touch_energy(j, r, now)
             base_j = float(r.trace[0][min(r.k, len(r.trace[0]) - 1)]) if r.trace is not None else float(self.p_capped[j])
             new = idle + theta * (base_j - idle) if theta < 1.0 else base_j
@@ -507,6 +639,8 @@ class PowerModel(RunModel):
 
     def _factor(self, j: int) -> float:
         """This model's progress-rate factor for job j under its cap and the current throttle."""
+        if self._driven and j in self._driven:           # its rate is its driver's business
+            return 1.0
         if self.theta >= 1.0:
             return float(self.cap_rate[j])
         dyn_unc = self.p_uncapped[j] - self.node_idle
@@ -711,6 +845,8 @@ class PowerModel(RunModel):
             if self.cap.constant:
                 out["facility_cap_w"] = float(self.cap.values[0])
             out["power_cap"] = cap_report(self)
+        if self._driven:
+            self._driven_summary(out)
         if self.notes:
             out["power_notes"] = list(self.notes)
         return out

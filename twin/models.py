@@ -60,6 +60,10 @@ class ModelEntry:
     gpu: bool = True
     interrupts: bool = False
     doc: str = field(default="", compare=False)
+    #: models of the run this one drives through their public operations when they are on (e.g.
+    #: serving sets its jobs' node power in ``power``): given to ``model.use_models({name: model})``
+    #: after every model is built, before binding
+    uses: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------------- built-in models
@@ -121,7 +125,7 @@ BUILTIN: list[ModelEntry] = [
     ModelEntry("failures", failures_enabled, _failures, provides=("failures",), flag="--failures on",
                interrupts=True, doc="node failures, repairs and job recovery (twin.failures)"),
     ModelEntry("serving", lambda c: bool((c.options.get("serving") or {}).get("trace")), _serving,
-               provides=("serving",), flag="serving.trace", gpu=False,
+               provides=("serving",), flag="serving.trace", gpu=False, uses=("power",),
                doc="an LLM serving deployment whose instances are node-request jobs (twin.serving.batch)"),
 ]
 
@@ -151,7 +155,7 @@ def _plugin_entries() -> tuple[ModelEntry, ...]:
 def build_models(setup: ModelSetup, entries: list[ModelEntry] | None = None) -> list:
     """The run's models, in registry order: every entry the configuration turns on, its
     requirements checked first (a clear error names the switch and what is missing)."""
-    out = []
+    out, used = [], []
     for e in entries if entries is not None else registered():
         if not e.enabled(setup.cfg):
             continue
@@ -163,6 +167,11 @@ def build_models(setup: ModelSetup, entries: list[ModelEntry] | None = None) -> 
             raise ModelConfigError(f"--allocation gpu does not support {e.flag or e.name} yet (the model works on "
                                    "whole nodes)")
         out.append(e.build(setup))
+        if e.uses:
+            used.append((out[-1], e.uses))
+    for m, names in used:                 # optional peers: only the models this run has
+        by_name = {getattr(p, "name", None): p for p in out if p is not m}
+        m.use_models({n: by_name[n] for n in names if n in by_name})
     return out
 
 

@@ -29,8 +29,8 @@ that runs the request-level serving simulator (`twin.serving.instance`) inside a
 * **Power.** Per-phase GPU power (`energy.power_for`: prefill near max, decode lower, idle) from each
   instance's busy and prefill-busy time; the series ``serving_power_w`` (GPUs of serving nodes, W)
   averages the cumulative energy sampled at the model's events (controller ticks) over the sample
-  grid. The facility power model (`power/`, ``--power on``) is not fed these figures: it counts the
-  serving jobs' nodes with its own job power model (stated in the summary).
+  grid. With ``--power on`` they drive the serving jobs' node power in the facility power model
+  (`twin.serving.power_feed`; stated in the summary), else they stand alone.
 
 The serving world is advanced lazily: at each of the model's events and at each start or finish the
 engine tells it about, arrivals up to that instant are routed in time order and the instances run the
@@ -166,6 +166,15 @@ class ServingBatchModel(RunModel):
             self.power = power_for(cfg.hardware)
         except KeyError:
             self.power = None
+
+    # ---- power-feed hook (issue 16 item 2): with --power on, twin.serving.power_feed drives the
+    # serving jobs' node power in the power model; it observes after each _advance (3 calls below)
+    power_feed = None
+
+    def use_models(self, peers: dict) -> None:
+        from .power_feed import PowerFeed  # noqa: PLC0415
+        self.power_feed = PowerFeed.attach(self, peers)
+    # ---- end of the power-feed hook
 
     # ------------------------------------------------------------------ before the run
     def held_jobs(self, workload):
@@ -321,6 +330,8 @@ class ServingBatchModel(RunModel):
         self.inst_of[job] = inst
         self.slot[s] = "running"
         heapq.heappush(self.activations, (inst.ready, len(self.insts) - 1))
+        if self.power_feed is not None:                # power-feed hook
+            self.power_feed.observe(now)
         return None
 
     def on_finish(self, now: float, job: int):
@@ -338,6 +349,8 @@ class ServingBatchModel(RunModel):
         self._lose(inst, now, "lease" if lease_end else "failure")
         # requeued by the failure model, or gone: seen at the model's next event
         self.slot[s] = "lost_unwanted" if unwanted else "lost"
+        if self.power_feed is not None:                # power-feed hook
+            self.power_feed.observe(now)
         return None
 
     def next_event(self, now: float) -> float | None:
@@ -364,6 +377,8 @@ class ServingBatchModel(RunModel):
             self.next_tick = now + self.cfg.interval_s
         self.energy_t.append(now)
         self.energy_j.append(self._energy_now(now))
+        if self.power_feed is not None:                # power-feed hook
+            self.power_feed.observe(now)
         return None
 
     def _release(self, job: int, now: float, reason: str, control) -> None:
@@ -548,8 +563,9 @@ class ServingBatchModel(RunModel):
                                 "max": float(waits.max()) if len(waits) else None},
             "requests_retried": int((self.retries > 0).sum()), **self.counts,
             "energy_j": e, "mean_instance_power_w": e / life if life > 0 and e == e else None,
-            "power_note": ("per-phase GPU power of serving instances (twin.serving.energy); not fed into the "
-                           "facility power model, which counts serving nodes with its own job power"),
+            "power_note": self.power_feed.note if self.power_feed is not None else (   # power-feed hook
+                "per-phase GPU power of serving instances (twin.serving.energy); not fed into the "
+                "facility power model, which counts serving nodes with its own job power"),
         }}
 
 

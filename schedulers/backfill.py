@@ -295,3 +295,21 @@ class QueueScheduler(Scheduler):
         is its reservation again."""
         if job in self._stale:
             self._plan.resv[job] = self._stale.pop(job)
+
+    def on_cancel(self, now: float, job: int) -> None:
+        """A waiting job was withdrawn. EASY: the idle-pass and shadow caches (keyed by queue length
+        and head) are dropped. Conservative: its reservation's units go back to the profile and the
+        next pass compresses, as after an early end (no other reservation is delayed)."""
+        self._easy_idle = None
+        self._shadow_cache = None
+        plan = self._plan
+        if plan is None or plan.profile is None:
+            return
+        t = float(plan.resv[job])
+        if t == t:
+            plan.resv[job] = np.nan
+            plan.profile.advance(now)
+            start, end = max(t, plan.profile.now), t + float(plan.dur[job])
+            if end > start:
+                plan.profile.release(start, end, int(plan.procs[job]))
+            self._dirty = True

@@ -19,6 +19,11 @@ Checks every scheduler gets (DESIGN.md sections 4 to 6):
 * ``deterministic``: the same configuration twice gives identical start, end and units for every job;
 * ``overrun``: with ``kill_at_walltime = false`` jobs outlive their estimates; the scheduler must
   still never start a job on units that are still held (it must read the view, not trust its plan).
+* ``cancel``: a model withdraws waiting jobs (`twin.control.EngineControl.cancel`; `Canceller`: the
+  FCFS head and the newest waiting job at fixed times): they never start and are CANCELLED, every
+  other job runs to an end, units are never held twice; ``cancel_frees`` (`cancel_probe`): the
+  withdrawn job leaves no trace in the policy's plan (a policy's own queue state, reservations or
+  counters, must let the job go: ``on_cancel``).
 
 Checks a scheduler gets when it declares them (tags, like scikit-learn's estimator tags):
 
@@ -608,6 +613,160 @@ def check_failures_run(target: Target, workload: str, seed: int = 0) -> None:
                                 f"!= response {r.end - r.submit:g} s")
 
 
+# ====================================================================== withdrawn jobs
+class Canceller:
+    """A `twin.contract.RunModel` that withdraws waiting jobs (`twin.control.EngineControl.cancel`),
+    as a serving autoscaler withdraws a node request. With ``plan`` (``[(time s, job index)]``) it
+    cancels those jobs at those times; otherwise every ``every_s`` seconds from the first submission
+    + ``every_s / 2`` it cancels the first waiting job (by index: the FCFS head, the one EASY
+    protects) at odd ticks, the last at even ticks, both at every third tick; at most ``limit``."""
+
+    name = "cancel-check"
+
+    def __init__(self, every_s: float = 300.0, limit: int = 6, plan: list | None = None) -> None:
+        self.every_s, self.limit = float(every_s), int(limit)
+        self.plan = sorted(plan) if plan is not None else None
+        self.cancelled: list[tuple[int, float]] = []     # (job index, time s)
+        self.ticks = 0
+
+    def bind(self, ctx) -> None:
+        self.n = len(ctx.jobs)
+        self.next_t = (float(ctx.jobs.submit[0]) if self.n else 0.0) + self.every_s / 2
+
+    def next_event(self, now: float) -> float | None:
+        if self.plan is not None:
+            return self.plan[0][0] if self.plan else None
+        return self.next_t if len(self.cancelled) < self.limit else None
+
+    def on_event(self, now: float, control) -> None:
+        if self.plan is not None:
+            while self.plan and self.plan[0][0] <= now:
+                _, j = self.plan.pop(0)
+                control.cancel(j)
+                self.cancelled.append((j, now))
+            return None
+        self.ticks += 1
+        self.next_t = now + self.every_s
+        waiting = [j for j in range(self.n) if control.state(j) == "waiting"]
+        if not waiting:
+            return None
+        pick = [waiting[0], waiting[-1]] if self.ticks % 3 == 0 else [waiting[0] if self.ticks % 2 else waiting[-1]]
+        for j in dict.fromkeys(pick):
+            if len(self.cancelled) < self.limit:
+                control.cancel(j)
+                self.cancelled.append((j, now))
+        return None
+
+    # the rest of the RunModel protocol: nothing to add to the run's results
+    def on_start(self, now, job, nodes):
+        return None
+
+    def on_finish(self, now, job):
+        return None
+
+    def finalize(self, end: float) -> None:
+        pass
+
+    def job_columns(self) -> dict:
+        return {}
+
+    def timeseries(self, grid, dt) -> dict:
+        return {}
+
+    def summary(self) -> dict:
+        return {}
+
+
+def cancel_probe(units: int = UNITS) -> Workload:
+    """Three jobs: A (3/4 of the machine, requested 100 s, runs 50 s; an LLM training job for the
+    LLM-aware policy) at 0, B (the whole machine, 1,000 s) at 1 s, C (half the machine, requested
+    100 s, runs 50 s) at 2 s. Conservative reserves B at [100, 1100) s and C after it. With B
+    withdrawn at 10 s, C is the only waiting job once A ends early, at 50 s: it must start then (a
+    reservation kept for B would hold C until 1,100 s, with no event in between to notice)."""
+    a, half = max(1, 3 * units // 4), max(1, units // 2)
+    procs = np.array([a, units, half])
+    return Workload.from_arrays("conformance-cancel-probe", submit=np.array([0.0, 1.0, 2.0]),
+                                runtime=np.array([50.0, 1000.0, 50.0]), procs=procs,
+                                requested_time=np.array([100.0, 1000.0, 100.0]), user=np.zeros(3, dtype=int),
+                                group=np.zeros(3, dtype=int),
+                                columns={"gpus": procs.astype(float),
+                                         "job_class": np.array(["llm_pretrain", "hpc_batch", "hpc_batch"],
+                                                               dtype=object)},
+                                machine_size=units)
+
+
+def run_with_canceller(target: Target, workload: str, canceller: "Canceller",
+                       wl: Workload | None = None) -> Outcome:
+    """``target`` on ``workload`` (or the Workload ``wl``, labelled ``workload``) through `twin.run.simulate` with ``canceller`` added to the run's
+    models (after those the configuration builds; the run's model composition is wrapped for this
+    one call, so policies that need a run of their own, power, GPU allocation, a system, get it)."""
+    from hpctwin.twin import run as run_mod  # noqa: PLC0415
+    label, scheduler, order, backfill, options, run = json.loads(target.key())
+    build = run_mod._build_models
+    run_mod._build_models = lambda *a, **k: build(*a, **k) + [canceller]
+    try:
+        cfg = run_mod.RunConfig(
+            workload=f"conformance-{workload}", scheduler=scheduler, order=order, backfill=backfill,
+            nodes=units_of(workload) // GPUS_PER_NODE if run.get("allocation") == "gpu" else units_of(workload),
+            options={**run.pop("options", {}), **({"scheduler": options} if options else {})}, **run)
+        res = run_mod.simulate(cfg, copy.deepcopy(wl if wl is not None else _workloads()[workload]))
+    finally:
+        run_mod._build_models = build
+    return Outcome(res.jobs, res.summary)
+
+
+def check_cancel(target: Target, workload: str) -> None:
+    """Waiting jobs withdrawn at run time (`Canceller`) never start and are CANCELLED with no start
+    or end; every other job runs to an end; units are never held twice; nothing starts before its
+    submission. A policy that kept a withdrawn job in its own queue state and started it makes the
+    engine raise ("not waiting"), reported here."""
+    cc = Canceller()
+    try:
+        out = run_with_canceller(target, workload, cc)
+    except Exception as e:
+        _fail(target, workload, f"with waiting jobs cancelled ({cc.cancelled}): {type(e).__name__}: {e}")
+    df, s = out.jobs, out.summary
+    if not cc.cancelled and workload == "mixed":
+        _fail(target, workload, "the cancel check withdrew no job (it needs a queue)")
+    wl = _workloads()[workload].sorted()
+    gone = {int(wl.job_id[j]) for j, _ in cc.cancelled}
+    is_gone = df.job_id.isin(gone).to_numpy()
+    bad = df[is_gone & ~((df.state == "CANCELLED") & df.start.isna() & df.end.isna())]
+    if len(bad):
+        r = bad.iloc[0]
+        _fail(target, workload, f"cancelled job {r.job_id} has state {r.state!r}, start {r.start}, end {r.end}")
+    rest = df[~is_gone]
+    bad = rest[~rest.state.isin(["COMPLETED", "TIMEOUT"]) | ~(np.isfinite(rest.start) & np.isfinite(rest.end))]
+    if len(bad):
+        _fail(target, workload, f"job {bad.job_id.iloc[0]} (not cancelled) ends in state {bad.state.iloc[0]!r}")
+    skipped = sum(s.get("jobs_skipped", {}).values())
+    if s["jobs_simulated"] + skipped != s["jobs_in_log"]:
+        _fail(target, workload, f"{s['jobs_in_log']} jobs in the log, {s['jobs_simulated']} simulated, {skipped} skipped")
+    early = df[df.start < df.submit]
+    if len(early):
+        _fail(target, workload, f"job {early.job_id.iloc[0]} starts before its submission")
+    assert_exclusive_units(df, int(s["machine_units"]), f"scheduler {target.label!r} on workload {workload!r} "
+                           "with cancelled jobs", scheduler_tags(target.make())["units_per_node"])
+
+
+def check_cancel_frees(target: Target, workload: str = "cancel-probe") -> None:
+    """`cancel_probe`: B withdrawn at 10 s leaves no trace in the policy's plan: C starts at 50 s,
+    when A ends (a reservation kept for B would hold C until B's planned end, 1,100 s)."""
+    cc = Canceller(plan=[(10.0, 1)])
+    try:
+        out = run_with_canceller(target, workload, cc, cancel_probe())
+    except Exception as e:
+        _fail(target, workload, f"B withdrawn at 10 s: {type(e).__name__}: {e}")
+    df = out.jobs.set_index("job_id")
+    ids = cancel_probe().job_id
+    b, c = df.loc[int(ids[1])], df.loc[int(ids[2])]
+    if b.state != "CANCELLED" or b.start == b.start:
+        _fail(target, workload, f"B withdrawn at 10 s has state {b.state!r}, start {b.start}")
+    if c.start != 50.0:
+        _fail(target, workload, f"C starts at {c.start:g} s; with B withdrawn at 10 s it must start when A ends, "
+                                "at 50 s (the policy kept B's share of its plan)")
+
+
 # ====================================================================== the suite
 GENERIC_CHECKS: tuple[tuple[str, Callable, tuple[str, ...]], ...] = (
     ("exclusive_units", check_exclusive_units, ("mixed", "burst", "exact")),
@@ -616,6 +775,8 @@ GENERIC_CHECKS: tuple[tuple[str, Callable, tuple[str, ...]], ...] = (
     ("walltime", check_walltime, ("mixed", "burst")),
     ("deterministic", check_deterministic, ("mixed",)),
     ("overrun", check_overrun, ("mixed", "burst")),
+    ("cancel", check_cancel, ("mixed", "burst")),
+    ("cancel_frees", check_cancel_frees, ("cancel-probe",)),
 )
 
 

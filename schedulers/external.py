@@ -211,6 +211,13 @@ class ExternalScheduler(Scheduler):
         self._events.append(self._event(now, "JOB_KILLED", {"job_ids": [int(self._ids[job])],
                                                             "reason": "node failure"}))
 
+    def on_cancel(self, now: float, job: int) -> None:
+        self._events.append(self._event(now, "JOB_KILLED", {"job_ids": [int(self._ids[job])],
+                                                            "reason": "cancelled while waiting"}))
+        self._done += 1
+        if self._done == len(self._ids):
+            self.close()
+
     def on_requeue(self, now: float, job: int) -> None:
         self._events.append(self._event(now, "JOB_SUBMITTED", {"job_id": int(self._ids[job]), "job": self._job(job),
                                                                "resubmitted": True}))

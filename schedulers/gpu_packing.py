@@ -151,6 +151,12 @@ class GPUPackingScheduler(Scheduler):
         if fn is not None:
             fn(now, job)
 
+    def on_cancel(self, now: float, job: int) -> None:
+        """A waiting job was withdrawn (`twin.control.EngineControl.cancel`): forwarded."""
+        fn = self._inner_hooks.on_cancel
+        if fn is not None:
+            fn(now, job)
+
     def on_requeue(self, now: float, job: int) -> None:
         """A running job was put back in the queue (failure injection): forwarded to the inner
         policy when it has the hook; the wrapper itself keeps no per-job placement state (the

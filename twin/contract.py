@@ -5,9 +5,9 @@ Everything a plug-in author needs is defined here; ``hpctwin.schedulers.base`` a
 
 * **Schedulers** (`Scheduler`): ``schedule(now, queue, view) -> [job index | Start]`` once per pass.
   Optional hooks (``on_submit``, ``on_start``, ``on_finish``, ``on_interrupt``, ``on_requeue``,
-  ``on_refused``, ``on_units_down``, ``on_units_up``, ``next_wakeup``) are looked up **once**, when
-  the engine binds the policy (`resolve_hooks`): a hook that is missing or is the base class's no-op
-  costs nothing per event. ``bind(ctx)`` receives a `BindContext` (the job table, the machine view,
+  ``on_refused``, ``on_units_down``, ``on_units_up``, ``next_wakeup``, ``on_cancel``) are looked up
+  **once**, when the engine binds the policy (`resolve_hooks`): a hook that is missing or is the
+  base class's no-op costs nothing per event. ``bind(ctx)`` receives a `BindContext` (the job table, the machine view,
   a seeded RNG, node groups, read-only views of the physics models the policy names in
   ``needs_models``). A policy written against the older ``bind(jobs, cluster)`` signature is detected
   by its signature, once, and called that way (`bind_policy`).
@@ -182,7 +182,7 @@ class BindContext:
 
 # ====================================================================== schedulers
 SCHEDULER_HOOKS = ("on_submit", "on_start", "on_finish", "on_interrupt", "on_requeue", "on_refused",
-                   "on_units_down", "on_units_up", "next_wakeup")
+                   "on_units_down", "on_units_up", "next_wakeup", "on_cancel")
 
 
 class Scheduler:
@@ -234,6 +234,11 @@ class Scheduler:
 
     def on_units_up(self, now: float, units: np.ndarray) -> None:  # pragma: no cover - default no-op
         """``units`` are back in service."""
+
+    def on_cancel(self, now: float, job: int) -> None:  # pragma: no cover - default no-op
+        """Waiting ``job`` was withdrawn (`twin.control.EngineControl.cancel`): it left the queue and
+        will never start. Policies that only read the queue they are given need nothing; a policy
+        that keeps per-job queue state (reservations, counters) drops the job's share here."""
 
     def next_wakeup(self, now: float) -> float | None:
         """Next time (> now) at which this policy wants a pass with no other event, or None."""
@@ -303,6 +308,7 @@ class Hooks:
     on_units_down: Any = None
     on_units_up: Any = None
     next_wakeup: Any = None
+    on_cancel: Any = None
 
 
 def resolve_hooks(sched: Any) -> Hooks:
@@ -367,6 +373,11 @@ class ForwardsFailureHooks:
         fn = getattr(self.inner, "on_units_up", None)
         if fn is not None:
             fn(now, units)
+
+    def on_cancel(self, now: float, job: int) -> None:
+        fn = getattr(self.inner, "on_cancel", None)
+        if fn is not None:
+            fn(now, job)
 
     def engine_placer(self):
         fn = getattr(self.inner, "engine_placer", None)

@@ -2,8 +2,9 @@
 
 `EngineControl` is handed to ``RunModel.on_event``: read the machine and the running jobs' progress,
 interrupt jobs, take units out of service and give them back, submit *held* jobs (rows the engine
-keeps out of the log's submission stream, `twin.simulation.Simulation` ``held_jobs``) and release
-running jobs (end them now, completed: a serving deployment giving back its nodes). The operations a model asks for are
+keeps out of the log's submission stream, `twin.simulation.Simulation` ``held_jobs``), release
+running jobs (end them now, completed: a serving deployment giving back its nodes) and cancel
+waiting ones (withdraw a queued request: it never starts, state CANCELLED, as Slurm's ``scancel``). The operations a model asks for are
 applied by the engine, in order, right after its ``on_event`` returns (so the state read within one
 ``on_event`` is the state before them).
 """
@@ -58,12 +59,15 @@ class EngineControl:
 
     def state(self, job: int) -> str:
         """``"running"``, ``"waiting"``, ``"held"`` (a held job not submitted yet), ``"future"`` (a
-        log job not submitted yet) or ``"done"`` (completed, killed, failed or released)."""
+        log job not submitted yet), ``"cancelled"`` (withdrawn while waiting, `cancel`) or ``"done"``
+        (completed, killed, failed or released)."""
         sim = self._sim
         if sim.cluster.is_running(job):
             return "running"
         if sim._queue.waiting[job]:
             return "waiting"
+        if sim._cancelled is not None and sim._cancelled[job]:
+            return "cancelled"
         if job >= sim.n - sim.held_jobs:
             return "held" if sim._submit[job] == math.inf else "done"
         return "done" if job < sim._ptr else "future"
@@ -76,6 +80,12 @@ class EngineControl:
     def release(self, job: int) -> None:
         """End running job ``job`` now, completed (its units are freed; policies see ``on_finish``)."""
         self._ops.append(("release", int(job)))
+
+    def cancel(self, job: int) -> None:
+        """Withdraw waiting job ``job`` now (Slurm's ``scancel`` of a pending job): it leaves the queue,
+        never starts (``state`` CANCELLED in ``jobs.csv``, start and end empty) and the policy is told
+        (``on_cancel``). Cancelling a job that is not waiting is an error."""
+        self._ops.append(("cancel", int(job)))
 
     def take_down(self, units, until: float) -> None:
         """Take ``units`` (free, or freed by an `interrupt` asked for before) out of service until
@@ -99,6 +109,8 @@ class EngineControl:
                 self._submit(now, op[1])
             elif op[0] == "release":
                 self._release(now, op[1])
+            elif op[0] == "cancel":
+                self._cancel(now, op[1])
             elif op[0] == "down":
                 sim.cluster.take_down(op[1], now, op[2])
                 sim._rec.outage()
@@ -135,6 +147,23 @@ class EngineControl:
         if sim._done is not None:
             sim._done()
         sim._finished += 1
+
+    def _cancel(self, now: float, j: int) -> None:
+        sim = self._sim
+        queue, led = sim._queue, sim._ledger
+        if not 0 <= j < sim.n or not queue.waiting[j]:
+            raise SimulationError(f"cancel of job index {j}, which is not waiting")
+        queue.remove({j})
+        if sim._cancelled is None:
+            sim._cancelled = bytearray(sim.n)
+        sim._cancelled[j] = 1
+        led.queued[j] += now - led.enqueued[j]          # its time in the queue, up to the cancel
+        led.enqueued[j] = math.nan
+        sim._expected -= 1                              # it will never end
+        if sim._hooks.on_cancel is not None:
+            sim._hooks.on_cancel(now, j)
+        if sim._done is not None:
+            sim._done()
 
     def _interrupt(self, now: float, j: int, new_work: float, where: str) -> None:
         sim = self._sim

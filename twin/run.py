@@ -578,7 +578,7 @@ def _jobs_frame(r: _Run) -> None:
         "job_id": wl.job_id, "submit": wl.submit, "start": res.start, "end": res.end,
         "wait": wait, "elapsed": runt, "procs": wl.procs, "timelimit": wl.requested_time,
         "estimate": prep.estimate, "bsld": bsld,
-        "state": job_states(res.failed, res.killed, res.start),
+        "state": job_states(res.failed, res.killed, res.start, res.cancelled),
         "log_status": wl.status, "user": wl.user, "group": wl.group, "queue": wl.queue,
         "partition": wl.partition,
         "nodes": [x if x is not None else "" for x in res.nodes],

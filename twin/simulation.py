@@ -94,6 +94,8 @@ class SimResult:
     change_down: np.ndarray | None = None
     #: starts refused by each gate (gate name -> count)
     refusals: dict = field(default_factory=dict)
+    #: jobs withdrawn while waiting (`EngineControl.cancel`), True per job (None if none ever was)
+    cancelled: np.ndarray | None = None
 
 
 class Simulation:
@@ -283,6 +285,7 @@ class Simulation:
         cluster.pseudo_base = n
         self._control = EngineControl(self)
         self._ptr = self._finished = self.passes = self.events = 0
+        self._cancelled: bytearray | None = None       # jobs a model withdrew while waiting (cancel)
         self._expected = n - self.held_jobs     # jobs that will end: the log's, plus held jobs once submitted
         self._refusals = {g.name: 0 for g in self.gates}
 
@@ -480,7 +483,8 @@ class Simulation:
             work_done=np.array(led.work_done, dtype=np.float64), held=np.array(led.held, dtype=np.float64),
             queued=np.array(led.queued, dtype=np.float64), segments=led.segments,
             last_start=np.array(prog.start_seg, dtype=np.float64), change_down=down,
-            refusals=dict(self._refusals))
+            refusals=dict(self._refusals),
+            cancelled=None if self._cancelled is None else np.frombuffer(self._cancelled, dtype=np.uint8).astype(bool))
 
 
 def _f64(a) -> array:

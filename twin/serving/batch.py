@@ -12,9 +12,9 @@ that runs the request-level serving simulator (`twin.serving.instance`) inside a
 * **Autoscaler.** Every ``interval_s`` (a model timer event) the controller (``fixed``,
   ``utilization`` = HPA on busy or KV use, ``decode_tps`` = HeteroScale's signal; `autoscale`) sets
   the desired instance count, clamped to ``[min_instances, max_instances]``. Scale up submits node
-  requests; scale down first un-wants requests still waiting (a queued request is never withdrawn:
-  the policies' contract has no cancel; one that starts unwanted is released at the next tick), then
-  releases instances still loading, then drains the most recent active ones: a draining instance gets
+  requests; scale down first withdraws requests still waiting in the queue (`EngineControl.cancel`:
+  the job leaves the queue, state CANCELLED, the policy is told with ``on_cancel``), then releases
+  instances still loading, then drains the most recent active ones: a draining instance gets
   no new request, so its remaining work is simulated at once and its job is released (ended as
   completed, `EngineControl.release`) at the instant its last request finishes. An instance within
   ``renew_s`` of its lease's end is *retiring*: it serves on but no longer counts, so the controller
@@ -211,7 +211,8 @@ class ServingBatchModel(RunModel):
         self.ai = 0
         self.pick = ROUTERS[c.router]()
         self.policy = self._custom_policy if self._custom_policy is not None else self._policy()
-        #: per node request: free, pending, unwanted (waits, not wanted), running, lost[_unwanted], done
+        #: per node request: free, pending (waits in the queue), running, lost[_unwanted] (left its nodes
+        #: without a release: requeued or gone), cancelled (withdrawn from the queue), done
         self.slot = ["free"] * self.slots
         self.next_slot = 0
         self.inst_of: dict[int, _Inst] = {}
@@ -228,7 +229,7 @@ class ServingBatchModel(RunModel):
         self.prev = {"t": self.t_start, "busy": 0.0, "tok": 0}
         self.energy_t, self.energy_j = [self.t_start], [0.0]
         self.counts = {"scale_up_requests": 0, "instances_lost_failure": 0, "instances_lost_lease": 0,
-                       "released_unwanted": 0, "renewals": 0, "ticks": 0}
+                       "released_unwanted": 0, "withdrawn": 0, "renewals": 0, "ticks": 0}
         self.log_t, self.log_active, self.log_starting, self.log_pending = [], [], [], []
 
     def _policy(self):
@@ -316,9 +317,9 @@ class ServingBatchModel(RunModel):
             return None
         self._advance(now)
         s = job - self.lo
-        if job not in self.submitted_at or self.slot[s] not in ("pending", "unwanted", "lost", "lost_unwanted"):
+        if job not in self.submitted_at or self.slot[s] not in ("pending", "lost", "lost_unwanted"):
             raise RuntimeError(f"serving: node request {job} started in state {self.slot[s]}")
-        unwanted = self.slot[s] in ("unwanted", "lost_unwanted")    # lost: requeued and restarted at once
+        unwanted = self.slot[s] == "lost_unwanted"    # lost: requeued and restarted at once, before a tick
         if self.submitted_at[job] >= 0:
             self.request_waits.append(now - self.submitted_at[job])
             self.submitted_at[job] = -1.0              # a requeued job's next start is not a scale-up wait
@@ -354,7 +355,7 @@ class ServingBatchModel(RunModel):
         return None
 
     def next_event(self, now: float) -> float | None:
-        if self.finished and not any(s in ("pending", "unwanted", "running", "lost", "lost_unwanted")
+        if self.finished and not any(s in ("pending", "running", "lost", "lost_unwanted")
                                      for s in self.slot):
             return None
         t = self.next_tick
@@ -370,8 +371,12 @@ class ServingBatchModel(RunModel):
                 self._release(self.insts[k].job, now, "drained", control)
         for s, st in enumerate(self.slot):            # jobs that left without a release: requeued or gone
             if st in ("lost", "lost_unwanted"):
-                again = "pending" if st == "lost" else "unwanted"
-                self.slot[s] = again if control.state(self.lo + s) == "waiting" else "done"
+                if control.state(self.lo + s) != "waiting":
+                    self.slot[s] = "done"
+                elif st == "lost" and not self.finished:
+                    self.slot[s] = "pending"
+                else:                                 # requeued but not wanted any more: withdrawn
+                    self._withdraw(s, control)
         if now >= self.next_tick:
             self._tick(now, control)
             self.next_tick = now + self.cfg.interval_s
@@ -418,7 +423,9 @@ class ServingBatchModel(RunModel):
             self.finished = True
             for i in self._live("starting", "active"):
                 self._release(i.job, now, "end", control)
-            self.slot = ["unwanted" if s == "pending" else s for s in self.slot]
+            for s, st in enumerate(self.slot):
+                if st == "pending":
+                    self._withdraw(s, control)
             return
         if c.renew_s > 0:                             # leases ending soon: replace, then drain
             for i in self._live("active"):
@@ -448,9 +455,6 @@ class ServingBatchModel(RunModel):
         self.log_pending.append(sum(1 for s in self.slot if s == "pending"))
 
     def _scale_up(self, k: int, now: float, control) -> None:
-        for s in [s for s, st in enumerate(self.slot) if st == "unwanted"][:k]:   # wanted again
-            self.slot[s] = "pending"
-            k -= 1
         for i in [i for i in self._live("starting") if i.unwanted][:k]:
             i.unwanted = False
             k -= 1
@@ -465,10 +469,10 @@ class ServingBatchModel(RunModel):
             control.submit(self.lo + s)
 
     def _scale_down(self, k: int, pending: list, starting: list, active: list, now: float, control) -> None:
-        for s in reversed(pending):
+        for s in reversed(pending):                   # the newest queued requests first
             if k == 0:
                 return
-            self.slot[s] = "unwanted"
+            self._withdraw(s, control)
             k -= 1
         for i in reversed(starting):
             if k == 0:
@@ -480,6 +484,12 @@ class ServingBatchModel(RunModel):
                 return
             self._drain(i, now, control)
             k -= 1
+
+    def _withdraw(self, s: int, control) -> None:
+        """Node request ``s`` (waiting in the queue) leaves it now: cancelled, it never starts."""
+        control.cancel(self.lo + s)
+        self.slot[s] = "cancelled"
+        self.counts["withdrawn"] += 1
 
     def _drain(self, i: _Inst, now: float, control) -> None:
         """No new request for ``i``: its work is simulated to the end, its job released at its last token."""
@@ -507,6 +517,9 @@ class ServingBatchModel(RunModel):
         kind = np.full(n, "batch", dtype=object)
         kind[self.lo:] = "serving"
         why = np.full(n, "", dtype=object)
+        for s, st in enumerate(self.slot):
+            if st == "cancelled":
+                why[self.lo + s] = "withdrawn"
         for i in self.insts:
             why[i.job] = i.reason
         return {"kind": kind, "serving_end": why}

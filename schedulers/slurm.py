@@ -469,6 +469,13 @@ class SlurmScheduler(Scheduler):
         self.event_flag = True
         self._touch(now)
 
+    def on_cancel(self, now: float, job: int) -> None:
+        """A pending job was withdrawn (scancel): one pending job less; both passes see the change."""
+        self._catch_up(now)
+        self.n_pending -= 1
+        self.event_flag = True
+        self._touch(now)
+
     def on_units_down(self, now: float, units: np.ndarray, until: float) -> None:
         self._catch_up(now)
         self.node_end[np.unique(np.asarray(units) // self.cpn)] = _INF

@@ -183,7 +183,10 @@ class Instance:
         while self.t < t_limit and (self.running or self.waiting):
             if not self.waiting and self.running and self._decode_run(t_limit):
                 continue
-            self._step()
+            if not self._step():          # blocked by KV blocks reserved for transfers in flight (P/D):
+                if t_limit != float("inf"):   # idle until the next event (a landing frees them)
+                    self.t = t_limit
+                break
 
     def drain(self) -> None:
         self.advance_until(float("inf"))
@@ -284,12 +287,13 @@ class Instance:
             self.waiting.appendleft(r)
 
     # ---- one iteration ------------------------------------------------------------------------
-    def _step(self) -> None:
+    def _step(self) -> bool:
         b = self.form_batch()
         if b is None:
-            return
+            return False
         dt = self.model.iteration_s(*b.shape())
         self.complete(b, self.t + dt)
+        return True
 
     def form_batch(self) -> "Batch | None":
         """Schedule the next iteration (advancing ``num_computed_tokens``); None when nothing can run."""
@@ -303,6 +307,8 @@ class Instance:
         self._last_start = self.t
         sched = self._schedule()
         if not sched:
+            if (self.running or self.waiting) and self.inbound > 0:
+                return None   # P/D: the free blocks are reserved for KV transfers in flight (`pd.reserve_kv`)
             if self.running or self.waiting:
                 head = self.waiting[0] if self.waiting else self.running[0]
                 raise RuntimeError(f"instance {self.iid}: nothing schedulable at t={self.t:.6f} s but request "

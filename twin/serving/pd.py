@@ -5,6 +5,16 @@ first token there (its TTFT); the prompt's KV cache is then sent to a decode ins
 moment by the decode router, and the request joins that instance's queue when the transfer ends, with
 its prompt already computed (a preemption there recomputes it locally, as vLLM would).
 
+**KV blocks for a transfer in flight** (`reserve_kv`, `land_kv`): when the transfer starts, the decode
+instance sets aside the blocks of the prompt's KV, as vLLM's disaggregated connector does (NIXL: the
+decode side allocates blocks, then reads the KV into them), and the request counts as outstanding there
+(`Instance.expect_transfer`). When the KV lands the request joins the waiting queue and is admitted by
+the instance's own rule (the set-aside blocks become its blocks then: they are given back and allocated
+at admission, so a landed request waits for room like any other and cannot block the queue with blocks
+it holds). While its free blocks are set aside, an instance that cannot schedule anything idles until
+the next landing. If the free blocks do not cover the prompt (or prefix caching is on there) nothing is
+set aside (counted: ``kv_reservations_deferred``).
+
 KV transfer (`kv_transfer_s`): ``2 x layers x KV heads x head_dim x bytes x tokens`` bytes, each of the
 ``min(tp_prefill, tp_decode)`` rank pairs sending its shard over its own link, plus one link latency;
 sent after the prompt completes (no layer-wise overlap: an upper bound on the visible transfer).
@@ -45,6 +55,22 @@ def kv_transfer_s(shape: ModelShape, tokens: int, tp_prefill: int = 1, tp_decode
     return latency_s + nbytes / max(1, min(tp_prefill, tp_decode)) / (link_GBps * 1e9)
 
 
+def reserve_kv(d: Instance, r) -> bool:
+    """Decode instance ``d`` allocates the KV blocks of ``r``'s prompt (``r.computed`` tokens) as its
+    transfer starts (module docstring); False, with nothing reserved, when its free blocks do not cover
+    them or prefix caching is on there (blocks are then allocated at admission)."""
+    if d.kv.caching:
+        return False
+    return d.kv.allocate(r.uid, r.computed)
+
+
+def land_kv(d: Instance, r, t: float) -> None:
+    """``r``'s KV has arrived at decode instance ``d`` at ``t``: the set-aside blocks are given back and
+    the request joins the waiting queue (admission allocates its blocks)."""
+    d.kv.release(r.uid)
+    d.add_transferred(r, t, expected=True)
+
+
 def simulate_pd(trace: Sequence[ServingRequest], prefill: Sequence[Instance], decode: Sequence[Instance],
                 prefill_router: str = "least_loaded", decode_router: str = "least_loaded",
                 link_GBps: float = DEFAULT_KV_LINK_GBPS, latency_s: float = DEFAULT_KV_LINK_LATENCY_S,
@@ -67,26 +93,36 @@ def simulate_pd(trace: Sequence[ServingRequest], prefill: Sequence[Instance], de
     reqs = make_requests(trace)
     if kv_network is not None:
         return _simulate_pd_flows(reqs, prefill, decode, pick_p, pick_d, kv_network)
-    heap: list[tuple[float, int, object]] = []
-    tp_of = {x.iid: x.model.tp for x in prefill}
-    transferred_bytes = 0
-
-    def collect() -> None:
-        nonlocal transferred_bytes
-        for x in prefill:
-            for end, r in x.handoffs:
-                dt = kv_transfer_s(x.model.shape, r.computed, tp_of[x.iid], 1, link_GBps, latency_s)
-                transferred_bytes += x.model.shape.kv_bytes_per_token(1) * r.computed
-                heapq.heappush(heap, (end + dt, r.uid, r))
-            x.handoffs.clear()
+    starts: list[tuple[float, int, object, Instance]] = []    # (prompt done, uid, request, prefill instance)
+    landings: list[tuple[float, int, object, Instance]] = []  # (KV usable, uid, request, decode instance)
+    stats = {"kv_transferred_bytes": 0, "kv_reservations_deferred": 0}
+    inf = float("inf")
 
     def pump(t_limit: float) -> None:
-        collect()
-        while heap and heap[0][0] <= t_limit:
-            t, _, r = heapq.heappop(heap)
+        """Transfers up to ``t_limit`` in time order (KV arrivals first at a tie, then transfer starts)."""
+        for x in prefill:
+            for end, r in x.handoffs:
+                heapq.heappush(starts, (end, r.uid, r, x))
+            x.handoffs.clear()
+        while True:
+            t_l = landings[0][0] if landings else inf
+            t_s = starts[0][0] if starts else inf
+            t = min(t_l, t_s)
+            if t == inf or t > t_limit:
+                break
             for d in decode:
                 d.advance_until(t)
-            pick_d(decode, r).add_transferred(r, t)
+            if t_l <= t_s:
+                _, _, r, d = heapq.heappop(landings)
+                land_kv(d, r, t)
+                continue
+            _, _, r, x = heapq.heappop(starts)
+            d = pick_d(decode, r)
+            d.expect_transfer()
+            stats["kv_reservations_deferred"] += not reserve_kv(d, r)
+            stats["kv_transferred_bytes"] += x.model.shape.kv_bytes_per_token(1) * r.computed
+            dt = kv_transfer_s(x.model.shape, r.computed, x.model.tp, d.model.tp, link_GBps, latency_s)
+            heapq.heappush(landings, (t + dt, r.uid, r, d))
         for d in decode:
             d.advance_until(t_limit)
 
@@ -95,7 +131,7 @@ def simulate_pd(trace: Sequence[ServingRequest], prefill: Sequence[Instance], de
         if r.generated != r.output:
             raise RuntimeError(f"request {r.uid} generated {r.generated} of {r.output} tokens")
     insts = list(prefill) + list(decode)
-    return ServingResult(reqs, insts, max(x.t for x in insts), {"kv_transferred_bytes": transferred_bytes})
+    return ServingResult(reqs, insts, max(x.t for x in insts), stats)
 
 
 def _serve_arrivals(reqs: list, prefill: Sequence[Instance], pick_p, pump) -> None:
@@ -126,12 +162,14 @@ def _simulate_pd_flows(reqs: list, prefill: Sequence[Instance], decode: Sequence
     dest: dict[int, tuple[Instance, int]] = {}                # uid -> (decode instance, log index)
     log = TransferLog([], [], [], [], [])
     inf = float("inf")
+    deferred = 0
 
     def advance_decode(t: float) -> None:
         for d in decode:
             d.advance_until(t)
 
     def pump(t_limit: float) -> None:
+        nonlocal deferred
         for x in prefill:
             for end, r in x.handoffs:
                 heapq.heappush(starts, (end, r.uid, r, x))
@@ -146,7 +184,7 @@ def _simulate_pd_flows(reqs: list, prefill: Sequence[Instance], decode: Sequence
             if t_l == t:
                 _, _, r, d = heapq.heappop(landings)
                 advance_decode(t)
-                d.add_transferred(r, t, expected=True)
+                land_kv(d, r, t)
             elif t_f == t:
                 for uid, lat in flows.pop_done(t):
                     d, k = dest[uid]
@@ -157,6 +195,7 @@ def _simulate_pd_flows(reqs: list, prefill: Sequence[Instance], decode: Sequence
                 advance_decode(t)
                 d = pick_d(decode, r)
                 d.expect_transfer()
+                deferred += not reserve_kv(d, r)
                 nbytes = x.model.shape.kv_bytes_per_token(1) * r.computed
                 dest[uid] = (d, len(log.start))
                 log.start.append(t)
@@ -173,7 +212,7 @@ def _simulate_pd_flows(reqs: list, prefill: Sequence[Instance], decode: Sequence
         if r.generated != r.output:
             raise RuntimeError(f"request {r.uid} generated {r.generated} of {r.output} tokens")
     insts = list(prefill) + list(decode)
-    extra = {"kv_transferred_bytes": int(sum(log.nbytes)),
+    extra = {"kv_transferred_bytes": int(sum(log.nbytes)), "kv_reservations_deferred": deferred,
              "kv_network": {"system": net.name, "routing": net.routing,
                             "nodes": {str(x.iid): net.node_of[x.iid] for x in insts},
                             "max_concurrent_transfers": flows.max_concurrent, **log.summary()}}

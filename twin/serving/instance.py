@@ -125,6 +125,9 @@ class Instance:
         self.outstanding = 0
         self.inbound = 0               # KV transfers to this instance in flight (P/D on a topology)
         self.series: list[tuple[float, int, int, int, int]] | None = None  # (t, running, waiting, kv_used, tokens)
+        #: optional observer of busy time: ``busy_hook(start s, end s, prefill: bool)`` for every iteration
+        #: (or vectorised run of decode iterations) once scheduled (`twin.serving.power_feed`)
+        self.busy_hook = None
 
     # ---- arrivals ----------------------------------------------------------------------------
     def add(self, r: Req, now: float) -> None:
@@ -334,6 +337,8 @@ class Instance:
         self.busy_s += end - self.t
         if b.pc:
             self.prefill_busy_s += end - self.t
+        if self.busy_hook is not None:
+            self.busy_hook(self.t, end, bool(b.pc))
         self.iterations += 1
         self.tokens_prefilled += b.pc
         done = []
@@ -417,6 +422,8 @@ class Instance:
         self._last_start = last_start
         self._last_end = end
         self.busy_s += end - self.t
+        if self.busy_hook is not None:
+            self.busy_hook(self.t, end, False)
         self.iterations += k
         self.tokens_decoded += k * n
         done = [r for r in run if r.generated >= r.output]

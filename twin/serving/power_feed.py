@@ -21,24 +21,25 @@ nodes read as GPU nodes, as ``serving.gpus_per_node`` says).
 
 Time resolution (the choice and its error bound). An instance runs millions of iterations a day
 and alternates prefill and decode iterations, so one power change per iteration is out of the
-question. The feed observes each instance at the serving model's own instants (controller ticks,
-every ``serving.interval_s``; drains; the starts and ends of its jobs) and pushes one level per
-instance and observation: over the instance-clock segment since the previous observation, the
-exact mean ``tp x (P_prefill x prefill s + P_decode x decode s + P_idle x idle s) / length``
-(from the instance's busy and prefill-busy counters); an instance found idle gets the idle level up
-to the observation. Hence:
+question. The feed subscribes to each instance's busy time (`Instance.busy_hook`: every iteration,
+or vectorised run of decode iterations, with its start, end and phase) and aggregates it on the
+power model's sample grid (``t0 + k x sample_dt``): the level it pushes for grid interval k is the
+exact mean ``tp x (P_idle + sum over busy pieces in k of (P_phase - P_idle) x overlap / length)``
+over the part of k the instance lives in. Hence:
 
-* **energy is exact**: every segment carries exactly the energy of its phases, so the serving jobs'
-  GPU energy in the power model equals ``serving.energy_j`` (the same per-phase formula, busy time
-  clipped to the instance's life for an instance killed with an iteration in flight);
-* power *within* a segment is its mean: segments are at most one controller interval long, except
-  an iteration running past an observation and a draining instance's tail (simulated at once,
-  one segment to its last token); an instantaneous peak inside a segment is smoothed, by at most
-  ``tp x (P_prefill - mean)`` per instance, and a sample-interval average of the series is exact
-  when segment edges fall on the sample grid, otherwise misplaces at most the energy of the two
-  segments crossing its edges;
-* event count: at most one change per live instance and observation (no change is logged when the
-  level repeats), independent of the number of iterations.
+* **energy is exact** (the serving jobs' GPU energy in the power model equals ``serving.energy_j``,
+  except that an instance killed while iterating counts its busy time only up to the kill), and so
+  is every interval mean on the sample grid: the power series, the cooling plant (integrated on that
+  grid), PUE and the cap's sample check see exactly the phases' energy per interval;
+* what is lost is power *within* a sample interval (its mean replaces the phases), as for every
+  series of the run; the machine's exact peak (``peak_electrical_power_w``) is then a peak of
+  interval means for the serving part;
+* event count: at most one change per live instance and grid interval (none when the level repeats,
+  e.g. while idle), independent of the number of iterations;
+* timing: a level is pushed once the interval is complete (the instance's clock or, idle, the
+  engine's time past its end) and the engine is at or past its start, at the serving model's own
+  instants (controller ticks, drains, its jobs' starts and ends); until then the power model's
+  running totals (what its cap throttle and start projections read) hold the previous level.
 
 Facility cap. Serving instances are *not* throttled (a throttled GPU runs slower iterations, which
 the serving engine would have to be told of; not modelled): their power is base load for the cap's
@@ -49,18 +50,19 @@ requests are admitted (``--power-cap`` gate) as if at prefill power on every GPU
 from __future__ import annotations
 
 import math
+from collections import deque
 
 from .energy import PhasePower
 
 
 class _Track:
-    """Feed state of one instance: pushed up to instance-clock ``t``, with the cumulative busy and
-    prefill-busy seconds and GPU energy (J) at ``t`` and the level (W per node) last pushed."""
+    """Feed state of one instance: grid intervals before ``k`` are pushed; ``busy``: its busy pieces
+    not yet binned, ``[start s, end s, extra W]`` (W above the idle power of its GPUs), in time order."""
 
-    __slots__ = ("t", "busy", "pre", "e", "level")
+    __slots__ = ("k", "busy", "level")
 
-    def __init__(self, t: float) -> None:
-        self.t, self.busy, self.pre, self.e, self.level = t, 0.0, 0.0, 0.0, math.nan
+    def __init__(self, k: int) -> None:
+        self.k, self.busy, self.level = k, deque(), math.nan
 
 
 class PowerFeed:
@@ -101,6 +103,7 @@ class PowerFeed:
             raise ValueError("serving power feed: the run has no node-request jobs")
         tp, n, p = s.cfg.tp, s.nodes_per_instance, self.phase
         self.lo = lo
+        self.t0, self.dt = float(pm.t0), float(pm.sample_dt)     # the power model's sample grid
         self.spare = n * s.gpn - tp                    # GPU slots of the instance's nodes it does not use
         self.other = [pm.node_power_without_gpus_w(j) for j in range(lo, n_jobs)]
         idle = [self.node_w(j, tp * p.idle_w) for j in range(lo, n_jobs)]
@@ -117,53 +120,69 @@ class PowerFeed:
         """Push every instance's level changes known at ``now`` (s), after the serving world has
         been advanced to ``now``."""
         insts = self.serving.insts
-        for k in range(self.seen, len(insts)):
-            self.tracks[k] = _Track(insts[k].t0)
+        for k in range(self.seen, len(insts)):       # new instances: no iteration has run yet
+            i = insts[k]
+            tr = self.tracks[k] = _Track(self._bin(i.t0))
+            i.x.busy_hook = self._hook(tr.busy, i.x.model.tp)
         self.seen = len(insts)
         for k in list(self.tracks):
             i = insts[k]
-            if i.state == "stopped":
-                self._close(k, i)
+            if i.state == "stopped":                 # flush up to its end; busy time after it is dropped
+                self._push(k, i, i.t_end, i.t_end, final=True)
+                i.x.busy_hook = None
                 del self.tracks[k]
+            else:                                    # known up to its clock (or now, if idle since)
+                known = max(i.x.t, now) if i.x.idle() else i.x.t
+                self._push(k, i, known, now)
+
+    def _hook(self, busy: deque, tp: int):
+        p = self.phase
+        extra = (tp * (p.prefill_w - p.idle_w), tp * (p.decode_w - p.idle_w))
+
+        def hook(start: float, end: float, prefill: bool) -> None:
+            if end > start:
+                busy.append((start, end, extra[0] if prefill else extra[1]))
+        return hook
+
+    def _bin(self, t: float) -> int:
+        """Index of the grid interval holding ``t`` (never one starting after ``t``)."""
+        k = int(math.floor((t - self.t0) / self.dt))
+        while self.t0 + k * self.dt > t:
+            k -= 1
+        return k
+
+    def _push(self, k: int, i, known: float, now: float, final: bool = False) -> None:
+        """Push the levels of the grid intervals of instance ``k`` that end by ``known`` and start by
+        ``now`` (with ``final``: every interval up to ``known`` = its end, the last one partial)."""
+        tr, t0, dt = self.tracks[k], self.t0, self.dt
+        idle_w = i.x.model.tp * self.phase.idle_w
+        while True:
+            lo = t0 + tr.k * dt
+            hi = lo + dt
+            if lo >= known or lo > now or (hi > known and not final):
+                return
+            a, b = max(lo, i.t0), min(hi, known)
+            busy = tr.busy
+            if b <= a:
+                tr.k += 1
+                continue
+            if not busy or busy[0][0] >= b:            # idle through this interval (and maybe more)
+                level = self.node_w(i.job, idle_w)
+                nxt = self._bin(busy[0][0]) if busy else self._bin(min(known, now))
+                step = max(1, nxt - tr.k)
             else:
-                self._live(k, i, now)
-
-    def _live(self, k: int, i, now: float) -> None:
-        tr, x = self.tracks[k], i.x
-        if tr.t > now:                                 # its last segment ends after now: nothing new yet
-            return
-        b = x.t
-        if b > tr.t:
-            self._segment(k, i, b)
-        if x.idle() and tr.t < now:                    # idle since its clock stopped, up to now
-            self._segment(k, i, now, idle=True)
-
-    def _close(self, k: int, i) -> None:
-        tr, end = self.tracks[k], i.t_end
-        if tr.t >= end:
-            return
-        b = min(i.x.t, end)
-        if b > tr.t:
-            self._segment(k, i, b)
-        if end > tr.t:
-            self._segment(k, i, end, idle=True)
-
-    def _segment(self, k: int, i, b: float, idle: bool = False) -> None:
-        """Push the mean level of instance ``k`` over its clock ``[tr.t, b]`` (all idle if ``idle``).
-
-        The GPU energy up to ``b`` is `ServingBatchModel._energy_now`'s formula (busy time clipped to
-        the instance's life), so the pushed segments add up to the serving model's ``energy_j``."""
-        tr, x, p = self.tracks[k], i.x, self.phase
-        a = tr.t
-        if idle:
-            busy, pre = tr.busy, tr.pre
-        else:
-            busy = min(x.busy_s, b - i.t0)
-            pre = min(x.prefill_busy_s, busy)
-        e = x.model.tp * (p.prefill_w * pre + p.decode_w * (busy - pre) + p.idle_w * (b - i.t0 - busy))
-        level = self.node_w(i.job, max(0.0, (e - tr.e) / (b - a)))
-        if level != tr.level:
-            self.pm.set_job_power(i.job, a, level)
-            tr.level = level
-            self.changes += 1
-        tr.t, tr.busy, tr.pre, tr.e = b, busy, pre, e
+                e = 0.0
+                while busy and busy[0][0] < b:
+                    s0, s1, w = busy[0]
+                    e += w * (min(s1, b) - max(s0, a))
+                    if s1 <= b:
+                        busy.popleft()
+                    else:
+                        break
+                level = self.node_w(i.job, idle_w + e / (b - a))
+                step = 1
+            if level != tr.level:
+                self.pm.set_job_power(i.job, a, level)
+                tr.level = level
+                self.changes += 1
+            tr.k += step

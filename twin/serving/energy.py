@@ -8,6 +8,9 @@ data directory, from their measurements: Patel et al., ISCA 2024): A100-80GB idl
 The RTX cards of the LLMServingSim profiles have no published per-phase figures: their board power
 (NVIDIA: RTX 4090 450 W, RTX PRO 6000 Blackwell Workstation 600 W) is taken as the prefill power and
 Splitwise's H100 ratios (decode 380/700, idle 75/700) scale it, an assumption stated here.
+
+In a batch run with ``--power on`` these per-GPU figures also drive the serving jobs' node power in the
+facility power model (`twin.serving.power_feed`).
 """
 from __future__ import annotations
 

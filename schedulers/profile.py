@@ -1,9 +1,27 @@
-"""The availability profile: free allocation units as a step function of future time.
+"""The availability profile: free capacity as a step function of future time.
 
-This is the project's one free-capacity module. EASY (the head's shadow time: `shadow_time`,
-`shadow_from_sorted`), conservative backfilling (a reservation per queued job: `ReservationPlan`)
-and any other policy that plans on free units (the Slurm-like policy's backfill map) use it. All
-times are seconds on the log's clock, all sizes are allocation units (nodes or processors).
+This is the project's one free-capacity module: every policy that plans on future free capacity
+plans on it. All times are seconds on the log's clock. It has two forms of the same step
+function (breakpoints ``t[0] < t[1] < ...``, a value per segment ``[t[i], t[i+1])``):
+
+* the **count form**, `AvailabilityProfile` (values: free allocation units, nodes or processors),
+  used by EASY (the head's shadow time: `shadow_time`, `shadow_from_sorted`, and the same walk
+  compiled in the fast path, ``twin.fastpath_kernels._shadow``) and conservative backfilling (a
+  reservation per queued job: `ReservationPlan`), in `schedulers.backfill` and the wrappers built
+  on it (predictive, price-aware...); compiled operations in `schedulers.profile_kernels`;
+* the **node-set form**, `NodeSpaceMap` (values: *which* nodes are available, node bitsets; Slurm's
+  backfill ``node_space`` map, ``node_space_map_t`` of backfill.c, with ``_add_reservation``),
+  used by the Slurm-like policy's backfill cycle (`schedulers.slurm`), where a job's nodes matter
+  (select/linear picks consecutive nodes, a reservation names its nodes). Python form over
+  Python-int bitsets in `schedulers.profile_nodeset` (re-exported here); compiled form over
+  ``uint64`` words in `schedulers.profile_nodeset_kernels`, called by the compiled cycle
+  (`schedulers.slurm_kernels`) and the whole-run replay (`schedulers.slurm_replay_kernels`).
+  With one-second resolution the popcount of the node-set form is the count form of the same
+  reservations (tested). Node-set API: ``NodeSpaceMap(begin0, window_end, res, full)``,
+  ``add_reservation(start, end, nodes)``, ``walk(nodes, start, end) -> (available, record,
+  later)``, ``fits(start, end, nodes)``, ``avail_at(t)``, ``first_reserved(idle)``, ``split(t)``.
+
+The count form is described below.
 
 The profile (`AvailabilityProfile`) is a pair of arrays:
 ``times[0] < times[1] < ... < times[S-1]`` (seconds) and ``free[i]`` = units free during
@@ -11,7 +29,7 @@ The profile (`AvailabilityProfile`) is a pair of arrays:
 ``times[0]`` is "now" (`advance` drops the past), a running job's expected end earlier than now
 counts as now, and a job is expected to hold its units for its estimate (requested time by default).
 
-API for a policy (all O(S) or better, S = segments):
+Count-form API for a policy (all O(S) or better, S = segments):
 
 * ``AvailabilityProfile.from_running(now, total, ends, procs)``: the machine with its running jobs.
 * ``earliest_start(procs, duration, after=None) -> s``: the first slot (inf if none).
@@ -48,6 +66,10 @@ arrays keep spare capacity so inserting a breakpoint does not reallocate.
 from __future__ import annotations
 
 import numpy as np
+
+from .profile_nodeset import NodeSpaceMap
+
+__all__ = ["AvailabilityProfile", "NodeSpaceMap", "ReservationPlan", "shadow_from_sorted", "shadow_time"]
 
 INF = float("inf")
 

@@ -83,12 +83,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from bisect import bisect_left as _bisect_left, bisect_right as _bisect_right
 from collections import defaultdict
 
 import numpy as np
 
 from .base import BindContext, ClusterView, JobTable, Scheduler, Start
+from .profile import NodeSpaceMap
 from .slurm_conf import (SlurmConfError, SlurmConfig, apply_options, load_slurm_conf,
                          not_modelled_line, report_ignored)
 from .slurm_priority import AccountsSpec, FairShare, MultifactorPriority, QOSDef, load_accounts
@@ -803,16 +803,16 @@ class SlurmScheduler(Scheduler):
 
     def _backfill(self, now: float, order: np.ndarray, prio: np.ndarray) -> list[Start]:
         """One ``_attempt_backfill`` cycle (see the module docstring). Node sets are Python int
-        bitsets; the map is two parallel lists (segment begins, available-node bitsets)."""
+        bitsets; the map is the availability profile's node-set form
+        (`schedulers.profile.NodeSpaceMap`)."""
         if self.use_kernel and len(order):
             return self._backfill_compiled(now, order, prio)
         sp = self.cfg.sched
         res = sp.bf_resolution
         begin0 = math.floor(now / res) * res
         window_end = math.floor((now + sp.bf_window) / res) * res
-        full = (1 << self.NN) - 1
-        ns_b: list[float] = [begin0]
-        ns_av: list[int] = [full]
+        # the backfill map: the node-set form of the availability profile (schedulers.profile)
+        nsm = NodeSpaceMap(begin0, window_end, res, (1 << self.NN) - 1)
         # running jobs in will-run order (select/linear: one at a time, `RunningSet`;
         # cons_tres/cons_res: grouped by end time, `GroupedRunning`)
         idle = self._to_int(self.node_end == -_INF)
@@ -839,49 +839,15 @@ class SlurmScheduler(Scheduler):
         rq = req[order]
         suffix_min = np.minimum.accumulate(rq[::-1])[::-1] if nq else rq
         rtl = tl[order]
-        bisect_r = _bisect_right
-        bisect_l = _bisect_left
-
-        def seg_end(i: int) -> float:
-            return ns_b[i + 1] if i + 1 < len(ns_b) else window_end
-
-        def add_resv(st: float, en: float, nodes: int) -> None:
-            st = max(st, begin0)
-            if en < st + res:
-                en = st + res
-            if st >= window_end:
-                return
-            en = min(en, window_end)
-            for t in (st, en):
-                if t >= window_end:
-                    continue
-                i = bisect_l(ns_b, t)
-                if i < len(ns_b) and ns_b[i] == t:
-                    continue
-                ns_b.insert(i, t)
-                ns_av.insert(i, ns_av[i - 1])
-            i0 = bisect_l(ns_b, st)
-            i1 = bisect_l(ns_b, en)
-            keep = ~nodes
-            for i in range(i0, i1):
-                ns_av[i] &= keep
+        ns_b = nsm.begins            # the map's record begins (read only here)
+        add_resv = nsm.add_reservation
 
         def anyone_fits(pos: int) -> bool:
             """Can any job after ``pos`` still start now? (exact upper bound: idle nodes whose
             first reservation begins after the job's end)."""
             if pos + 1 >= nq:
                 return False
-            left = idle
-            rb_t = []
-            rb_c = []
-            for i in range(len(ns_b)):
-                hit = left & ~ns_av[i]
-                if hit:
-                    rb_t.append(ns_b[i])
-                    rb_c.append(hit.bit_count())
-                    left &= ~hit
-                    if not left:
-                        break
+            rb_t, rb_c = nsm.first_reserved(idle)
             if not rb_t:
                 return bool((rq[pos + 1:] <= n_idle).any())
             cum = np.cumsum(rb_c)
@@ -937,24 +903,8 @@ class SlurmScheduler(Scheduler):
                 # backfill.c); later_start = end of the first one after which the map frees
                 # nodes of this partition (or, failing that, the end of the record after the
                 # first one beyond the job's end)
+                acc, i, later = nsm.walk(pm, start_res, end_time, t_min if counted else -_INF)
                 nb = len(ns_b)
-                i = bisect_r(ns_b, start_res) - 1
-                if i < 0:
-                    i = 0
-                acc = pm
-                while True:
-                    cur = acc & ns_av[i]
-                    acc = cur
-                    n1 = i + 1
-                    if n1 >= nb:
-                        break
-                    if not later and (pm & ns_av[n1] & ~cur):
-                        later = ns_b[n1]
-                        if counted and later < t_min:
-                            break
-                    if ns_b[n1] > end_time:
-                        break
-                    i = n1
                 if counted and later and later < t_min:
                     # exact shortcut: the will-run start is >= t_min > later_start, so Slurm would
                     # retry at later_start whatever the rest of the map says
@@ -982,7 +932,7 @@ class SlurmScheduler(Scheduler):
                         nodes = job_test(wr[1], need)
                         nodes_l = _bits(nodes)
                     else:
-                        nodes_l = self._choose_now(ag & rs.idle, need, ns_b, ns_av)
+                        nodes_l = self._choose_now(ag & rs.idle, need, nsm.avail)
                         nodes = _to_mask(nodes_l)
                     arr = np.asarray(nodes_l, dtype=np.int64)
                     starts.append(self._apply_start(now, j, arr))
@@ -1004,14 +954,7 @@ class SlurmScheduler(Scheduler):
                 en_slot = math.floor((start + tlj) / res) * res   # end_reserve floored (22.05)
                 nodes = (job_test(wr[1], need) if self.linear
                          else self._choose_future(ag, need, wr[1], rs.C, rs.G))
-                lo_s = max(bisect_r(ns_b, st_slot) - 1, 0)
-                hi_s = bisect_l(ns_b, en_slot)
-                clash = False
-                for q in range(lo_s, hi_s):
-                    if (ns_av[q] & nodes) != nodes:
-                        clash = True
-                        break
-                if clash:
+                if not nsm.fits(st_slot, en_slot, nodes):
                     later = start + (res if start_res == start else 0.0)
                     continue
                 if start > now + sp.bf_window:
@@ -1045,9 +988,10 @@ class SlurmScheduler(Scheduler):
         m = rs.first_free(avail, need)
         return (rs.T[m], m) if m < len(rs.T) else None
 
-    def _choose_now(self, cand: int, need: int, ns_b: list, ns_av: list) -> list[int]:
+    def _choose_now(self, cand: int, need: int, ns_av: list) -> list[int]:
         """Nodes for a job starting now: ``time-fit`` takes the candidates whose next reservation
-        begins soonest (keeping unreserved nodes for longer jobs), ``index`` the lowest ids."""
+        begins soonest (keeping unreserved nodes for longer jobs; ``ns_av`` the backfill map's
+        available node sets, `NodeSpaceMap.avail`), ``index`` the lowest ids."""
         if self.node_order == "index" or cand.bit_count() == need:
             return self._bits(self._low(cand, need))
         out = 0

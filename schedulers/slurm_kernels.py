@@ -4,7 +4,10 @@ One call of `bf_cycle_linear` is one ``_attempt_backfill`` cycle exactly as the 
 `schedulers.slurm.SlurmScheduler._backfill` computes it (same decisions, tested on whole-log
 segments), with node sets as rows of ``uint64`` words (bit i of word w = node 64 w + i) instead
 of Python ints, and ``_job_test`` / ``_will_run_test`` of `schedulers.slurm_select` ported to
-loops over those words. Compiled with numba (``cache=True``: only the first run on a machine pays
+loops over those words. The backfill map (Slurm's ``node_space``) is the node-set form of the
+availability profile and its operations (``_add_reservation``, the record walk, the fit test)
+are the profile's compiled kernels, `schedulers.profile_nodeset_kernels`, imported from there
+with the bit primitives. Compiled with numba (``cache=True``: only the first run on a machine pays
 the compilation, a few seconds).
 
 Not in the kernel (the Python cycle runs instead): QOS per-user limits, ``bf_max_job_part``,
@@ -15,63 +18,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .profile_nodeset_kernels import (_any_and, _bisect_right, _count, _count_and, _ctz, _pc64,
+                                      _set_range, ns_add_resv, ns_first_reserved, ns_fits, ns_init,
+                                      ns_walk)
+
 INF = np.inf
-_M1 = np.uint64(0x5555555555555555)
-_M2 = np.uint64(0x3333333333333333)
-_M4 = np.uint64(0x0F0F0F0F0F0F0F0F)
-_H01 = np.uint64(0x0101010101010101)
-
-
-@njit(cache=True, inline="always")
-def _pc64(x):
-    x = x - ((x >> np.uint64(1)) & _M1)
-    x = (x & _M2) + ((x >> np.uint64(2)) & _M2)
-    x = (x + (x >> np.uint64(4))) & _M4
-    return (x * _H01) >> np.uint64(56)
-
-
-@njit(cache=True, inline="always")
-def _ctz(x):
-    """Trailing zeros of a non-zero uint64."""
-    return np.int64(_pc64((x & (~x + np.uint64(1))) - np.uint64(1)))
-
-
-@njit(cache=True)
-def _count_and(a, b):
-    n = 0
-    for w in range(a.shape[0]):
-        n += _pc64(a[w] & b[w])
-    return n
-
-
-@njit(cache=True)
-def _count(a):
-    n = 0
-    for w in range(a.shape[0]):
-        n += _pc64(a[w])
-    return n
-
-
-@njit(cache=True)
-def _any_and(a, b):
-    for w in range(a.shape[0]):
-        if a[w] & b[w]:
-            return True
-    return False
-
-
-@njit(cache=True, inline="always")
-def _set_range(out, a, b):
-    """Set bits a..b-1 of the words ``out`` (a word at a time)."""
-    one = np.uint64(1)
-    full = ~np.uint64(0)
-    while a < b:
-        w = a >> 6
-        lo = a & 63
-        hi = min(b - (w << 6), 64)          # bit after the last one set in this word
-        mask = full if hi - lo == 64 else ((one << np.uint64(hi - lo)) - one) << np.uint64(lo)
-        out[w] |= mask
-        a = (w << 6) + hi
 
 
 @njit(cache=True)
@@ -142,64 +93,6 @@ def _first(avail, need, free, R):
 
 
 @njit(cache=True)
-def _bisect_right(a, n, x):
-    lo, hi = 0, n
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if x < a[mid]:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
-@njit(cache=True)
-def _bisect_left(a, n, x):
-    lo, hi = 0, n
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if a[mid] < x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@njit(cache=True)
-def _add_resv(st, en, nodes, ns_b, ns_av, nb, begin0, res, window_end):
-    """Backfill map reservation of ``nodes`` over [st, en) (``_add_reservation``); returns nb."""
-    if st < begin0:
-        st = begin0
-    if en < st + res:
-        en = st + res
-    if st >= window_end:
-        return nb
-    if en > window_end:
-        en = window_end
-    W = nodes.shape[0]
-    for t in (st, en):
-        if t >= window_end:
-            continue
-        i = _bisect_left(ns_b, nb, t)
-        if i < nb and ns_b[i] == t:
-            continue
-        for q in range(nb, i, -1):
-            ns_b[q] = ns_b[q - 1]
-            for w in range(W):
-                ns_av[q, w] = ns_av[q - 1, w]
-        ns_b[i] = t
-        for w in range(W):
-            ns_av[i, w] = ns_av[i - 1, w]
-        nb += 1
-    i0 = _bisect_left(ns_b, nb, st)
-    i1 = _bisect_left(ns_b, nb, en)
-    for i in range(i0, i1):
-        for w in range(W):
-            ns_av[i, w] &= ~nodes[w]
-    return nb
-
-
-@njit(cache=True)
 def _run_start(end, jid, mask, idle, kend, kid, free, R):
     """`RunningSet.start`: a job starting now on ``mask``; returns the new R."""
     W = mask.shape[0]
@@ -227,26 +120,10 @@ def _run_start(end, jid, mask, idle, kend, kid, free, R):
 @njit(cache=True)
 def _anyone_fits(pos, nq, idle, n_idle, ns_b, ns_av, nb, rq, rtl, now, rb_t, rb_c, left):
     """Can any job after ``pos`` still start now (upper bound: idle nodes whose first
-    reservation begins after the job's end)?"""
+    reservation begins after the job's end, `ns_first_reserved`)?"""
     if pos + 1 >= nq:
         return False
-    W = idle.shape[0]
-    for w in range(W):
-        left[w] = idle[w]
-    nr = 0
-    for i in range(nb):
-        c = 0
-        for w in range(W):
-            hit = left[w] & ~ns_av[i, w]
-            if hit:
-                c += _pc64(hit)
-                left[w] &= ~hit
-        if c:
-            rb_t[nr] = ns_b[i]
-            rb_c[nr] = c + (rb_c[nr - 1] if nr else 0)
-            nr += 1
-            if _count(left) == 0:
-                break
+    nr = ns_first_reserved(ns_b, ns_av, nb, idle, rb_t, rb_c, left)
     for q in range(pos + 1, nq):
         if nr == 0:
             usable = n_idle
@@ -276,14 +153,10 @@ def bf_cycle_linear(now, res, bf_window, max_test, jpcr, max_start, min_prio, mi
     cap = 2 * (min(nq, max_test) + 2) + 4
     ns_b = np.empty(cap)
     ns_av = np.empty((cap, W), dtype=np.uint64)
-    ns_b[0] = begin0
-    for w in range(W):
-        ns_av[0, w] = ~np.uint64(0)
-    nb = 1
+    nb = ns_init(ns_b, ns_av, begin0)
     n_idle = _count(idle)
     part_resv = np.zeros(n_parts, dtype=np.int64)
     acc = np.empty(W, dtype=np.uint64)
-    cur = np.empty(W, dtype=np.uint64)
     cand = np.empty(W, dtype=np.uint64)
     nodes = np.empty(W, dtype=np.uint64)
     scratch_s = np.empty(nn + 1, dtype=np.int64)
@@ -331,35 +204,12 @@ def bf_cycle_linear(now, res, bf_window, max_test, jpcr, max_start, min_prio, mi
         n_attempts = nb + 8
         for _attempt in range(n_attempts):
             start_res = later
-            later = 0.0
             if window_end < start_res:
                 break
             end_time = start_res + tlj
-            i = _bisect_right(ns_b, nb, start_res) - 1
-            if i < 0:
-                i = 0
-            for w in range(W):
-                acc[w] = pm[w]
-            while True:
-                for w in range(W):
-                    cur[w] = acc[w] & ns_av[i, w]
-                    acc[w] = cur[w]
-                n1 = i + 1
-                if n1 >= nb:
-                    break
-                if later == 0.0:
-                    frees = False
-                    for w in range(W):
-                        if pm[w] & ns_av[n1, w] & ~cur[w]:
-                            frees = True
-                            break
-                    if frees:
-                        later = ns_b[n1]
-                        if counted and later < t_min:
-                            break
-                if ns_b[n1] > end_time:
-                    break
-                i = n1
+            # the partition's nodes free in every map record overlapping the job's time
+            i, later = ns_walk(ns_b, ns_av, nb, pm, start_res, end_time,
+                               t_min if counted else -INF, acc)
             if counted and later != 0.0 and later < t_min:
                 continue
             if later == 0.0 and i + 3 < nb:
@@ -395,8 +245,8 @@ def bf_cycle_linear(now, res, bf_window, max_test, jpcr, max_start, min_prio, mi
                     out_nodes[start_cnt, w] = nodes[w]
                 n_idle -= need
                 R = _run_start(now + rest[pos], rjid[pos], nodes, idle, kend, kid, free, R)
-                nb = _add_resv(begin0, np.floor((now + tlj) / res) * res, nodes, ns_b, ns_av,
-                               nb, begin0, res, window_end)
+                nb = ns_add_resv(begin0, np.floor((now + tlj) / res) * res, nodes, ns_b, ns_av,
+                                 nb, begin0, res, window_end)
                 start_cnt += 1
                 touched_idle = True
                 if max_start > 0 and start_cnt >= max_start:
@@ -409,19 +259,7 @@ def bf_cycle_linear(now, res, bf_window, max_test, jpcr, max_start, min_prio, mi
             st_slot = np.floor(start / res) * res
             en_slot = np.floor((start + tlj) / res) * res
             job_test(cand, need, nn, nodes, scratch_s, scratch_l)
-            lo_s = _bisect_right(ns_b, nb, st_slot) - 1
-            if lo_s < 0:
-                lo_s = 0
-            hi_s = _bisect_left(ns_b, nb, en_slot)
-            clash = False
-            for q in range(lo_s, hi_s):
-                for w in range(W):
-                    if (ns_av[q, w] & nodes[w]) != nodes[w]:
-                        clash = True
-                        break
-                if clash:
-                    break
-            if clash:
+            if not ns_fits(ns_b, ns_av, nb, st_slot, en_slot, nodes):
                 later = start + (res if start_res == start else 0.0)
                 continue
             if start > now + bf_window:
@@ -429,7 +267,7 @@ def bf_cycle_linear(now, res, bf_window, max_test, jpcr, max_start, min_prio, mi
             if jpcr > 0 and part_resv[k] >= jpcr:
                 break
             part_resv[k] += 1
-            nb = _add_resv(st_slot, en_slot, nodes, ns_b, ns_av, nb, begin0, res, window_end)
+            nb = ns_add_resv(st_slot, en_slot, nodes, ns_b, ns_av, nb, begin0, res, window_end)
             n_res += 1
             if _any_and(nodes, idle):
                 touched_idle = True

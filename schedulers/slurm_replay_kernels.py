@@ -2,7 +2,8 @@
 (`twin.simulation.Simulation.run`) and the policy's hooks and passes
 (`schedulers.slurm.SlurmScheduler`: ``on_submit``, ``on_finish``, ``schedule``,
 ``next_wakeup``, the backfill thread's clock ``_bf_next``/``_bf_catch_up``) in one numba function,
-calling the same compiled passes (`schedulers.slurm_kernels.main_pass`, ``bf_cycle``). Every line
+calling the same compiled passes (`schedulers.slurm_kernels.main_pass`, ``bf_cycle``; the backfill
+map is the availability profile's node-set form, `schedulers.profile_nodeset_kernels`). Every line
 mirrors a line of those two files: same events, same order of hooks, same float operations, so
 the same schedule byte for byte (tested in ``tests/test_slurm_replay.py``; the glue and the
 eligibility rules are in `schedulers.slurm_replay`).

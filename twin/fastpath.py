@@ -15,26 +15,63 @@ general engine in ``tests/test_fastpath.py``):
   same reservations, same compression, same re-plan when the profile disagrees with the machine);
 * first-fit placement (the lowest-numbered free units), as `twin.cluster.Cluster.first_free`.
 
-Compilation is cached on disk (``cache=True``): only the first run on a machine pays it (about
-10-20 s on the reference machine for all kernels; later imports load in well under a second).
+The kernels are built ahead of time into an extension module (`twin.aot`, ``numba.pycc``, the same
+functions and LLVM: same results) the first time a machine runs the fast path (about 10 s, once per
+kernel source); later runs import it in under a millisecond without numba. Where that build is off
+or fails, the numba JIT kernels run (compiled once and cached on disk, ``cache=True``; importing
+numba and loading them costs about 0.5 CPU s per process).
 
 Entry points: `replay` (prepared arrays in, result arrays out), `eligible` (may a run use it?) and
 `engine_fast_path`, the `twin.simulation.Simulation` seam (``Simulation(..., fast_path=engine_fast_path)``):
 it returns the engine's `SimResult` for an eligible run of at least `MIN_JOBS` jobs, else None (the
-general loop runs). This module imports numba only when a replay runs.
+general loop runs). This module imports numba only when a replay runs without the built module.
 """
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
+
+from .aot import KernelSet
 
 ORDER_CODES = {"fcfs": 0, "sjf": 1, "ljf": 2, "saf": 3, "wfp3": 4, "unicep": 5}
 BACKFILL_CODES = {"none": 0, "easy": 1, "conservative": 2}
 INF = math.inf
-#: below this many jobs the general engine is quicker than importing numba and loading the compiled
-#: kernels (0.9-1.4 CPU s per process here; the general engine does EASY at ~20-45k jobs/s)
+#: below this many jobs the general engine runs (it does EASY at ~20-45k jobs/s): a fresh machine's
+#: first fast-path run builds the kernels (~10 s), and without the built module importing numba and
+#: loading the JIT kernels costs ~0.5 CPU s per process
 MIN_JOBS = 20_000
+
+_HERE = Path(__file__).resolve().parent
+_A8, _I8, _I4, _B1 = "f8[::1]", "i8[::1]", "i4[::1]", "b1[::1]"
+#: the compiled replay as one ahead-of-time module (`twin.aot`): exports, numba signatures (the
+#: dtypes `replay` passes) and the source files compiled into them
+KERNELS = KernelSet(
+    "hpctwin_fastpath", "hpctwin.twin.fastpath_kernels",
+    {"replay": ("_replay", f"Tuple(({_A8}, {_A8}, {_B1}, {_I4}, {_A8}, {_I8}, {_I8}, i8, i8, i8, i8))"
+                           f"({_A8}, {_I8}, {_A8}, {_A8}, {_A8}, i8, i8, i8, {_I8})"),
+     "range_text_bytes": ("hpctwin.twin.range_kernels:range_text_bytes", f"u1[::1]({_I4}, {_I8})")},
+    [_HERE / "fastpath_kernels.py", _HERE.parent / "schedulers" / "profile_kernels.py",
+     _HERE / "range_kernels.py"])
+
+
+def kernels():
+    """The replay kernels: the ahead-of-time module (`KERNELS`), else numba's JIT functions (the
+    module `twin.fastpath_kernels`, and `twin.range_kernels`, under the exported names)."""
+    mod = KERNELS.load()
+    if mod is not None:
+        return mod
+    from . import fastpath_kernels as K, range_kernels as R  # noqa: PLC0415  (numba only on this path)
+    return _JIT(K, R)
+
+
+class _JIT:
+    """The JIT kernels under the exported names."""
+
+    def __init__(self, k, r):
+        self.replay = k._replay
+        self.range_text_bytes = r.range_text_bytes
 
 
 class FastPathError(RuntimeError):
@@ -95,9 +132,8 @@ def replay(submit: np.ndarray, procs: np.ndarray, estimate: np.ndarray, runtime:
         ocode, bcode = ORDER_CODES[order], BACKFILL_CODES[backfill]
     except KeyError:
         raise ValueError(f"no compiled path for order {order!r} x backfill {backfill!r}") from None
-    from . import fastpath_kernels as K  # noqa: PLC0415  (numba only when the fast path runs)
     rank = _static_rank(ocode, est, procs)
-    out = K._replay(submit, procs, est, runtime, kill, int(total), ocode, bcode, rank)
+    out = kernels().replay(submit, procs, est, runtime, kill, int(total), ocode, bcode, rank)
     start, end, killed, units, ch_t, ch_busy, ch_q, n_ch, passes, events, status = out
     if status == 1:
         raise FastPathError("deadlock: jobs wait on an idle machine and no event is pending")
@@ -127,24 +163,16 @@ def _static_rank(ocode: int, est: np.ndarray, procs: np.ndarray) -> np.ndarray:
 
 
 def _range_texts(units: np.ndarray, procs: np.ndarray, start: np.ndarray) -> list:
-    """Range text of each job's units (as `twin.ranges.ranges_of_sorted`; None for jobs never run).
-    One string per run of consecutive units, built in C loops; a job with several runs joins its
-    runs' strings. Memory: about one Python string per job beyond the result."""
-    from .fastpath_kernels import _runs  # noqa: PLC0415
-    lo, hi, first = _runs(units, procs)
-    lo_l = lo.tolist()
-    rt = list(map("{}-{}".format, lo_l, hi.tolist()))
-    for i in np.flatnonzero(lo == hi).tolist():
-        rt[i] = str(lo_l[i])
-    del lo_l
-    nruns = np.diff(first)
-    if len(rt) == len(procs) and (nruns == 1).all():
-        return rt
-    out: list = [None] * len(procs)
-    single = np.flatnonzero(nruns == 1)
-    for j, f in zip(single.tolist(), first[single].tolist()):
-        out[j] = rt[f]
-    first_l = first.tolist()
-    for j in np.flatnonzero(nruns > 1).tolist():
-        out[j] = ",".join(rt[first_l[j]:first_l[j + 1]])
+    """Range text of each job's units (as `twin.ranges.ranges_of_sorted`; None for jobs never run):
+    the compiled kernel writes every job's text as one ASCII line and one ``split`` makes the
+    strings. Memory: about one Python string per job beyond the result."""
+    buf = kernels().range_text_bytes(np.ascontiguousarray(units, dtype=np.int32),
+                                     np.ascontiguousarray(procs, dtype=np.int64))
+    ends = np.flatnonzero(buf == 10)        # one newline per job
+    empty = np.flatnonzero(np.diff(ends, prepend=-1) == 1).tolist()
+    out = buf.tobytes().decode("ascii").split("\n")
+    del buf
+    out.pop()                               # the text ends with a newline
+    for j in empty:                         # jobs that never ran
+        out[j] = None
     return out

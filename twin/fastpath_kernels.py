@@ -17,46 +17,6 @@ from hpctwin.schedulers.profile_kernels import _add, _compact, _plan_pass, _seg_
 INF = math.inf
 
 
-@njit(cache=True)
-def _runs(units, procs):
-    """Consecutive runs (lo, hi) of each job's sorted units; job j's runs are first[j]:first[j+1].
-    Two passes (count, then fill), so the run arrays are as long as the runs, not the units."""
-    n = len(procs)
-    first = np.zeros(n + 1, dtype=np.int64)
-    r = 0
-    off = 0
-    for j in range(n):
-        first[j] = r
-        p = procs[j]
-        if p > 0 and units[off] >= 0:
-            r += 1
-            for k in range(off + 1, off + p):
-                if units[k] != units[k - 1] + 1:
-                    r += 1
-        off += p
-    first[n] = r
-    lo = np.empty(r, dtype=np.int64)
-    hi = np.empty(r, dtype=np.int64)
-    r = 0
-    off = 0
-    for j in range(n):
-        p = procs[j]
-        if p > 0 and units[off] >= 0:
-            lo[r] = units[off]
-            hi[r] = units[off]
-            for k in range(off + 1, off + p):
-                u = units[k]
-                if u == hi[r] + 1:
-                    hi[r] = u
-                else:
-                    r += 1
-                    lo[r] = u
-                    hi[r] = u
-            r += 1
-        off += p
-    return lo, hi, first
-
-
 # ---------------------------------------------------------------------------- compiled pieces
 @njit(cache=True)
 def _heap_push(ht, hj, size, t, j):

@@ -1,0 +1,152 @@
+"""Ahead-of-time kernel builds (`twin.aot`): same results as numba's JIT, keyed on every source,
+fallback to the JIT with a warning, and no numba import when the built module runs."""
+from __future__ import annotations
+
+import dis
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hpctwin.twin import aot, fastpath
+from hpctwin.twin.ranges import ranges_of_sorted
+
+
+def _workload(seed: int, n: int = 400, total: int = 32):
+    rng = np.random.default_rng(seed)
+    submit = np.sort(np.round(rng.exponential(40.0, n).cumsum()))
+    procs = rng.integers(1, total + 1, n).astype(np.int64)
+    est = np.round(rng.uniform(10, 3000, n))
+    runtime = np.round(est * rng.uniform(0.05, 1.2, n))      # some hit the limit
+    kill = np.where(rng.random(n) < 0.8, est, np.inf)
+    return submit, procs, est, runtime, kill, total
+
+
+@pytest.mark.parametrize("order", sorted(fastpath.ORDER_CODES))
+@pytest.mark.parametrize("backfill", sorted(fastpath.BACKFILL_CODES))
+def test_built_module_gives_the_jit_results(order, backfill):
+    built = fastpath.KERNELS.load()
+    if built is None:
+        pytest.skip(f"no ahead-of-time build here: {fastpath.KERNELS.unavailable}")
+    from hpctwin.twin import fastpath_kernels as K  # noqa: PLC0415
+    submit, procs, est, runtime, kill, total = _workload(7 + len(order) + len(backfill))
+    oc, bc = fastpath.ORDER_CODES[order], fastpath.BACKFILL_CODES[backfill]
+    rank = fastpath._static_rank(oc, est, procs)
+    a = built.replay(submit, procs, est, runtime, kill, total, oc, bc, rank)
+    b = K._replay(submit, procs, est, runtime, kill, total, oc, bc, rank)
+    assert len(a) == len(b) and a[7] == b[7]
+    nch = a[7]                                             # the change series' used length
+    for k, (x, y) in enumerate(zip(a, b)):
+        if k in (4, 5, 6):
+            x, y = x[:nch], y[:nch]
+        if isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=True)
+        else:
+            assert x == y
+    assert a[10] == 0 and np.isfinite(a[0]).all()        # status ok, every job ran
+
+
+def test_range_texts_are_ranges_of_sorted():
+    rng = np.random.default_rng(3)
+    procs, units = [], []
+    for j in range(600):
+        if j % 10 == 0:                                   # never ran: -1 in its slots
+            procs.append(3)
+            units += [-1, -1, -1]
+            continue
+        pool = 50 if j % 3 else 300_000
+        u = np.sort(rng.choice(pool, int(rng.integers(1, 30)), replace=False))
+        procs.append(len(u))
+        units += u.tolist()
+    procs_a, units_a = np.array(procs, dtype=np.int64), np.array(units, dtype=np.int32)
+    got = fastpath._range_texts(units_a, procs_a, np.zeros(len(procs)))
+    off = np.concatenate(([0], np.cumsum(procs_a)))
+    want = [None if units_a[off[j]] < 0 else ranges_of_sorted(units_a[off[j]:off[j + 1]]) for j in range(len(procs))]
+    assert got == want
+    assert got[1] is not None and got[0] is None
+
+
+def _njit_files(func, seen=None) -> set[str]:
+    """Source files of every njit function reachable by name from ``func``'s code."""
+    from numba.core.registry import CPUDispatcher  # noqa: PLC0415
+    seen = set() if seen is None else seen
+    py = func.py_func
+    if py in seen:
+        return set()
+    seen.add(py)
+    files = {py.__code__.co_filename}
+    codes = [py.__code__]
+    while codes:
+        code = codes.pop()
+        codes += [c for c in code.co_consts if hasattr(c, "co_names")]
+        for ins in dis.get_instructions(code):
+            if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+                obj = py.__globals__.get(ins.argval)
+                if isinstance(obj, CPUDispatcher):
+                    files |= _njit_files(obj, seen)
+    return files
+
+
+def test_declared_sources_cover_every_compiled_function():
+    """The build key hashes `KernelSet.sources`: an njit function from an undeclared file would let
+    an edit there load a stale build."""
+    import importlib  # noqa: PLC0415
+    ks = fastpath.KERNELS
+    declared = {str(p.resolve()) for p in ks.sources}
+    for func, _sig in ks.exports.values():
+        where, _, name = func.rpartition(":")
+        f = getattr(importlib.import_module(where or ks.kernel_module), name)
+        reached = {str(Path(p).resolve()) for p in _njit_files(f)}
+        assert reached <= declared, f"{func}: undeclared kernel sources {sorted(reached - declared)}"
+
+
+def test_key_follows_sources_and_signatures(tmp_path):
+    src = tmp_path / "k.py"
+    src.write_text("x = 1\n")
+    ks = aot.KernelSet("hpctwin_t", "m", {"f": ("f", "i8(i8)")}, [src])
+    k1 = ks.key()
+    src.write_text("x = 2\n")
+    assert ks.key() != k1
+    ks2 = aot.KernelSet("hpctwin_t", "m", {"f": ("f", "f8(f8)")}, [src])
+    assert ks2.key() != ks.key()
+    assert ks.module_name().startswith("hpctwin_t_") and ks.path().name.startswith(ks.module_name())
+
+
+def test_off_switch_and_failed_build_fall_back_to_jit(tmp_path, monkeypatch):
+    monkeypatch.setenv("HPCTWIN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("HPCTWIN_AOT", "0")
+    ks = aot.KernelSet("hpctwin_off", "hpctwin.twin.range_kernels",
+                       {"f": ("range_text_bytes", "u1[::1](i4[::1], i8[::1])")}, [Path(aot.__file__)])
+    assert ks.load() is None and ks.unavailable == "HPCTWIN_AOT=0" and not ks.built()
+    monkeypatch.setenv("HPCTWIN_AOT", "1")
+    bad = aot.KernelSet("hpctwin_bad", "hpctwin.twin.range_kernels",
+                        {"f": ("no_such_function", "i8(i8)")}, [Path(aot.__file__)])
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        assert bad.load() is None
+        assert bad.load() is None                          # one warning, not one per call
+    assert "no_such_function" in bad.unavailable
+    assert [str(x.message) for x in w if issubclass(x.category, RuntimeWarning)][0].startswith(
+        "hpctwin: ahead-of-time build of hpctwin_bad failed")
+    assert len([x for x in w if issubclass(x.category, RuntimeWarning)]) == 1
+    assert not list(tmp_path.rglob("*.so"))               # nothing half-built left behind
+
+
+def test_built_replay_runs_without_importing_numba():
+    if fastpath.KERNELS.load() is None:
+        pytest.skip(f"no ahead-of-time build here: {fastpath.KERNELS.unavailable}")
+    code = textwrap.dedent("""
+        import sys
+        import numpy as np
+        from hpctwin.twin import fastpath
+        r = fastpath.replay(np.array([0.0, 1.0, 2.0]), np.array([2, 2, 1]), np.array([10.0, 5.0, 1.0]),
+                            np.array([10.0, 5.0, 1.0]), np.full(3, np.inf), 3, "fcfs", "easy")
+        print(r.start.tolist(), r.nodes, "numba" in sys.modules)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    # job 2 (1 unit, 1 s) backfills at 2 beside job 0; job 1 waits for job 0's end at 10
+    assert out.strip() == "[0.0, 10.0, 2.0] ['0-1', '0-1', '2'] False"

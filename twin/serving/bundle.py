@@ -96,12 +96,17 @@ class Bundle:
     def build_instances(self, overhead_s: float = 0.0) -> list[Instance]:
         out = []
         profiles: dict[Path, LayerProfile] = {}
+        dp_size: dict[str, int] = {}
+        for spec in self.instances:
+            if spec.dp_group is not None:
+                dp_size[spec.dp_group] = dp_size.get(spec.dp_group, 0) + 1
         for i, spec in enumerate(self.instances):
             d = self.profile_dir(spec)
             if d not in profiles:
                 profiles[d] = LayerProfile.load(d)
             model = IterationModel(spec.model, profiles[d], tp=spec.tp, link_bw_GBps=self.link_bw_GBps,
-                                   link_latency_ns=self.link_latency_ns, ep=spec.ep, overhead_s=overhead_s,
+                                   link_latency_ns=self.link_latency_ns, ep=spec.ep,
+                                   dp=dp_size.get(spec.dp_group, 1), overhead_s=overhead_s,
                                    skew_alpha=skew_alpha_from_meta(d.parent / "meta.yaml", spec.tp))
             kv = BlockManager(self.kv_blocks(spec), self.block_size, caching=self.prefix_caching)
             out.append(Instance(i, model, kv, self.max_num_seqs, self.max_num_batched_tokens,
@@ -142,6 +147,18 @@ def _need(d: dict, key: str, where: str):
     return d[key]
 
 
+def _ep_size(inst: dict, engine_kwargs: dict, tp: int, is_moe: bool) -> int:
+    """Expert-parallel degree of an instance: ``config.json``'s ``ep_size`` (LLMServingSim: the total EP
+    degree across the DP group); when absent, what the measured vLLM run did: ``enable_expert_parallel``
+    makes EP span the DP x TP ranks (vLLM ``FusedMoEParallelConfig.make``: ``ep_size = dp_size x tp_size``),
+    without it the experts are TP-sharded (EP 1). A dense model has no experts to shard (1)."""
+    if inst.get("ep_size") is not None:
+        return int(inst["ep_size"])
+    if not is_moe or not engine_kwargs.get("enable_expert_parallel"):
+        return 1
+    return tp * int(engine_kwargs.get("data_parallel_size") or 1)
+
+
 def find_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
     d = default_data_dir(data_dir)
     if d is None:
@@ -170,9 +187,10 @@ def load_bundle(path: str | os.PathLike, data_dir: str | os.PathLike | None = No
                 shape = model_shape(name)
             except KeyError as e:
                 raise BundleError(f"{where}: field 'model_name': {e.args[0]}") from None
+            tp = int(inst.get("tp_size") or 1)
             specs.append(InstanceSpec(
-                shape, str(_need(inst, "hardware", where)), int(inst.get("tp_size") or 1),
-                int(inst.get("ep_size") or 1), float(_need(mem, "mem_size", f"{where}.npu_mem")),
+                shape, str(_need(inst, "hardware", where)), tp,
+                _ep_size(inst, ek, tp, shape.is_moe), float(_need(mem, "mem_size", f"{where}.npu_mem")),
                 float(mem.get("mem_util") or kvm.get("gpu_memory_utilization")
                       or VLLM_DEFAULTS["gpu_memory_utilization"]), inst.get("dp_group"), inst.get("pd_type")))
             if specs[-1].pd_type not in (None, "prefill", "decode"):

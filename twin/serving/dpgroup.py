@@ -6,8 +6,11 @@ the largest token count in the group (CUDA-graph DP padding). LLMServingSim mode
 (``serving/__main__.py``: ``dp_pending`` barrier, ``_pad_batch_to_max``; ``trace_generator._emit_moe_block``):
 
 * each member schedules its own batch; an idle member contributes a 1-token dummy decode;
-* dense layers, the MoE block and ``lm_head`` run at the group's maximum token count (attention sees
-  only the member's real requests);
+* dense layers and the MoE block run at the group's maximum token count (attention, ``lm_head`` and the
+  sampler see only the member's real requests: vLLM computes logits at the scheduled requests' last
+  tokens, and the dummy batch runs no sampler; LLMServingSim's ``_pad_batch_to_max`` also pads
+  ``lm_head``, which vLLM does not);
+* every EP rank's experts serve the whole group's tokens (all-gathered; `IterationModel.moe_lookup`);
 * each MoE layer adds an all-gather (dispatch: hidden state + router logits) and a reduce-scatter
   (combine) over the EP ranks (`IterationModel.ep_comm_s`);
 * the iteration ends for everyone when the slowest member ends.
@@ -16,8 +19,9 @@ from __future__ import annotations
 
 from .instance import Instance
 
-#: a 1-token dummy decode of an idle DP member (LLMServingSim: Batch(total_len=1, decode_k_list=[1]))
-DUMMY_SHAPE = (1, 1, 0, 0, 1, 1, 1, 1)
+#: a 1-token dummy decode of an idle DP member (LLMServingSim: Batch(total_len=1, decode_k_list=[1])); no
+#: sequence reaches the sampler (vLLM ``execute_dummy_batch`` -> ``_dummy_run(1, uniform_decode=True)``)
+DUMMY_SHAPE = (1, 0, 0, 0, 1, 1, 1, 1)
 
 
 class DPGroup:

@@ -122,6 +122,9 @@ class Instance:
         self.tokens_prefilled = 0
         self.tokens_decoded = 0
         self.finished: list[Req] = []
+        #: requests that finished in the step just completed whose slot and KV blocks the scheduler still
+        #: holds while it forms the next step (async scheduling, see `form_batch`)
+        self._finishing: list[Req] = []
         self.outstanding = 0
         self.inbound = 0               # KV transfers to this instance in flight (P/D on a topology)
         self.series: list[tuple[float, int, int, int, int]] | None = None  # (t, running, waiting, kv_used, tokens)
@@ -244,7 +247,7 @@ class Instance:
 
     def _admit(self, out: list, budget: int) -> int:
         kv, bs, caching = self.kv, self.kv.block_size, self.kv.caching
-        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+        while self.waiting and budget > 0 and len(self.running) + len(self._finishing) < self.max_num_seqs:
             r = self.waiting[0]
             if r.ready > self._cutoff:
                 if not self.priority:
@@ -303,12 +306,19 @@ class Instance:
         # async scheduling (vLLM V1 batch queue of 2): while the engine runs back to back, the step that
         # starts now was formed when the previous one started, so only requests that had arrived by then
         # can join it; an engine with nothing running schedules at once
-        if self.async_scheduling and self.running and self.t == self._last_end:
+        back_to_back = self.async_scheduling and self.running and self.t == self._last_end
+        if back_to_back:
             self._cutoff = self._last_start
         else:
             self._cutoff = self.t
+            self._release_finishing()
         self._last_start = self.t
         sched = self._schedule()
+        # the step formed now was scheduled before the previous step's outputs were processed
+        # (EngineCore.step_with_batch_queue: schedule + launch step k+1, then block on step k's result and
+        # Scheduler.update_from_output, which frees finished requests' KV blocks and running slots): so the
+        # requests that finished in step k still held their max_num_seqs slot and KV blocks for it
+        self._release_finishing()
         if not sched:
             if (self.running or self.waiting) and self.inbound > 0:
                 return None   # P/D: the free blocks are reserved for KV transfers in flight (`pd.reserve_kv`)
@@ -369,10 +379,20 @@ class Instance:
         self.t = self._last_end = end
 
     def _finish(self, r: Req) -> None:
-        self.kv.release(r.uid)
         self.running.remove(r)
         self.finished.append(r)
         self.outstanding -= 1
+        if self.async_scheduling and (self.running or self.waiting):
+            self._finishing.append(r)  # released once the next step is formed (`form_batch`)
+        else:
+            self.kv.release(r.uid)
+        if not self.running and not self.waiting:
+            self._release_finishing()  # the engine idles: its next step is formed with everything freed
+
+    def _release_finishing(self) -> None:
+        for r in self._finishing:
+            self.kv.release(r.uid)
+        self._finishing.clear()
 
     # ---- vectorised pure-decode runs ----------------------------------------------------------
     def _decode_run(self, t_limit: float) -> bool:
@@ -387,6 +407,7 @@ class Instance:
         steps = min(r.output - r.generated for r in run)
         if steps < 2:
             return False
+        self._release_finishing()  # nothing waits for their slots; their blocks are free from the run's 2nd step
         bs, kv = self.kv.block_size, self.kv
         # KV blocks for all `steps` iterations must be free now (else step one at a time and preempt)
         need = sum(cdiv(r.computed + steps, bs) for r in run) - sum(kv.held(r.uid) for r in run)

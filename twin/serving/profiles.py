@@ -9,7 +9,11 @@ and hooks every module; each CSV row is one module's kernel time in microseconds
 * ``per_sequence.csv`` (layer, sequences, time_us): ``lm_head`` and ``sampler`` by the number of sequences;
 * ``attention.csv`` (prefill_chunk, kv_prefill, n_decode, kv_decode, time_us): the attention kernel for a
   mixed batch: prefill tokens in the chunk, the KV those chunks attend to, decode count, decode KV length;
-* ``moe.csv`` (tokens, activated_experts, time_us): the fused-MoE block on one rank (MoE models).
+* ``moe.csv`` (tokens, activated_experts, time_us): the fused-MoE block on one rank (MoE models), profiled
+  with forced routing: ``tokens`` rows, each sent to ``top_k`` of ``activated_experts`` experts cycled in
+  turn (``profiler/core/hooks/moe_hook.py`` ``_cycle_expert_ids``), i.e. ``tokens x top_k`` token-expert
+  pairs spread evenly over ``activated_experts`` full-width experts. LLMServingSim profiles it once at
+  TP 1 and every TP degree reads that table (``trace_generator._lookup_moe``); so does `LayerProfile.load`.
 
 At TP = k the profiled layer is the per-rank shard (heads and FFN width divided by k), so the per-rank
 kernel time is read directly from ``tp<k>/``.
@@ -164,6 +168,8 @@ class LayerProfile:
     per_sequence: dict[str, tuple[list[float], list[float]]]
     attention: AttentionTable
     moe: dict[int, tuple[list[float], list[float]]] = field(default_factory=dict)
+    #: TP degree at which ``moe`` was profiled (1: the single-rank, full-width view of ``tp1/moe.csv``)
+    moe_tp: int = 1
 
     @classmethod
     def load(cls, folder: Path) -> "LayerProfile":
@@ -179,14 +185,15 @@ class LayerProfile:
             return {k: (sorted(v), [v[x] for x in sorted(v)]) for k, v in out.items()}
 
         moe: dict[int, dict[float, float]] = {}
-        if (folder / "moe.csv").exists():
-            for r in _read_csv(folder / "moe.csv", ["tokens", "activated_experts", "time_us"]):
+        moe_path, moe_tp = _moe_table(folder)
+        if moe_path is not None:
+            for r in _read_csv(moe_path, ["tokens", "activated_experts", "time_us"]):
                 moe.setdefault(int(r["activated_experts"]), {})[r["tokens"]] = r["time_us"]
         return cls(folder, one_d("dense.csv", "tokens"), one_d("per_sequence.csv", "sequences"),
                    AttentionTable.from_rows(_read_csv(folder / "attention.csv",
                                                       ["prefill_chunk", "kv_prefill", "n_decode", "kv_decode",
                                                        "time_us"])),
-                   {k: (sorted(v), [v[x] for x in sorted(v)]) for k, v in moe.items()})
+                   {k: (sorted(v), [v[x] for x in sorted(v)]) for k, v in moe.items()}, moe_tp)
 
     def dense_us(self, layer: str, tokens: float) -> float:
         if layer not in self.dense:
@@ -216,6 +223,20 @@ class LayerProfile:
             return max(0.001, v_lo)
         v_hi = _interp1(*self.moe[aes[hi]], max(tokens, 1))
         return max(0.001, v_lo + (activated - aes[lo]) * (v_hi - v_lo) / (aes[hi] - aes[lo]))
+
+
+def _moe_table(folder: Path) -> tuple[Path | None, int]:
+    """The ``moe.csv`` a ``tp<k>/`` profile uses and the TP degree it was profiled at: the sibling
+    ``tp1/moe.csv`` when it exists (LLMServingSim ``_lookup_moe``: "MoE is profiled once at tp=1",
+    ``tp_eff = 1 if 1 in available_tps``; the data's bundles have no ``tp2/moe.csv``), else the folder's own."""
+    tp1 = folder.parent / "tp1" / "moe.csv"
+    if tp1.exists():
+        return tp1, 1
+    own = folder / "moe.csv"
+    if not own.exists():
+        return None, 1
+    name = folder.name
+    return own, int(name[2:]) if name.startswith("tp") and name[2:].isdigit() else 1
 
 
 def linear_run(t0: float, t_limit: float, steps: int, a: float, b: float) -> tuple[int, float, float]:
@@ -285,6 +306,9 @@ class IterationModel:
     link_bw_GBps: float = 16.0
     link_latency_ns: float = 1000.0
     ep: int = 1
+    #: members of the instance's data-parallel group (1: no DP group); with EP their tokens are all-gathered
+    #: to every EP rank's experts (`_moe_us`)
+    dp: int = 1
     #: fixed host-side time added to every iteration (s); 0 by default (see docs/serving.md)
     overhead_s: float = 0.0
     #: attention skew blend for decodes of unequal context (`skew_alpha_from_meta`); 0 = none
@@ -317,6 +341,12 @@ class IterationModel:
         self._dense_keys = list(grid)
         self._dense_vals = list(tot)
         self._n_ar = sum(1 for x in self._block_dense if x in TP_ALLREDUCE_AFTER) * L
+        if self._has_moe and self.tp > 1 and self.ep <= 1:
+            # TP-sharded experts: every rank holds each expert's intermediate/tp slice and the block's output
+            # is all-reduced over TP (vLLM qwen3_moe.py Qwen3MoeSparseMoeBlock.forward:
+            # ``maybe_all_reduce_tensor_model_parallel`` when tp_size > 1; FusedMoE(reduce_results=True) in
+            # mixtral.py); with EP the dispatch/combine collectives of `ep_comm_s` take its place
+            self._n_ar += L
         self._cache: dict[int, float] = {}
 
     def token_parallel_s(self, tokens: int) -> float:
@@ -332,12 +362,36 @@ class IterationModel:
             self._cache[tokens] = v
         return v
 
+    def moe_lookup(self, tokens: int) -> tuple[float, float]:
+        """(tokens, activated experts) at which one rank's MoE block reads the profile, for a forward of
+        ``tokens`` tokens on each member of the instance's DP group.
+
+        * Tokens the rank's experts serve: ``n = dp x tokens``. With DP + EP vLLM's default
+          ``allgather_reducescatter`` backend all-gathers every DP rank's (padded) tokens before the experts
+          (``AgRsAll2AllManager.dispatch``: ``all_gatherv`` over the DP group), so each EP rank computes its
+          local experts on the whole group's tokens; without DP the instance's tokens (replicated on its TP
+          ranks).
+        * Shards ``s`` of the expert weights: ``ep`` ranks each holding ``E / ep`` full experts (FusedMoE's
+          ``expert_map``), else ``tp`` ranks each holding every expert's ``intermediate / tp`` slice (relative
+          to the TP degree of the table, 1 for ``tp1/moe.csv``).
+        * Balanced gate (LLMServingSim ``GateRouter._balanced_route_ep``, its default ``BALANCED`` policy:
+          load-balance-regularised gates spread pairs evenly; pigeonhole count of activated experts):
+          ``n k`` token-expert pairs, ``min(n k, E)`` distinct experts over the whole model, an ``s``-th of
+          both on each rank.
+        * The profile row (T tokens, A experts) holds ``T k`` pairs over A full-width experts, so a rank's
+          work equals the row at ``T = n / s`` (pairs / k) and ``A = min(n k, E) / s``: GEMM FLOPs follow the
+          pairs, the weights read follow the activated experts (bytes per rank: ``s``-th of the activated
+          full-width experts in both the EP and the TP layout).
+        """
+        k, E = self.shape.experts_per_token, self.shape.num_experts
+        n = max(tokens, 1) * max(self.dp, 1)
+        s = self.ep if self.ep > 1 else max(1, self.tp // max(self.prof.moe_tp, 1))
+        return n / s, min(n * k, E) / s
+
     def _moe_us(self, tokens: int) -> float:
-        """Balanced-gate expected load per EP rank (LLMServingSim ``GateRouter._balanced_route_ep``)."""
-        k, E, ep = self.shape.experts_per_token, self.shape.num_experts, max(self.ep, 1)
-        activated = min(round(tokens * k / ep), max(1, E // ep))
-        hit = 1.0 if ep <= 1 else 1.0 - ((ep - 1) / ep) ** k
-        return self.prof.moe_us(round(tokens * hit), max(activated, 1))
+        """One rank's MoE block (us) for a forward of ``tokens`` tokens (`moe_lookup`)."""
+        t, a = self.moe_lookup(tokens)
+        return self.prof.moe_us(t, max(a, 1.0))
 
     def attention_us(self, pc: int, kvp: int, nd: int, kvd: int, kvd_max: int = 0, kvd_min: int = 0) -> float:
         """One layer's attention (us), with LLMServingSim's skew correction: a batch of decodes of
@@ -376,13 +430,16 @@ class IterationModel:
 
     def padded_iteration_s(self, shape: tuple, padded_tokens: int) -> float:
         """Iteration time (s) of a DP member whose batch ``shape`` (see `Batch.shape`) is padded to the
-        group's ``padded_tokens``: token-parallel layers and ``lm_head`` at the padded size, attention on
-        the real requests, plus the EP collectives."""
+        group's ``padded_tokens``: token-parallel layers and the MoE block at the padded size, attention on
+        the real requests, ``lm_head`` and the sampler on the real sequences only (vLLM
+        ``GPUModelRunner.execute_model`` computes logits at ``logits_indices``, the last token of each
+        scheduled request, never at DP padding; an idle member's dummy batch, ``seqs`` 0, runs
+        ``_dummy_run`` without the sampler), plus the EP collectives."""
         tokens, seqs, pc, kvp, nd, kvd, kmax, kmin = shape
-        pad = max(0, padded_tokens - tokens)
         us = self.shape.num_layers * self.attention_us(pc, kvp, nd, kvd, kmax, kmin)
-        for name in self._per_seq:
-            us += self.prof.per_sequence_us(name, seqs + pad)
+        if seqs > 0:
+            for name in self._per_seq:
+                us += self.prof.per_sequence_us(name, seqs)
         return self.token_parallel_s(max(tokens, padded_tokens)) + us * 1e-6 + self.ep_comm_s(padded_tokens)
 
     def _decode_line(self, nd: int) -> tuple[list[float], list[float], list[float]] | None:

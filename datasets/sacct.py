@@ -48,15 +48,17 @@ import os
 import re
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
-import pandas as pd
 
 from hpctwin.twin.workload import Workload
 
 from .hostlist import HostlistError, expand_hostlist, node_ids
 from .textio import read_text
+
+if TYPE_CHECKING:   # pandas is imported only by export_sacct (the Slurm-like policy's config reads durations)
+    import pandas as pd
 
 
 class SacctError(ValueError):
@@ -595,6 +597,7 @@ def export_sacct(jobs_df: pd.DataFrame, path: str | os.PathLike, epoch: float = 
     # the log's SWF code in log_status
     run_state = df["state"].astype(str).to_numpy() if "state" in df else None
     st_col = df["status"] if "status" in df else None
+    import pandas as pd  # noqa: PLC0415
     text_status = st_col is not None and not pd.api.types.is_numeric_dtype(st_col)
     node_fail = run_state == "NODE_FAIL" if run_state is not None else np.zeros(n, dtype=bool)
     if "killed" in df:

@@ -96,12 +96,17 @@ def interval_average(change_t: np.ndarray, values: np.ndarray, grid: np.ndarray,
         e = g + dt
         # an interval's end is usually the next grid point (the same float): its integral is reused,
         # and only the other ends are searched (the same values as integral(e): it works point by point)
-        same = np.flatnonzero(e[:-1] == g[1:])
+        eq = e[:-1] == g[1:]
         hi = np.empty_like(lo)
-        hi[same] = lo[same + 1]
-        other = np.ones(len(g), dtype=bool)
-        other[same] = False
-        hi[other] = integral(e[other])
+        if eq.all():                        # the usual grid: every end is the next start
+            hi[:-1] = lo[1:]
+            hi[-1:] = integral(e[-1:])
+        else:
+            same = np.flatnonzero(eq)
+            hi[same] = lo[same + 1]
+            other = np.ones(len(g), dtype=bool)
+            other[same] = False
+            hi[other] = integral(e[other])
         out[a:a + block] = (hi - lo) / dt
     return out
 

@@ -32,6 +32,9 @@ that runs the request-level serving simulator (`twin.serving.instance`) inside a
   grid. With ``--power on`` they drive the serving jobs' node power in the facility power model
   (`twin.serving.power_feed`; stated in the summary), else they stand alone.
 
+* **Disaggregated P/D** (``serving.mode = "pd"``): `twin.serving.batch_pd.ServingBatchPDModel`, a prefill and
+  a decode pool of node requests with KV transfers between them (its docstring).
+
 The serving world is advanced lazily: at each of the model's events and at each start or finish the
 engine tells it about, arrivals up to that instant are routed in time order and the instances run the
 iterations that start before it (as `cluster.simulate` does between arrivals).
@@ -90,6 +93,21 @@ class ServingBatchConfig:
     max_num_batched_tokens: int = 2048
     user: int = -1                    # user id of the node requests; -1: one above the log's largest
     warm_start: bool = False          # the first tick's instances serve at once (a deployment already up)
+    # disaggregated prefill/decode (mode = "pd", `twin.serving.batch_pd`): two pools of node requests
+    mode: str = "colocated"           # colocated or pd
+    prefill_hardware: str = ""        # "": hardware
+    decode_hardware: str = ""
+    prefill_tp: int = 0               # 0: tp
+    decode_tp: int = 0
+    prefill_instances: int = 1        # fixed policy: the count; others: the first tick's request
+    decode_instances: int = 1
+    prefill_min_instances: int = 1
+    prefill_max_instances: int = 4
+    decode_min_instances: int = 1
+    decode_max_instances: int = 4
+    pd_ratio: float = 0.0             # decode_tps: prefill = ceil(decode x ratio); 0: prefill_ / decode_instances
+    kv_link_GBps: float = 25.0        # fixed KV-transfer formula (pd.kv_transfer_s): per-GPU link, GB/s
+    kv_latency_s: float = 5e-6        # and its latency, s (pd.DEFAULT_KV_LINK_*)
 
     @classmethod
     def from_options(cls, opts: dict, source: str = "option serving") -> "ServingBatchConfig":
@@ -125,6 +143,19 @@ class ServingBatchConfig:
             raise bad("renew_s", f"must be in [0, lease_s = {self.lease_s:g}) s")
         if self.tp < 1 or self.gpus_per_node < 0 or self.slots < 0 or self.max_requests < 0 or self.startup_s < 0:
             raise bad("tp", "tp >= 1 and gpus_per_node, slots, max_requests, startup_s >= 0 are needed")
+        if self.mode not in ("colocated", "pd"):
+            raise bad("mode", "colocated or pd (disaggregated prefill/decode pools)")
+        if self.mode == "pd":
+            for pool in ("prefill", "decode"):
+                lo, hi, n = (getattr(self, f"{pool}_{k}") for k in ("min_instances", "max_instances", "instances"))
+                if not 1 <= lo <= hi:
+                    raise bad(f"{pool}_min_instances", f"need 1 <= {pool}_min_instances <= {pool}_max_instances = {hi}")
+                if not lo <= n <= hi:
+                    raise bad(f"{pool}_instances", f"must be within [{lo}, {hi}]")
+                if getattr(self, f"{pool}_tp") < 0:
+                    raise bad(f"{pool}_tp", "must be >= 1 (0: serving.tp)")
+            if self.pd_ratio < 0 or not self.kv_link_GBps > 0 or self.kv_latency_s < 0:
+                raise bad("pd_ratio", "pd_ratio >= 0, kv_link_GBps > 0 and kv_latency_s >= 0 are needed")
 
 
 class _Inst:
@@ -367,7 +398,7 @@ class ServingBatchModel(RunModel):
         self._advance(now)
         while self.releases and self.releases[0][0] <= now:
             _, k = heapq.heappop(self.releases)
-            if self.insts[k].state == "draining":     # not lost in between
+            if self._drain_done(self.insts[k], now):    # not lost in between
                 self._release(self.insts[k].job, now, "drained", control)
         for s, st in enumerate(self.slot):            # jobs that left without a release: requeued or gone
             if st in ("lost", "lost_unwanted"):
@@ -385,6 +416,10 @@ class ServingBatchModel(RunModel):
         if self.power_feed is not None:                # power-feed hook
             self.power_feed.observe(now)
         return None
+
+    def _drain_done(self, i: _Inst, now: float) -> bool:
+        """Release a draining instance at its drain end (P/D decode: only once no KV is inbound)."""
+        return i.state == "draining"
 
     def _release(self, job: int, now: float, reason: str, control) -> None:
         inst = self.inst_of.get(job)
@@ -432,6 +467,15 @@ class ServingBatchModel(RunModel):
                 if not i.retiring and i.t0 + c.lease_s - now <= c.renew_s:
                     i.retiring = True
                     self.counts["renewals"] += 1
+        self._size(now, control)
+        self.log_t.append(now)
+        self.log_active.append(len(self._live("active")))
+        self.log_starting.append(len(self._live("starting")))
+        self.log_pending.append(sum(1 for s in self.slot if s == "pending"))
+
+    def _size(self, now: float, control) -> None:
+        """The controller's decision at a tick: the desired count, node requests and drains."""
+        c = self.cfg
         view = self._view(now)
         first = now == self.t_start and not self.counts["scale_up_requests"]
         want = c.instances if first else int(self.policy.desired(view))
@@ -449,10 +493,6 @@ class ServingBatchModel(RunModel):
         for i in self._live("active"):                # retiring: once replaced, or near the lease's end
             if i.retiring and (len(active) >= want or i.t0 + c.lease_s - now <= 2 * c.interval_s):
                 self._drain(i, now, control)
-        self.log_t.append(now)
-        self.log_active.append(len(self._live("active")))
-        self.log_starting.append(len(self._live("starting")))
-        self.log_pending.append(sum(1 for s in self.slot if s == "pending"))
 
     def _scale_up(self, k: int, now: float, control) -> None:
         for i in [i for i in self._live("starting") if i.unwanted][:k]:
@@ -548,7 +588,8 @@ class ServingBatchModel(RunModel):
                             "input_tokens": [q.prompt for q in r], "output_tokens": [q.generated for q in r],
                             "ttft_s": lat["ttft"], "tpot_s": lat["tpot"], "instance": [q.instance for q in r],
                             "retries": self.retries, "preemptions": [q.preemptions for q in r]})
-        inst = pd.DataFrame({"instance": range(len(self.insts)), "job_id": [int(jid[i.job]) for i in self.insts],
+        inst = pd.DataFrame({"instance": range(len(self.insts)), "pool": [getattr(i, "pool", "both") for i in self.insts],
+                             "job_id": [int(jid[i.job]) for i in self.insts],
                              "start_s": [i.t0 for i in self.insts], "ready_s": [i.ready for i in self.insts],
                              "end_s": [i.t_end for i in self.insts], "end": [i.reason for i in self.insts],
                              "busy_s": [i.x.busy_s for i in self.insts],
@@ -590,10 +631,21 @@ def build(setup) -> ServingBatchModel:
     cfg = ServingBatchConfig.from_options(setup.options("serving"))
     if setup.gpu:
         raise ValueError("serving: --allocation gpu is not supported yet (node requests are whole nodes)")
+    gpn = getattr(setup.system, "gpus_per_node", 0) if setup.system is not None else 0
+    if cfg.mode == "pd":                                  # disaggregated pools (twin.serving.batch_pd)
+        from .batch_pd import ServingBatchPDModel  # noqa: PLC0415
+        makes, weights = [], []
+        for pool in ("prefill", "decode"):
+            tp, hw = getattr(cfg, f"{pool}_tp") or cfg.tp, getattr(cfg, f"{pool}_hardware") or cfg.hardware
+            makes.append(instance_factory(PoolSpec(hw, cfg.model, tp=tp, max_num_seqs=cfg.max_num_seqs,
+                                                   max_num_batched_tokens=cfg.max_num_batched_tokens),
+                                          getattr(setup.cfg, "data_dir", None)))
+            weights.append(model_shape(cfg.model).weight_bytes_per_rank(tp))
+        return ServingBatchPDModel(cfg, read_serving_trace(Path(cfg.trace)), *makes, gpus_per_node=gpn or 1,
+                                   weight_bytes=tuple(weights))
     spec = PoolSpec(cfg.hardware, cfg.model, tp=cfg.tp, max_num_seqs=cfg.max_num_seqs,
                     max_num_batched_tokens=cfg.max_num_batched_tokens)
     make = instance_factory(spec, getattr(setup.cfg, "data_dir", None))
-    gpn = getattr(setup.system, "gpus_per_node", 0) if setup.system is not None else 0
     trace = read_serving_trace(Path(cfg.trace))
     w = model_shape(cfg.model).weight_bytes_per_rank(cfg.tp)
     return ServingBatchModel(cfg, trace, make, gpus_per_node=gpn or 1, weight_bytes_per_gpu=w)

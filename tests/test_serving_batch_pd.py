@@ -59,13 +59,13 @@ def workload(rows) -> Workload:
                     partition=ints(-1), status=ints(-1))
 
 
-def run_pd(rows, reqs, total=4, scheduler="easy", controller=None, models_before=(), **cfg):
+def run_pd(rows, reqs, total=4, scheduler="easy", controller=None, models_before=(), kv_network=None, **cfg):
     import pandas as pd
     c = dict(trace="test", start_s=10.0, interval_s=15.0, startup_s=5.0, policy="fixed", mode="pd",
              prefill_instances=1, decode_instances=1, kv_link_GBps=1.0, kv_latency_s=0.0, slots=8)
     c.update(cfg)
     m = ServingBatchPDModel(ServingBatchConfig(**c), [ServingRequest(*r) for r in reqs], make_const, make_const,
-                            policy=controller)
+                            policy=controller, kv_network=kv_network)
     prep = prepare(workload(rows), total, "test")
     prep, jobs, k = attach_held(prep, job_table(prep), [m])
     ctx = ModelContext(n_nodes=total, jobs=jobs, runtime=prep.workload.runtime, seed=1)
@@ -98,6 +98,25 @@ def test_ttft_is_prefill_done_and_the_second_token_follows_transfer_and_decode_a
     assert k["transfer_s_max"] == pytest.approx(0.01)
     inst = m.tables()["serving_instances.csv"]
     assert list(inst["pool"]) == ["prefill", "decode"]
+
+
+def test_kv_as_a_flow_between_the_nodes_the_batch_scheduler_chose():
+    # 4 hosts, one per leaf switch, one spine: host links 1 GB/s, leaf-spine 0.5 GB/s (the bottleneck),
+    # 1 ms a host hop, 2 ms a spine hop. A 2-node batch job holds nodes 0-1 (0-100 s): the prefill job gets
+    # node 2, the decode job node 3 (first fit). The 10 MB of KV leave at 15.01 and take 10 MB / 0.5 GB/s
+    # = 20 ms plus the path latency 2 x 1 + 2 x 2 ms = 6 ms: usable at 15.036; tokens at 15.046, 15.056.
+    from hpctwin.topology.fattree import leaf_spine_graph
+    from hpctwin.topology.routing import make_router
+    from hpctwin.twin.serving.batch_pd import DynamicKVNetwork
+    G = leaf_spine_graph(4, hosts_per_leaf=1, spines=1, terminal_bandwidth=1e9, global_bandwidth=0.5e9,
+                         terminal_latency=1e-3, global_latency=2e-3)
+    net = DynamicKVNetwork(make_router(G), G, gpus_per_node=1, d2d_Bps=1e12, name="leaf-spine")
+    res, df, m = run_pd([(0, 2, 100, 100)], [(0.0, 10, 3)], kv_network=net)
+    r = m.reqs[0]
+    assert net.node_of == {0: 2, 1: 3}
+    assert r.first == pytest.approx(15.01) and r.last == pytest.approx(15.056)
+    k = m.summary()["serving"]["kv_transfer"]
+    assert k["transfers"] == 1 and k["transfer_s_max"] == pytest.approx(0.026) and "flows" in k["model"]
 
 
 def test_decode_request_waiting_in_the_batch_queue_delays_the_second_token_not_the_first():

@@ -108,6 +108,9 @@ class ServingBatchConfig:
     pd_ratio: float = 0.0             # decode_tps: prefill = ceil(decode x ratio); 0: prefill_ / decode_instances
     kv_link_GBps: float = 25.0        # fixed KV-transfer formula (pd.kv_transfer_s): per-GPU link, GB/s
     kv_latency_s: float = 5e-6        # and its latency, s (pd.DEFAULT_KV_LINK_*)
+    kv_network: str = "auto"          # KV as flows on the system's [network]: auto (if it has one), on, off
+    kv_routing: str = "minimal"       # routing of those flows (topology.routing; valiant on a Dragonfly)
+    kv_d2d_GBps: float = 0.0          # device-link bandwidth per GPU for kvflow; 0: kvflow.D2D of the GPU type
 
     @classmethod
     def from_options(cls, opts: dict, source: str = "option serving") -> "ServingBatchConfig":
@@ -156,6 +159,8 @@ class ServingBatchConfig:
                     raise bad(f"{pool}_tp", "must be >= 1 (0: serving.tp)")
             if self.pd_ratio < 0 or not self.kv_link_GBps > 0 or self.kv_latency_s < 0:
                 raise bad("pd_ratio", "pd_ratio >= 0, kv_link_GBps > 0 and kv_latency_s >= 0 are needed")
+            if self.kv_network not in ("auto", "on", "off"):
+                raise bad("kv_network", "auto, on or off")
 
 
 class _Inst:
@@ -623,6 +628,19 @@ class ServingBatchModel(RunModel):
         }}
 
 
+def _kv_network(cfg: ServingBatchConfig, system):
+    """The P/D deployment's KV network (`batch_pd.DynamicKVNetwork`) per ``serving.kv_network``, or None."""
+    has = system is not None and bool(getattr(system, "network", None)) and getattr(system, "gpus_per_node", 0) > 0
+    if cfg.kv_network == "off" or (cfg.kv_network == "auto" and not has):
+        return None
+    if not has:
+        raise ValueError("serving.kv_network = on needs a --system with a [network] table and gpus_per_node")
+    from .batch_pd import DynamicKVNetwork  # noqa: PLC0415
+    hw = cfg.decode_hardware or cfg.hardware
+    return DynamicKVNetwork.from_system(system, hw, cfg.gpus_per_node or system.gpus_per_node,
+                                        cfg.kv_d2d_GBps or None, cfg.kv_routing)
+
+
 def build(setup) -> ServingBatchModel:
     """The registry factory (`twin.models`): the ``serving`` option table of the run."""
     from hpctwin.datasets.serving_traces import read_serving_trace  # noqa: PLC0415
@@ -642,7 +660,7 @@ def build(setup) -> ServingBatchModel:
                                           getattr(setup.cfg, "data_dir", None)))
             weights.append(model_shape(cfg.model).weight_bytes_per_rank(tp))
         return ServingBatchPDModel(cfg, read_serving_trace(Path(cfg.trace)), *makes, gpus_per_node=gpn or 1,
-                                   weight_bytes=tuple(weights))
+                                   weight_bytes=tuple(weights), kv_network=_kv_network(cfg, setup.system))
     spec = PoolSpec(cfg.hardware, cfg.model, tp=cfg.tp, max_num_seqs=cfg.max_num_seqs,
                     max_num_batched_tokens=cfg.max_num_batched_tokens)
     make = instance_factory(spec, getattr(setup.cfg, "data_dir", None))

@@ -29,9 +29,12 @@ pool; what differs:
   prefill pool. A decode instance lost: the requests it held or was receiving start over from the
   prefill pool (the KV is gone with the node; TTFT still counts from the original arrival).
 
-Not modelled: KV transfers as flows on the system's topology (`kvflow.KVNetwork` needs fixed
-placements; here instances land where the batch scheduler puts them) and ``--power on``'s per-phase
-feed (it is per colocated pool).
+**KV on the topology** (``serving.kv_network``: ``auto``, the default, when the run's system has a
+``[network]`` table and GPUs; ``on``; ``off``): the transfer is a flow between the nodes the batch
+scheduler gave the two instances (`kvflow`: the routed links and each instance's NIC share, max-min fair
+with the other transfers in flight, usable one path latency after its last byte) instead of the formula.
+An instance must fit on one node there (TP <= GPUs per node). Not modelled: ``--power on``'s per-phase
+feed (it is per colocated pool: refused).
 """
 from __future__ import annotations
 
@@ -45,6 +48,7 @@ from .autoscale import DecodeTPSPolicy, FixedPolicy, PoolView, RatioPolicy, Util
 from .batch import INF, ServingBatchConfig, ServingBatchModel, _Inst
 from .cluster import ROUTERS
 from .energy import power_for
+from .kvflow import FlowSet, KVNetwork, KVNetworkError
 from .pd import kv_transfer_s, land_kv, reserve_kv
 
 POOLS = ("prefill", "decode")
@@ -76,15 +80,49 @@ class _PDInst(_Inst):
     __slots__ = ("pool",)
 
 
+class DynamicKVNetwork(KVNetwork):
+    """A `kvflow.KVNetwork` whose instances join as their node-request jobs start (`add_instance`), on
+    the nodes the batch scheduler chose."""
+
+    def __init__(self, router, graph, gpus_per_node: int, d2d_Bps: float, d2d_latency_s: float = 0.0,
+                 routing: str = "minimal", name: str = "") -> None:
+        super().__init__(router, graph, [], gpus_per_node, d2d_Bps, d2d_latency_s, routing, name)
+
+    @classmethod
+    def from_system(cls, spec, hardware: str, gpus_per_node: int, d2d_GBps: float | None = None,
+                    routing: str = "minimal") -> "DynamicKVNetwork":
+        from hpctwin.topology.presets import build_network  # noqa: PLC0415
+        from hpctwin.topology.routing import make_router  # noqa: PLC0415
+        from .kvflow import d2d_of  # noqa: PLC0415
+        G = build_network(dict(spec.network), spec.nodes, f"system file {spec.path} [network]")
+        bps, lat = d2d_of(hardware, d2d_GBps or None)
+        return cls(make_router(G), G, gpus_per_node, bps, lat, routing, spec.name)
+
+    def add_instance(self, iid: int, tp: int, node: int) -> None:
+        """Instance ``iid`` (TP ``tp``) now runs on ``node``: its NIC share and device links join."""
+        R = self.router
+        if not 0 <= node < R.n_hosts:
+            raise KVNetworkError(f"instance {iid}: node {node} is not a host of the topology (0..{R.n_hosts - 1})")
+        if not 1 <= tp <= self.gpus_per_node:
+            raise KVNetworkError(f"instance {iid}: TP {tp} does not fit on one node of {self.gpus_per_node} GPUs; "
+                                 "KV flows need one node per instance (serving.kv_network = off)")
+        self.node_of[iid] = int(node)
+        self._vlink[iid] = len(self.capacity)
+        nic = float(R.bandwidth[R.term_up[node]]) * tp / self.gpus_per_node
+        self.capacity = np.concatenate((self.capacity, [nic, nic, tp * self.d2d_Bps, tp * self.d2d_Bps]))
+
+
 class ServingBatchPDModel(ServingBatchModel):
     """See the module docstring. ``make_prefill`` / ``make_decode``: ``iid -> Instance`` of each pool;
     ``weight_bytes``: weights per GPU of (prefill, decode) instances (bytes, for the cold starts);
     ``policy``: an object with ``desired_pd(prefill view, decode view) -> (prefill, decode)``."""
 
     def __init__(self, cfg: ServingBatchConfig, trace: list, make_prefill, make_decode, gpus_per_node: int = 1,
-                 weight_bytes: tuple[float, float] = (0.0, 0.0), policy=None) -> None:
+                 weight_bytes: tuple[float, float] = (0.0, 0.0), policy=None,
+                 kv_network: DynamicKVNetwork | None = None) -> None:
         super().__init__(cfg, trace, make_prefill, gpus_per_node, weight_bytes[0], policy=None)
         self._custom_pd = policy
+        self.net = kv_network                          # KV transfers as flows on it (None: the formula)
         self.pools: dict[str, Pool] = {}
         lo = 0
         for name, make, w in (("prefill", make_prefill, weight_bytes[0]), ("decode", make_decode, weight_bytes[1])):
@@ -130,6 +168,8 @@ class ServingBatchPDModel(ServingBatchModel):
         self.kv = {"transfers": 0, "bytes": 0, "reservations_deferred": 0, "waited_for_decode": 0,
                    "transfer_s": [], "decode_wait_s": []}
         self.log_pools = {n: [] for n in POOLS}  # per tick: (active, starting, pending)
+        self.flows = FlowSet(self.net) if self.net is not None else None
+        self.inflight: dict[int, tuple] = {}   # uid -> (attempt, request, decode instance index, start s)
         c = self.cfg
         if self._custom_pd is not None:
             self.pd_policy = self._custom_pd
@@ -161,6 +201,8 @@ class ServingBatchPDModel(ServingBatchModel):
         self.warm.discard(job)
         x = p.make(len(self.insts))
         x.role = p.name
+        if self.net is not None:
+            self.net.add_instance(x.iid, p.tp, int(nodes[0]))
         inst = _PDInst(x, job, now, now + cold, self.slot[s] == "lost_unwanted")
         inst.pool = p.name
         x.t = now + cold
@@ -184,13 +226,18 @@ class ServingBatchPDModel(ServingBatchModel):
             self._collect()
             ts = self.kv_starts[0][0] if self.kv_starts else INF
             tl = self.kv_land[0][0] if self.kv_land else INF
-            te = min(ta, tr, ts, tl)
+            tf = self.flows.next_done() if self.flows is not None else INF
+            te = min(ta, tr, ts, tl, tf)
             if te > t or te == INF:
                 break
             for i in self._in("decode", "active"):
                 i.x.advance_until(te)
             if tl == te:
                 self._land(te, *heapq.heappop(self.kv_land)[1:])
+            elif tf == te:
+                for uid, lat in self.flows.pop_done(te):
+                    att, r, k, _ = self.inflight[uid]
+                    heapq.heappush(self.kv_land, (te + lat, uid, att, r, k))
             elif ts == te:
                 _, uid, att, r, _ = heapq.heappop(self.kv_starts)
                 if att == self.retries[uid]:
@@ -224,16 +271,23 @@ class ServingBatchPDModel(ServingBatchModel):
         src = self.insts[next(n for n, i in enumerate(self.insts) if i.x.iid == r.prefill_instance)].x
         x.expect_transfer()
         self.kv["reservations_deferred"] += not reserve_kv(x, r)
+        nbytes = src.model.shape.kv_bytes_per_token(1) * r.computed
+        self.kv["transfers"] += 1
+        self.kv["bytes"] += nbytes
+        self.insts[k].routed.append(r)
+        if self.flows is not None:                     # a flow on the topology: lands when sent + latency
+            self.inflight[r.uid] = (int(self.retries[r.uid]), r, k, t)
+            self.flows.add(t, r.uid, src.iid, x.iid, nbytes)
+            return
         dt = kv_transfer_s(src.model.shape, r.computed, src.model.tp, x.model.tp, self.cfg.kv_link_GBps,
                            self.cfg.kv_latency_s)
-        self.kv["transfers"] += 1
-        self.kv["bytes"] += src.model.shape.kv_bytes_per_token(1) * r.computed
         self.kv["transfer_s"].append(dt)
-        self.insts[k].routed.append(r)
         heapq.heappush(self.kv_land, (t + dt, r.uid, int(self.retries[r.uid]), r, k))
 
     def _land(self, t: float, uid: int, att: int, r, k: int) -> None:
         inst = self.insts[k]
+        if self.flows is not None:
+            self.kv["transfer_s"].append(t - self.inflight.pop(uid)[3])
         if att != self.retries[uid] or inst.state not in ("active", "draining"):
             return                                     # restarted since (an instance was lost)
         land_kv(inst.x, r, t)
@@ -293,7 +347,7 @@ class ServingBatchPDModel(ServingBatchModel):
         return i.pool == "prefill" or (i.x.inbound == 0 and i.x.idle() and i.x.t <= now)
 
     def _all_served(self, now: float) -> bool:
-        if self.kv_starts or self.kv_land or self.waiting_d:
+        if self.kv_starts or self.kv_land or self.waiting_d or self.inflight:
             return False
         return super()._all_served(now)
 
@@ -425,7 +479,11 @@ class ServingBatchPDModel(ServingBatchModel):
                  gpu_hours=sum(v["gpu_hours"] for v in pools.values()), tp=None, nodes_per_instance=None)
         d = np.asarray(self.kv["transfer_s"], dtype=float)
         w = np.asarray(self.kv["decode_wait_s"], dtype=float)
-        s["kv_transfer"] = {"units": "seconds, bytes", "link_GBps": self.cfg.kv_link_GBps,
+        s["kv_transfer"] = {"units": "seconds, bytes",
+                            "model": (f"flows on the {self.net.name or 'system'} topology ({self.net.routing} "
+                                      "routing, max-min fair)") if self.net is not None else "formula",
+                            "max_concurrent": self.flows.max_concurrent if self.flows is not None else None,
+                            "link_GBps": self.cfg.kv_link_GBps,
                             "latency_s": self.cfg.kv_latency_s, "transfers": self.kv["transfers"],
                             "bytes": int(self.kv["bytes"]), "reservations_deferred": self.kv["reservations_deferred"],
                             "transfer_s_mean": float(d.mean()) if len(d) else None,

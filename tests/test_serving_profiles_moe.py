@@ -62,6 +62,19 @@ def test_moe_lookup_single_rank_and_tp_sharded(tmp_path):
     assert tp2._moe_us(3) == pytest.approx(10 * 1.5 + 100 * 6)
 
 
+def test_moe_buffer_traffic_beyond_the_profile_row(tmp_path):
+    """Per slot 5 I + 2 h elements (w13 out, activation in/out, w2 out, moe_sum in), h per row out; k 4,
+    h 64, I 32, bf16. DP 2 x EP 2, 3 tokens: 6 rows x 4 slots x 288 + 6 x 64 = 7296 elements against the
+    row's 3 x 4 x 288 + 3 x 64 = 3648 -> 3648 x 2 B. TP 2 (I 16 a rank), 10 tokens: 10 x 4 x 208 + 640 =
+    8960 against 5 x 4 x 288 + 320 = 6080 -> 2880 x 2 B."""
+    ep = model(tmp_path, ep=2, dp=2, mem_bw_GBps=1.0)
+    assert ep.moe_extra_bytes(3) == pytest.approx(7296)
+    assert ep._moe_us(3) == pytest.approx(10 * 3 + 100 * 8 + 7296 / 1e3)  # 1 GB/s: 1 B = 1e-3 us
+    assert model(tmp_path, tp=2).moe_extra_bytes(10) == pytest.approx(5760)
+    assert model(tmp_path).moe_extra_bytes(10) == 0.0
+    assert model(tmp_path, ep=2, dp=2)._moe_us(3) == pytest.approx(830)  # no bandwidth given: term left out
+
+
 def test_tp_moe_without_ep_adds_the_block_all_reduce(tmp_path):
     """TP 2, EP 1: per layer an all-reduce after o_proj and one after the MoE block (vLLM reduces the
     TP-sharded experts' output); with EP 2 the MoE block's reduce is the EP combine instead."""
@@ -132,7 +145,7 @@ def test_bundle_gives_dp_group_members_their_group_size(tmp_path):
     (root / "workloads").mkdir(parents=True)
     (root / "workloads" / "w.jsonl").write_text(json.dumps({"input_toks": 3, "output_toks": 2,
                                                             "arrival_time_ns": 0}) + "\n")
-    inst = {"model_name": "tiny-moe", "hardware": "HW", "npu_mem": {"mem_size": 1, "mem_util": 0.9},
+    inst = {"model_name": "tiny-moe", "hardware": "HW", "npu_mem": {"mem_size": 1, "mem_util": 0.9, "mem_bw": 100},
             "tp_size": 1, "ep_size": 2, "dp_group": "A"}
     b = tmp_path / "bundle"
     (b / "vllm").mkdir(parents=True)
@@ -146,3 +159,4 @@ def test_bundle_gives_dp_group_members_their_group_size(tmp_path):
     finally:
         models.KNOWN_MODELS.pop(MOE.name, None)
     assert [(x.model.dp, x.model.ep) for x in insts] == [(2, 2), (2, 2), (1, 1)]
+    assert insts[0].model.mem_bw_GBps == 100.0

@@ -55,6 +55,7 @@ class InstanceSpec:
     mem_util: float
     dp_group: str | None = None
     pd_type: str | None = None   # LLMServingSim's "prefill" / "decode" (None: colocated)
+    mem_bw_GBps: float = 0.0     # npu_mem.mem_bw (GB/s), for the MoE buffer traffic of sharded ranks
 
 
 @dataclass
@@ -106,7 +107,8 @@ class Bundle:
                 profiles[d] = LayerProfile.load(d)
             model = IterationModel(spec.model, profiles[d], tp=spec.tp, link_bw_GBps=self.link_bw_GBps,
                                    link_latency_ns=self.link_latency_ns, ep=spec.ep,
-                                   dp=dp_size.get(spec.dp_group, 1), overhead_s=overhead_s,
+                                   dp=dp_size.get(spec.dp_group, 1), mem_bw_GBps=spec.mem_bw_GBps,
+                                   overhead_s=overhead_s,
                                    skew_alpha=skew_alpha_from_meta(d.parent / "meta.yaml", spec.tp))
             kv = BlockManager(self.kv_blocks(spec), self.block_size, caching=self.prefix_caching)
             out.append(Instance(i, model, kv, self.max_num_seqs, self.max_num_batched_tokens,
@@ -192,7 +194,8 @@ def load_bundle(path: str | os.PathLike, data_dir: str | os.PathLike | None = No
                 shape, str(_need(inst, "hardware", where)), tp,
                 _ep_size(inst, ek, tp, shape.is_moe), float(_need(mem, "mem_size", f"{where}.npu_mem")),
                 float(mem.get("mem_util") or kvm.get("gpu_memory_utilization")
-                      or VLLM_DEFAULTS["gpu_memory_utilization"]), inst.get("dp_group"), inst.get("pd_type")))
+                      or VLLM_DEFAULTS["gpu_memory_utilization"]), inst.get("dp_group"), inst.get("pd_type"),
+                float(mem.get("mem_bw") or 0.0)))
             if specs[-1].pd_type not in (None, "prefill", "decode"):
                 raise BundleError(f"{where}: field 'pd_type': expected null, prefill or decode, got "
                                   f"{specs[-1].pd_type!r}")

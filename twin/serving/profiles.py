@@ -309,6 +309,9 @@ class IterationModel:
     #: members of the instance's data-parallel group (1: no DP group); with EP their tokens are all-gathered
     #: to every EP rank's experts (`_moe_us`)
     dp: int = 1
+    #: per-GPU memory bandwidth (GB/s, ``npu_mem.mem_bw`` of the cluster config) for the MoE buffer traffic
+    #: a sharded rank moves beyond its profile row (`moe_extra_bytes`); 0 leaves that term out
+    mem_bw_GBps: float = 0.0
     #: fixed host-side time added to every iteration (s); 0 by default (see docs/serving.md)
     overhead_s: float = 0.0
     #: attention skew blend for decodes of unequal context (`skew_alpha_from_meta`); 0 = none
@@ -388,10 +391,37 @@ class IterationModel:
         s = self.ep if self.ep > 1 else max(1, self.tp // max(self.prof.moe_tp, 1))
         return n / s, min(n * k, E) / s
 
+    def moe_extra_bytes(self, tokens: int) -> float:
+        """Bytes of MoE buffers one sharded rank reads and writes beyond those of its profile row
+        (`moe_lookup`), for a forward of ``tokens`` tokens on each DP member.
+
+        vLLM's Triton experts (``fused_moe.py`` ``TritonExperts.apply``) size every buffer by the rank's
+        ``R`` rows x ``k`` top-k slots, whether or not the slot's expert is local: ``moe_align_block_size``
+        without ``ignore_invalid_experts`` marks blocks of experts held by another EP rank ``-1``, and
+        ``fused_moe_kernel`` zero-stores their output tile (``write_zeros_to_output``) in both GEMMs; the
+        activation runs on all of ``intermediate_cache1`` and ``moe_sum`` reads every slot of
+        ``intermediate_cache3``. Per slot that is ``2I`` (w13 out) + ``3I`` (activation in and out) of the
+        expert width ``I`` on the rank (``moe_intermediate``, / tp when TP-sharded) and ``2h`` (w2 out,
+        moe_sum in), plus ``h`` per row out of moe_sum. The profile row (``T`` rows, ``T k`` slots, full
+        width) already holds its own; the excess is what the rank moves in addition (0 on an unsharded
+        rank)."""
+        sh = self.shape
+        k, h, inter, f = sh.experts_per_token, sh.hidden, sh.moe_intermediate, sh.dtype_bytes
+        rows = max(tokens, 1) * max(self.dp, 1)
+        t, _ = self.moe_lookup(tokens)
+        width = inter if self.ep > 1 else inter / max(1, self.tp // max(self.prof.moe_tp, 1))
+        real = rows * k * (5 * width + 2 * h) + rows * h
+        row = t * k * (5 * inter + 2 * h) + t * h
+        return max(0.0, f * (real - row))
+
     def _moe_us(self, tokens: int) -> float:
-        """One rank's MoE block (us) for a forward of ``tokens`` tokens (`moe_lookup`)."""
+        """One rank's MoE block (us) for a forward of ``tokens`` tokens: the profile row of `moe_lookup`
+        plus its `moe_extra_bytes` at the GPU's memory bandwidth (no overlap with compute assumed)."""
         t, a = self.moe_lookup(tokens)
-        return self.prof.moe_us(t, max(a, 1.0))
+        us = self.prof.moe_us(t, max(a, 1.0))
+        if self.mem_bw_GBps > 0:
+            us += self.moe_extra_bytes(tokens) / (self.mem_bw_GBps * 1e3)
+        return us
 
     def attention_us(self, pc: int, kvp: int, nd: int, kvd: int, kvd_max: int = 0, kvd_min: int = 0) -> float:
         """One layer's attention (us), with LLMServingSim's skew correction: a batch of decodes of

@@ -12,6 +12,7 @@ from hpctwin.twin.serving.bundle import _ep_size, load_bundle
 from hpctwin.twin.serving.dpgroup import DUMMY_SHAPE
 from hpctwin.twin.serving.profiles import LayerProfile, allreduce_s
 
+from .test_serving import TINY as TINY_DENSE
 from .test_serving import D, req, write_profile
 
 #: a 2-layer MoE model: 16 experts, top 4 (the qwen3_moe layer walk)
@@ -51,6 +52,17 @@ def test_moe_lookup_dp_ep_gathers_the_groups_tokens(tmp_path):
     assert m._moe_us(3) == pytest.approx(10 * 3 + 100 * 8)
     # 1 token per member: 2 x 4 = 8 pairs over at most 8 experts, 4 per rank
     assert m.moe_lookup(1) == (1.0, 4.0)
+
+
+def test_dp_group_without_ep_shards_the_experts_over_dp_x_tp(tmp_path):
+    """vLLM: without --enable-expert-parallel a DP group's expert layers form a DP x TP tensor-parallel
+    group; the tokens are still gathered and scattered over it (no TP all-reduce after the block)."""
+    m = model(tmp_path, dp=2)
+    assert (m.moe_shards(), m.moe_comm_ranks(), m._n_ar) == (2, 2, 2)
+    assert m.moe_lookup(3) == (3.0, 8.0)
+    assert m.ep_comm_s(4) == pytest.approx(model(tmp_path, dp=2, ep=2).ep_comm_s(4))
+    assert model(tmp_path, tp=2).moe_comm_ranks() == 1
+    assert IterationModel(TINY_DENSE, LayerProfile.load(write_profile(tmp_path / "d")), dp=2).ep_comm_s(8) == 0.0
 
 
 def test_moe_lookup_single_rank_and_tp_sharded(tmp_path):

@@ -344,7 +344,7 @@ class IterationModel:
         self._dense_keys = list(grid)
         self._dense_vals = list(tot)
         self._n_ar = sum(1 for x in self._block_dense if x in TP_ALLREDUCE_AFTER) * L
-        if self._has_moe and self.tp > 1 and self.ep <= 1:
+        if self._has_moe and self.tp > 1 and self.ep <= 1 and self.dp <= 1:
             # TP-sharded experts: every rank holds each expert's intermediate/tp slice and the block's output
             # is all-reduced over TP (vLLM qwen3_moe.py Qwen3MoeSparseMoeBlock.forward:
             # ``maybe_all_reduce_tensor_model_parallel`` when tp_size > 1; FusedMoE(reduce_results=True) in
@@ -388,8 +388,27 @@ class IterationModel:
         """
         k, E = self.shape.experts_per_token, self.shape.num_experts
         n = max(tokens, 1) * max(self.dp, 1)
-        s = self.ep if self.ep > 1 else max(1, self.tp // max(self.prof.moe_tp, 1))
+        s = self.moe_shards()
         return n / s, min(n * k, E) / s
+
+    def moe_shards(self) -> int:
+        """Ranks sharing the expert weights (`moe_lookup`): the EP degree, else the TP degree relative to
+        the table's; without EP the experts of a DP group are TP-sharded over all its DP x TP ranks (vLLM
+        data-parallel deployment docs: "the expert layers will by default form a (DP x TP) sized tensor
+        parallel group")."""
+        if self.ep > 1:
+            return self.ep
+        return max(1, (self.tp * max(self.dp, 1)) // max(self.prof.moe_tp, 1))
+
+    def moe_comm_ranks(self) -> int:
+        """Ranks of the MoE dispatch/combine collectives (`ep_comm_s`): the EP group, or a DP group's
+        DP x TP ranks when its experts are TP-sharded; 1 (none) for a lone TP instance, whose block output
+        is all-reduced over TP instead."""
+        if not self._has_moe:
+            return 1
+        if self.ep > 1:
+            return self.ep
+        return self.tp * self.dp if self.dp > 1 else 1
 
     def moe_extra_bytes(self, tokens: int) -> float:
         """Bytes of MoE buffers one sharded rank reads and writes beyond those of its profile row
@@ -409,7 +428,7 @@ class IterationModel:
         k, h, inter, f = sh.experts_per_token, sh.hidden, sh.moe_intermediate, sh.dtype_bytes
         rows = max(tokens, 1) * max(self.dp, 1)
         t, _ = self.moe_lookup(tokens)
-        width = inter if self.ep > 1 else inter / max(1, self.tp // max(self.prof.moe_tp, 1))
+        width = inter if self.ep > 1 else inter / self.moe_shards()
         real = rows * k * (5 * width + 2 * h) + rows * h
         row = t * k * (5 * inter + 2 * h) + t * h
         return max(0.0, f * (real - row))
@@ -445,12 +464,12 @@ class IterationModel:
         return self.token_parallel_s(tokens) + us * 1e-6
 
     def ep_comm_s(self, tokens: int) -> float:
-        """Expert-parallel dispatch and combine of one iteration over ``ep`` ranks (s): per MoE layer a
+        """Expert-parallel dispatch and combine of one iteration over `moe_comm_ranks` (s): per MoE layer a
         ring all-gather of each rank's ``tokens / ep`` hidden states plus router logits, and a ring
         reduce-scatter of ``tokens`` hidden states (vLLM's ``allgather_reducescatter`` all2all backend;
         sizes as LLMServingSim ``_emit_moe_block``, anchored to the group's padded token count)."""
-        ep = self.ep
-        if ep <= 1 or not self._has_moe:
+        ep = self.moe_comm_ranks()
+        if ep <= 1:
             return 0.0
         f, h = self.shape.dtype_bytes, self.shape.hidden
         lat, bw = self.link_latency_ns * 1e-9, self.link_bw_GBps * GIB

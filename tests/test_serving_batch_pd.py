@@ -266,3 +266,32 @@ def test_pd_end_to_end_through_the_run(tmp_path):
     assert set(inst["pool"]) == {"prefill", "decode"} and set(jobs.serving_pool.dropna()) >= {"prefill", "decode"}
     assert sv["kv_transfer"]["transfers"] == int((req.output_tokens > 1).sum())
     assert res.summary["accounting"]["balanced"]
+
+
+@pytest.mark.parametrize("seed", [2, 3])
+def test_conservation_under_node_failures_and_kv_flows(seed):
+    """Random batch mix, 12 node failures (regimes requeue / fast_recovery / fail), leases renewed, KV as
+    flows (odd seed): every request finishes once with all its tokens, and instances were lost."""
+    from hpctwin.topology.fattree import leaf_spine_graph
+    from hpctwin.topology.routing import make_router
+    from hpctwin.twin.failures import FailureConfig, FailureModel
+    from hpctwin.twin.serving.batch_pd import DynamicKVNetwork
+    rng = np.random.default_rng(seed)
+    rows = [(float(t), int(rng.integers(1, 4)), float(rng.uniform(20, 300)), 300.0)
+            for t in np.sort(rng.uniform(0, 1500, 30))]
+    reqs = [(float(t), int(rng.integers(5, 200)), int(rng.integers(1, 400))) for t in np.sort(rng.uniform(0, 1200, 300))]
+    ev = sorted((float(t), int(n)) for t, n in zip(rng.uniform(20, 1400, 12), rng.integers(0, 8, 12)))
+    fm = FailureModel(FailureConfig(events=ev, repair_s=40.0, regimes={"default": ["requeue", "fast_recovery",
+                                                                                     "fail"][seed % 3]}))
+    net = None
+    if seed % 2:
+        G = leaf_spine_graph(8, hosts_per_leaf=2, spines=1, terminal_bandwidth=1e9, global_bandwidth=0.5e9,
+                             terminal_latency=1e-3, global_latency=2e-3)
+        net = DynamicKVNetwork(make_router(G), G, gpus_per_node=1, d2d_Bps=1e12, name="ls")
+    res, df, m = run_pd(rows, reqs, total=8, models_before=[fm], kv_network=net, policy="decode_tps",
+                        tps_per_instance=40.0, pd_ratio=0.5, prefill_max_instances=2, decode_max_instances=3,
+                        decode_instances=2, slots=80, lease_s=600.0, renew_s=120.0)
+    assert m.counts["instances_lost_failure"] >= 3
+    assert all(r.generated == r.output for r in m.reqs)
+    assert sum(r.generated for r in m.reqs) == sum(q[2] for q in reqs)
+    assert all(r.arrival <= r.first <= r.last for r in m.reqs)

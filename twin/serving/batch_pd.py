@@ -169,7 +169,7 @@ class ServingBatchPDModel(ServingBatchModel):
                    "transfer_s": [], "decode_wait_s": []}
         self.log_pools = {n: [] for n in POOLS}  # per tick: (active, starting, pending)
         self.flows = FlowSet(self.net) if self.net is not None else None
-        self.inflight: dict[int, tuple] = {}   # uid -> (attempt, request, decode instance index, start s)
+        self.inflight: dict[tuple, tuple] = {}   # (uid, attempt) -> (request, decode instance index, start s)
         c = self.cfg
         if self._custom_pd is not None:
             self.pd_policy = self._custom_pd
@@ -235,9 +235,9 @@ class ServingBatchPDModel(ServingBatchModel):
             if tl == te:
                 self._land(te, *heapq.heappop(self.kv_land)[1:])
             elif tf == te:
-                for uid, lat in self.flows.pop_done(te):
-                    att, r, k, _ = self.inflight[uid]
-                    heapq.heappush(self.kv_land, (te + lat, uid, att, r, k))
+                for key, lat in self.flows.pop_done(te):
+                    r, k, _ = self.inflight[key]
+                    heapq.heappush(self.kv_land, (te + lat, key[0], key[1], r, k))
             elif ts == te:
                 _, uid, att, r, _ = heapq.heappop(self.kv_starts)
                 if att == self.retries[uid]:
@@ -276,8 +276,9 @@ class ServingBatchPDModel(ServingBatchModel):
         self.kv["bytes"] += nbytes
         self.insts[k].routed.append(r)
         if self.flows is not None:                     # a flow on the topology: lands when sent + latency
-            self.inflight[r.uid] = (int(self.retries[r.uid]), r, k, t)
-            self.flows.add(t, r.uid, src.iid, x.iid, nbytes)
+            key = (r.uid, int(self.retries[r.uid]))     # a restarted request's old flow keeps its own key
+            self.inflight[key] = (r, k, t)
+            self.flows.add(t, key, src.iid, x.iid, nbytes)
             return
         dt = kv_transfer_s(src.model.shape, r.computed, src.model.tp, x.model.tp, self.cfg.kv_link_GBps,
                            self.cfg.kv_latency_s)
@@ -287,7 +288,7 @@ class ServingBatchPDModel(ServingBatchModel):
     def _land(self, t: float, uid: int, att: int, r, k: int) -> None:
         inst = self.insts[k]
         if self.flows is not None:
-            self.kv["transfer_s"].append(t - self.inflight.pop(uid)[3])
+            self.kv["transfer_s"].append(t - self.inflight.pop((uid, att))[2])
         if att != self.retries[uid] or inst.state not in ("active", "draining"):
             return                                     # restarted since (an instance was lost)
         land_kv(inst.x, r, t)
@@ -325,8 +326,11 @@ class ServingBatchPDModel(ServingBatchModel):
         """``inst``'s nodes are gone at ``t``: its unfinished work starts over at the prefill pool."""
         self._collect()
         inst.state, inst.t_end, inst.reason = "stopped", t, reason
-        if inst.pool == "prefill":
-            lost = [r for r in inst.routed if self.handed.get(r.uid, INF) > t]
+        if inst.pool == "prefill":                    # prompts not finished, or finished but their KV not
+            lost = [r for r in inst.routed if self.handed.get(r.uid, INF) > t]    # sent yet (no decode
+            held = [r for r, _ in self.waiting_d if r.prefill_instance == inst.x.iid]   # instance served)
+            self.waiting_d = [(r, t0) for r, t0 in self.waiting_d if r.prefill_instance != inst.x.iid]
+            lost += held
         else:
             lost = [r for r in inst.routed if not (r.generated >= r.output and r.last <= t)]
         gone = set(id(r) for r in lost)

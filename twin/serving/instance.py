@@ -311,14 +311,16 @@ class Instance:
             self._cutoff = self._last_start
         else:
             self._cutoff = self.t
-            self._release_finishing()
+            if self._finishing:
+                self._release_finishing()
         self._last_start = self.t
         sched = self._schedule()
         # the step formed now was scheduled before the previous step's outputs were processed
         # (EngineCore.step_with_batch_queue: schedule + launch step k+1, then block on step k's result and
         # Scheduler.update_from_output, which frees finished requests' KV blocks and running slots): so the
         # requests that finished in step k still held their max_num_seqs slot and KV blocks for it
-        self._release_finishing()
+        if self._finishing:
+            self._release_finishing()
         if not sched:
             if (self.running or self.waiting) and self.inbound > 0:
                 return None   # P/D: the free blocks are reserved for KV transfers in flight (`pd.reserve_kv`)
@@ -386,7 +388,7 @@ class Instance:
             self._finishing.append(r)  # released once the next step is formed (`form_batch`)
         else:
             self.kv.release(r.uid)
-        if not self.running and not self.waiting:
+        if self._finishing and not self.running and not self.waiting:
             self._release_finishing()  # the engine idles: its next step is formed with everything freed
 
     def _release_finishing(self) -> None:
@@ -407,7 +409,8 @@ class Instance:
         steps = min(r.output - r.generated for r in run)
         if steps < 2:
             return False
-        self._release_finishing()  # nothing waits for their slots; their blocks are free from the run's 2nd step
+        if self._finishing:  # nothing waits for their slots; their blocks are free from the run's 2nd step
+            self._release_finishing()
         bs, kv = self.kv.block_size, self.kv
         # KV blocks for all `steps` iterations must be free now (else step one at a time and preempt)
         need = sum(cdiv(r.computed + steps, bs) for r in run) - sum(kv.held(r.uid) for r in run)

@@ -33,8 +33,11 @@ pool; what differs:
 ``[network]`` table and GPUs; ``on``; ``off``): the transfer is a flow between the nodes the batch
 scheduler gave the two instances (`kvflow`: the routed links and each instance's NIC share, max-min fair
 with the other transfers in flight, usable one path latency after its last byte) instead of the formula.
-An instance must fit on one node there (TP <= GPUs per node). Not modelled: ``--power on``'s per-phase
-feed (it is per colocated pool: refused).
+An instance must fit on one node there (TP <= GPUs per node).
+
+**Power** (``--power on``): `twin.serving.power_feed` drives each node request's node power from its
+instance's phases with its own pool's GPU type and TP (prefill instances at prefill power while busy,
+decode instances at decode power, idle otherwise); the KV transfer's own power is not modelled.
 """
 from __future__ import annotations
 
@@ -141,12 +144,6 @@ class ServingBatchPDModel(ServingBatchModel):
         self.slots = lo
         self.nodes_per_instance = max(p.nodes for p in self.pools.values())   # bind's machine-size check
 
-    def use_models(self, peers: dict) -> None:
-        if not peers:
-            return
-        raise ValueError("serving.mode = pd with --power on: the per-phase power feed (twin.serving.power_feed) "
-                         "works on one colocated pool; run P/D without --power or colocated with it")
-
     # ------------------------------------------------------------------ before the run
     def held_jobs(self, workload):
         wl = super().held_jobs(workload)
@@ -210,6 +207,8 @@ class ServingBatchPDModel(ServingBatchModel):
         self.inst_of[job] = inst
         self.slot[s] = "running"
         heapq.heappush(self.activations, (inst.ready, len(self.insts) - 1))
+        if self.power_feed is not None:                # power-feed hook (twin.serving.power_feed)
+            self.power_feed.observe(now)
         return None
 
     # ------------------------------------------------------------------ the serving world

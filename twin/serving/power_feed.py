@@ -19,6 +19,15 @@ idle between iterations and during the cold start, prefill for iterations with p
 decode otherwise. The serving GPUs replace the table's GPUs of the node (a CPU-only system's
 nodes read as GPU nodes, as ``serving.gpus_per_node`` says).
 
+Disaggregated P/D (``serving.mode = "pd"``, `twin.serving.batch_pd`): each node request's node power
+uses its own pool's GPU type (phase table), TP and nodes per instance (`slot_specs`). The phase of an
+iteration is its own, as in ``serving.energy_j``: an iteration with prompt tokens draws prefill power,
+one without draws decode power. A prefill instance runs only prompt iterations (its requests leave it
+at their first token), so it is at prefill power whenever it is busy; a decode instance runs decode
+iterations, except the recomputation of a prompt after a preemption there, which is a prompt
+iteration and is counted as one. Not modelled: power of the KV transfer itself (NICs and copy engines
+are in the node's constant part; the GPUs of both ends count as idle while only a transfer runs).
+
 Time resolution (the choice and its error bound). An instance runs millions of iterations a day
 and alternates prefill and decode iterations, so one power change per iteration is out of the
 question. The feed subscribes to each instance's busy time (`Instance.busy_hook`: every iteration,
@@ -76,12 +85,9 @@ class PowerFeed:
             "categories and the facility cap include it; serving_power_w is the GPU part of it")
 
     def __init__(self, serving, power) -> None:
-        if serving.power is None:
-            raise ValueError(f"serving.hardware = {serving.cfg.hardware!r} has no per-phase power table "
-                             "(twin.serving.energy.power_for), so --power on cannot be fed the serving power")
+        self.specs = slot_specs(serving)               # per node-request slot: (tp, nodes, PhasePower)
         self.serving = serving
         self.pm = power
-        self.phase: PhasePower = serving.power
         self.tracks: dict[int, _Track] = {}            # instance index -> its state, while open
         self.seen = 0                                  # instances of `serving.insts` already tracked
         self.changes = 0
@@ -101,19 +107,20 @@ class PowerFeed:
         lo = n_jobs - s.slots
         if lo < 0:
             raise ValueError("serving power feed: the run has no node-request jobs")
-        tp, n, p = s.cfg.tp, s.nodes_per_instance, self.phase
         self.lo = lo
         self.t0, self.dt = float(pm.t0), float(pm.sample_dt)     # the power model's sample grid
-        self.spare = n * s.gpn - tp                    # GPU slots of the instance's nodes it does not use
+        # per slot: GPU slots of the instance's nodes it does not use, the rest of its nodes' power
+        self.spare = [n * s.gpn - tp for tp, n, _ in self.specs]
         self.other = [pm.node_power_without_gpus_w(j) for j in range(lo, n_jobs)]
-        idle = [self.node_w(j, tp * p.idle_w) for j in range(lo, n_jobs)]
-        peak = [self.node_w(j, tp * p.prefill_w) for j in range(lo, n_jobs)]
+        idle = [self.node_w(j, tp * p.idle_w) for j, (tp, _, p) in zip(range(lo, n_jobs), self.specs)]
+        peak = [self.node_w(j, tp * p.prefill_w) for j, (tp, _, p) in zip(range(lo, n_jobs), self.specs)]
         pm.drive_jobs(range(lo, n_jobs), idle, peak, owner="serving")
 
     def node_w(self, job: int, gpu_w: float) -> float:
         """Per-node component power (W) of serving job ``job`` whose instance GPUs draw ``gpu_w`` W."""
-        s = self.serving
-        return self.other[job - self.lo] + (gpu_w + self.spare * self.phase.idle_w) / s.nodes_per_instance
+        s = job - self.lo
+        _, n, p = self.specs[s]
+        return self.other[s] + (gpu_w + self.spare[s] * p.idle_w) / n
 
     # ------------------------------------------------------------------ observations
     def observe(self, now: float) -> None:
@@ -123,7 +130,7 @@ class PowerFeed:
         for k in range(self.seen, len(insts)):       # new instances: no iteration has run yet
             i = insts[k]
             tr = self.tracks[k] = _Track(self._bin(i.t0))
-            i.x.busy_hook = self._hook(tr.busy, i.x.model.tp)
+            i.x.busy_hook = self._hook(tr.busy, i.x.model.tp, self.specs[i.job - self.lo][2])
         self.seen = len(insts)
         for k in list(self.tracks):
             i = insts[k]
@@ -135,8 +142,8 @@ class PowerFeed:
                 known = max(i.x.t, now) if i.x.idle() else i.x.t
                 self._push(k, i, known, now)
 
-    def _hook(self, busy: deque, tp: int):
-        p = self.phase
+    @staticmethod
+    def _hook(busy: deque, tp: int, p: PhasePower):
         extra = (tp * (p.prefill_w - p.idle_w), tp * (p.decode_w - p.idle_w))
 
         def hook(start: float, end: float, prefill: bool) -> None:
@@ -155,7 +162,7 @@ class PowerFeed:
         """Push the levels of the grid intervals of instance ``k`` that end by ``known`` and start by
         ``now`` (with ``final``: every interval up to ``known`` = its end, the last one partial)."""
         tr, t0, dt = self.tracks[k], self.t0, self.dt
-        idle_w = i.x.model.tp * self.phase.idle_w
+        idle_w = i.x.model.tp * self.specs[i.job - self.lo][2].idle_w
         while True:
             lo = t0 + tr.k * dt
             hi = lo + dt
@@ -186,3 +193,22 @@ class PowerFeed:
                 tr.level = level
                 self.changes += 1
             tr.k += step
+
+
+def slot_specs(serving) -> list[tuple[int, int, PhasePower]]:
+    """``(tp, nodes, phase power)`` of each node-request slot of ``serving``: one colocated pool
+    (``serving.tp``, ``hardware``), or the P/D model's pools (``serving.pools``: each slot its pool's
+    GPU type and TP). A GPU type without a phase-power table is an error naming its key."""
+    pools = getattr(serving, "pools", None)
+    if not pools:
+        if serving.power is None:
+            raise ValueError(f"serving.hardware = {serving.cfg.hardware!r} has no per-phase power table "
+                             "(twin.serving.energy.power_for), so --power on cannot be fed the serving power")
+        return [(serving.cfg.tp, serving.nodes_per_instance, serving.power)] * serving.slots
+    out = [None] * serving.slots
+    for p in pools.values():
+        if p.power is None:
+            raise ValueError(f"serving.{p.name}_hardware = {p.hardware!r} has no per-phase power table "
+                             "(twin.serving.energy.power_for), so --power on cannot be fed the serving power")
+        out[p.lo:p.lo + p.n_slots] = [(p.tp, p.nodes, p.power)] * p.n_slots
+    return out

@@ -89,7 +89,7 @@ def test_moe_buffer_traffic_beyond_the_profile_row(tmp_path):
 
 def test_tp_moe_without_ep_adds_the_block_all_reduce(tmp_path):
     """TP 2, EP 1: per layer an all-reduce after o_proj and one after the MoE block (vLLM reduces the
-    TP-sharded experts' output); with EP 2 the MoE block's reduce is the EP combine instead."""
+    TP-sharded experts' output); the same with EP 2 inside the instance; a DP group combines instead."""
     tokens, bw, lat = 8, 16.0, 1000.0
     ar = allreduce_s(tokens * MOE.hidden * MOE.dtype_bytes, 2, bw, lat)
     tp2 = model(tmp_path, tp=2, link_bw_GBps=bw, link_latency_ns=lat)
@@ -97,8 +97,9 @@ def test_tp_moe_without_ep_adds_the_block_all_reduce(tmp_path):
     # 8 tokens, half of 8 x 4 = 32 pairs and of min(32, 16) experts on each TP rank
     us = 2 * 6 * 1000 + 2 * 1000 + 2 * (10 * 4 + 100 * 8)
     assert tp2.token_parallel_s(tokens) == pytest.approx(us * 1e-6 + 2 * 2 * ar)
+    # EP 2 inside the TP 2 instance: the EP group is the TP group, the block output is all-reduced too
     ep2 = model(tmp_path, tp=2, ep=2, link_bw_GBps=bw, link_latency_ns=lat)
-    assert ep2._n_ar == 2
+    assert (ep2._n_ar, ep2.moe_comm_ranks(), ep2.ep_comm_s(tokens)) == (4, 1, 0.0)
 
 
 def test_tp_profile_reads_the_tp1_moe_table(tmp_path):

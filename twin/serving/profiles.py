@@ -344,11 +344,12 @@ class IterationModel:
         self._dense_keys = list(grid)
         self._dense_vals = list(tot)
         self._n_ar = sum(1 for x in self._block_dense if x in TP_ALLREDUCE_AFTER) * L
-        if self._has_moe and self.tp > 1 and self.ep <= 1 and self.dp <= 1:
-            # TP-sharded experts: every rank holds each expert's intermediate/tp slice and the block's output
-            # is all-reduced over TP (vLLM qwen3_moe.py Qwen3MoeSparseMoeBlock.forward:
-            # ``maybe_all_reduce_tensor_model_parallel`` when tp_size > 1; FusedMoE(reduce_results=True) in
-            # mixtral.py); with EP the dispatch/combine collectives of `ep_comm_s` take its place
+        if self._has_moe and self.tp > 1 and self.dp <= 1:
+            # a lone TP instance all-reduces the MoE block's output over its TP ranks, whether the experts
+            # are TP-sharded (intermediate/tp slices) or split by EP inside the instance (the EP group is
+            # the TP group; tokens are already replicated, so nothing is dispatched): vLLM qwen3_moe.py
+            # Qwen3MoeSparseMoeBlock.forward ``maybe_all_reduce_tensor_model_parallel`` when tp_size > 1,
+            # FusedMoE(reduce_results=True) in mixtral.py. A DP group's combine is `ep_comm_s` instead
             self._n_ar += L
         self._cache: dict[int, float] = {}
 
@@ -401,14 +402,12 @@ class IterationModel:
         return max(1, (self.tp * max(self.dp, 1)) // max(self.prof.moe_tp, 1))
 
     def moe_comm_ranks(self) -> int:
-        """Ranks of the MoE dispatch/combine collectives (`ep_comm_s`): the EP group, or a DP group's
-        DP x TP ranks when its experts are TP-sharded; 1 (none) for a lone TP instance, whose block output
-        is all-reduced over TP instead."""
-        if not self._has_moe:
+        """Ranks of a DP group's MoE dispatch/combine collectives (`ep_comm_s`): its EP group, or its
+        DP x TP ranks when the experts are TP-sharded; 1 (none) outside a DP group, where the block output
+        is all-reduced over TP instead (``_n_ar``)."""
+        if not self._has_moe or self.dp <= 1:
             return 1
-        if self.ep > 1:
-            return self.ep
-        return self.tp * self.dp if self.dp > 1 else 1
+        return self.ep if self.ep > 1 else self.tp * self.dp
 
     def moe_extra_bytes(self, tokens: int) -> float:
         """Bytes of MoE buffers one sharded rank reads and writes beyond those of its profile row

@@ -574,7 +574,9 @@ def export_sacct(jobs_df: pd.DataFrame, path: str | os.PathLike, epoch: float = 
     (compact ranges ``"0-3,8"``: NodeList), ``user``/``group``/``partition``/``qos`` ints (mapped
     through ``names["Users"|"Accounts"|"Partitions"|"QOSs"]`` lists when given). ``epoch``: the Unix
     time of relative time 0 (``header["UnixStartTime"]``). Jobs never started are written as
-    PENDING with Start/End ``Unknown``. Times are written in UTC, rounded to whole seconds, so a
+    PENDING with Start/End ``Unknown``, Elapsed 0 and NodeList ``None assigned``; those the run
+    withdrew while waiting (``state`` CANCELLED) the same but with State CANCELLED, as sacct shows a
+    job cancelled while pending (its End, the cancel time, is not in jobs.csv: ``Unknown``). Times are written in UTC, rounded to whole seconds, so a
     dump read back with `read_sacct` reproduces submit/start/runtime to the second.
     """
     need = ("job_id", "submit", "start", "end", "procs")
@@ -600,6 +602,8 @@ def export_sacct(jobs_df: pd.DataFrame, path: str | os.PathLike, epoch: float = 
     import pandas as pd  # noqa: PLC0415
     text_status = st_col is not None and not pd.api.types.is_numeric_dtype(st_col)
     node_fail = run_state == "NODE_FAIL" if run_state is not None else np.zeros(n, dtype=bool)
+    # withdrawn while waiting (EngineControl.cancel, Slurm's scancel of a pending job): never started
+    cancelled = run_state == "CANCELLED" if run_state is not None else np.zeros(n, dtype=bool)
     if "killed" in df:
         killed = df["killed"].to_numpy(dtype=bool)
     elif run_state is not None:
@@ -624,7 +628,7 @@ def export_sacct(jobs_df: pd.DataFrame, path: str | os.PathLike, epoch: float = 
     for i in range(n):
         started = math.isfinite(st[i])
         if not started:
-            state = "PENDING"
+            state = "CANCELLED" if cancelled[i] else "PENDING"
         elif killed[i]:
             state = "TIMEOUT"
         elif node_fail[i]:

@@ -206,3 +206,23 @@ def test_export_round_trips_user_account_partition_names(tmp_path):
     assert back.columns["partition_name"].tolist() == ["batch", "gpu"]
     # the simulated nodes read back as the same node ids (export writes n[0-3], n[4-5])
     assert [r.tolist() for r in back.columns["recorded_nodes"]] == [[0, 1, 2, 3], [4, 5]]
+
+
+def test_export_writes_a_job_withdrawn_while_waiting_as_cancelled(tmp_path):
+    """A run's CANCELLED job (EngineControl.cancel: never started) is State CANCELLED with no start,
+    Elapsed 00:00:00 and no nodes, as sacct shows a job cancelled while pending; a job never started
+    and not cancelled stays PENDING; read back, both are dropped as jobs that never ran."""
+    df = pd.DataFrame({"job_id": [1, 2, 3], "submit": [0.0, 10.0, 20.0], "start": [5.0, np.nan, np.nan],
+                       "end": [65.0, np.nan, np.nan], "procs": [2, 1, 4], "requested_time": [120.0, 60.0, 60.0],
+                       "state": ["COMPLETED", "CANCELLED", "PENDING"], "log_status": [1, 1, 1],
+                       "nodes": ["0-1", "", ""]})
+    out = tmp_path / "sim.txt"
+    assert export_sacct(df, out, epoch=T0) == 3
+    lines = out.read_text().splitlines()
+    assert lines[1] == ("1|1|2024-03-01T10:00:00|2024-03-01T10:00:00|2024-03-01T10:00:05|2024-03-01T10:01:05|"
+                        "00:01:00|00:02:00|2|2|n[0-1]|COMPLETED")
+    assert lines[2] == ("2|2|2024-03-01T10:00:10|2024-03-01T10:00:10|Unknown|Unknown|00:00:00|00:01:00|1|1|"
+                        "None assigned|CANCELLED")
+    assert lines[3].endswith("|Unknown|Unknown|00:00:00|00:01:00|4|4|None assigned|PENDING")
+    back = read_sacct(out)
+    assert back.job_id.tolist() == [1]

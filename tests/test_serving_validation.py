@@ -1,7 +1,7 @@
 """The serving engine against the two measured vLLM 0.19 runs (LLMServingSim bench bundles).
 
 Figures reached (hpctwin serve, unchanged code, no per-run constants): RTX 4090 / Llama-3.1-8B mean |error|
-0.63 % (max 1.17 %), RTX PRO 6000 / Qwen3-32B TP2 mean 0.61 % (max 1.21 %) over the 15 statistics.
+0.66 % (max 1.10 %), RTX PRO 6000 / Qwen3-32B TP2 mean 0.61 % (max 1.25 %) over the 15 statistics.
 """
 from __future__ import annotations
 

@@ -17,6 +17,12 @@ Policies (``desired(now, pool)`` -> int):
   per-instance capacity (``ceil(tps / tps_per_instance)``), optionally with the same stabilisation;
 * `RatioPolicy` (disaggregated pools, ``make_decode=``): the decode pool follows a policy (HeteroScale:
   decode TPS) and the prefill pool is held at ``ceil(decode x ratio)``, HeteroScale's fixed P/D ratio.
+
+Disaggregated pools hand a finished prompt to the decode pool by `pd.simulate_pd`'s rule (`pd.KVPump`):
+the decode instance is chosen among the active ones when the prompt completes, sets the prompt's KV
+blocks aside while it crosses (`pd.kv_transfer_s` with both instances' TP) and queues the request when
+it lands; a prompt finding no active decode instance waits until one serves, and its transfer starts
+then. A draining decode instance stops only once no KV is on its way to it.
 """
 from __future__ import annotations
 
@@ -136,6 +142,8 @@ class ScaledPool:
         self.billed_from: dict[int, float] = {}
         self.pending: deque = deque()
         self.prev = {"t": 0.0, "busy": 0.0, "tok": 0}
+        #: what an activation does with each waiting item (default: route it); P/D decode: start its KV
+        self.dispatch: Callable = self.route
 
     def of(self, *states: str) -> list[Instance]:
         return [x for x in self.insts if self.state[id(x)] in states]
@@ -157,7 +165,7 @@ class ScaledPool:
     def advance(self, t: float) -> None:
         for x in self.of("active", "draining"):
             x.advance_until(t)
-            if self.state[id(x)] == "draining" and x.idle():
+            if self.state[id(x)] == "draining" and x.idle() and not x.inbound:
                 self.stop(x, max(x.t, t))
 
     def activate(self, x: Instance, t: float) -> None:
@@ -166,7 +174,7 @@ class ScaledPool:
         self.state[id(x)] = "active"
         x.t = t
         while self.pending:
-            self.route(*self.pending.popleft(), t)
+            self.dispatch(*self.pending.popleft(), t)
 
     def route(self, r, transferred: bool, t: float) -> None:
         act = self.of("active")
@@ -205,7 +213,7 @@ class ScaledPool:
             if extra == 0:
                 break
             self.state[id(x)] = "draining"
-            if x.idle():
+            if x.idle() and not x.inbound:
                 self.stop(x, t)
             extra -= 1
 
@@ -272,7 +280,7 @@ def simulate_autoscaled(trace: Sequence[ServingRequest], make_instance: Callable
     With ``make_decode``, the deployment is disaggregated: ``make_instance`` builds prefill instances,
     ``make_decode`` decode ones, ``policy.desired_pd(prefill_view, decode_view)`` sizes both (e.g.
     `RatioPolicy`), and the bounds apply to the two pools together (each keeps at least one)."""
-    from .pd import DEFAULT_KV_LINK_GBPS, kv_transfer_s  # noqa: PLC0415
+    from .pd import DEFAULT_KV_LINK_GBPS, KVPump  # noqa: PLC0415
     if not 1 <= min_instances <= max_instances:
         raise ValueError(f"need 1 <= min_instances <= max_instances, got {min_instances}, {max_instances}")
     pd = make_decode is not None
@@ -293,23 +301,25 @@ def simulate_autoscaled(trace: Sequence[ServingRequest], make_instance: Callable
 
     P = ScaledPool(make_instance, router, log, lambda t, pool, x: push(t, 0, (pool, x)), "prefill" if pd else "both")
     D = ScaledPool(make_decode, router, log, lambda t, pool, x: push(t, 0, (pool, x)), "decode") if pd else None
-    link = link_GBps or DEFAULT_KV_LINK_GBPS
-    handoffs: list = []
+    kv = KVPump(link_GBps or DEFAULT_KV_LINK_GBPS) if pd else None
+
+    def choose(r, x: Instance, t: float) -> Instance | None:
+        """The decode instance of a prompt done at ``t`` (None: kept until one is active)."""
+        act = D.of("active")
+        if not act:
+            D.pending.append((r, x))
+            return None
+        return D.pick(act, r)
+
+    if pd:
+        D.dispatch = lambda r, x, t: kv.send(r, x, D.pick(D.of("active"), r), t)
 
     def advance(t: float) -> None:
         P.advance(t)
         if D is None:
             return
-        for x in P.insts:
-            for end, r in x.handoffs:
-                heapq.heappush(handoffs, (end + kv_transfer_s(x.model.shape, r.computed, x.model.tp, 1, link),
-                                          r.uid, r))
-            x.handoffs.clear()
-        while handoffs and handoffs[0][0] <= t:
-            th, _, r = heapq.heappop(handoffs)
-            D.advance(th)
-            D.route(r, True, th)
-        D.advance(t)
+        kv.collect(P.insts)
+        kv.run(t, choose, D.advance)
 
     _start_initial(P, D, max(min_instances, min(max_instances, initial if initial is not None else min_instances)),
                    next_id)
@@ -332,7 +342,7 @@ def simulate_autoscaled(trace: Sequence[ServingRequest], make_instance: Callable
             log.times.append(t)
             log.active.append(sum(len(q.of("active")) for q in pools))
             log.starting.append(sum(len(q.of("starting")) for q in pools))
-            if t < last_arrival or any(q.busy() for q in pools) or handoffs:
+            if t < last_arrival or any(q.busy() for q in pools) or (kv is not None and kv.busy()):
                 push(t + interval_s, 1, None)
     end = P.finish()
     if D is not None:

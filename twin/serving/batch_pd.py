@@ -52,7 +52,7 @@ from .batch import INF, ServingBatchConfig, ServingBatchModel, _Inst
 from .cluster import ROUTERS
 from .energy import power_for
 from .kvflow import FlowSet, KVNetwork, KVNetworkError
-from .pd import kv_transfer_s, land_kv, reserve_kv
+from .pd import land_kv, start_kv_transfer
 
 POOLS = ("prefill", "decode")
 
@@ -268,9 +268,8 @@ class ServingBatchPDModel(ServingBatchModel):
         x = self.pick_d([a.x for a in act], r)
         k = next(n for n, i in enumerate(self.insts) if i.x is x)
         src = self.insts[next(n for n, i in enumerate(self.insts) if i.x.iid == r.prefill_instance)].x
-        x.expect_transfer()
-        self.kv["reservations_deferred"] += not reserve_kv(x, r)
-        nbytes = src.model.shape.kv_bytes_per_token(1) * r.computed
+        dt, nbytes, reserved = start_kv_transfer(src, x, r, self.cfg.kv_link_GBps, self.cfg.kv_latency_s)
+        self.kv["reservations_deferred"] += not reserved
         self.kv["transfers"] += 1
         self.kv["bytes"] += nbytes
         self.insts[k].routed.append(r)
@@ -279,8 +278,6 @@ class ServingBatchPDModel(ServingBatchModel):
             self.inflight[key] = (r, k, t)
             self.flows.add(t, key, src.iid, x.iid, nbytes)
             return
-        dt = kv_transfer_s(src.model.shape, r.computed, src.model.tp, x.model.tp, self.cfg.kv_link_GBps,
-                           self.cfg.kv_latency_s)
         self.kv["transfer_s"].append(dt)
         heapq.heappush(self.kv_land, (t + dt, r.uid, int(self.retries[r.uid]), r, k))
 

@@ -71,6 +71,73 @@ def land_kv(d: Instance, r, t: float) -> None:
     d.add_transferred(r, t, expected=True)
 
 
+def start_kv_transfer(x: Instance, d: Instance, r, link_GBps: float = DEFAULT_KV_LINK_GBPS,
+                      latency_s: float = DEFAULT_KV_LINK_LATENCY_S) -> tuple[float, int, bool]:
+    """``r``'s prompt is done on prefill instance ``x`` and its KV leaves now for decode instance ``d``
+    (chosen when the prompt completes): ``d`` counts it as outstanding and sets its blocks aside
+    (`reserve_kv`). Returns (transfer s by the fixed formula, `kv_transfer_s` with both instances' TP;
+    KV bytes; whether blocks were set aside). The one rule of `simulate_pd`, the autoscaler
+    (`autoscale.simulate_autoscaled`) and batch P/D (`batch_pd`) for the formula."""
+    d.expect_transfer()
+    reserved = reserve_kv(d, r)
+    nbytes = x.model.shape.kv_bytes_per_token(1) * r.computed
+    dt = kv_transfer_s(x.model.shape, r.computed, x.model.tp, d.model.tp, link_GBps, latency_s)
+    return dt, nbytes, reserved
+
+
+class KVPump:
+    """Hand-offs from prefill to decode instances with the fixed formula, in time order: each finished
+    prompt picks its decode instance when it completes (``choose``) and its KV lands `kv_transfer_s`
+    later (`start_kv_transfer`), when it joins that instance's queue (`land_kv`). Landings come before
+    transfer starts at a tie; the decode instances are advanced to each event first."""
+
+    def __init__(self, link_GBps: float = DEFAULT_KV_LINK_GBPS, latency_s: float = DEFAULT_KV_LINK_LATENCY_S) -> None:
+        self.link_GBps, self.latency_s = link_GBps, latency_s
+        self.starts: list[tuple[float, int, object, Instance]] = []    # (prompt done, uid, request, prefill inst)
+        self.landings: list[tuple[float, int, object, Instance]] = []  # (KV usable, uid, request, decode inst)
+        self.bytes = 0
+        self.deferred = 0
+
+    def collect(self, prefill) -> None:
+        """The prompts ``prefill`` instances finished since the last call: transfers due at their end."""
+        for x in prefill:
+            for end, r in x.handoffs:
+                heapq.heappush(self.starts, (end, r.uid, r, x))
+            x.handoffs.clear()
+
+    def send(self, r, x: Instance, d: Instance, t: float) -> None:
+        """``r``'s KV leaves prefill instance ``x`` for decode instance ``d`` at ``t`` (s)."""
+        dt, nbytes, reserved = start_kv_transfer(x, d, r, self.link_GBps, self.latency_s)
+        self.bytes += nbytes
+        self.deferred += not reserved
+        heapq.heappush(self.landings, (t + dt, r.uid, r, d))
+
+    def run(self, t_limit: float, choose, advance_decode) -> None:
+        """Landings and transfer starts up to ``t_limit``; ``choose(r, x, t)`` gives the decode instance
+        (None: the caller keeps the prompt until one serves, then calls `send`); ``advance_decode(t)``
+        runs the decode instances' iterations before ``t``."""
+        inf = float("inf")
+        while True:
+            t_l = self.landings[0][0] if self.landings else inf
+            t_s = self.starts[0][0] if self.starts else inf
+            t = min(t_l, t_s)
+            if t == inf or t > t_limit:
+                break
+            advance_decode(t)
+            if t_l <= t_s:
+                _, _, r, d = heapq.heappop(self.landings)
+                land_kv(d, r, t)
+                continue
+            _, _, r, x = heapq.heappop(self.starts)
+            d = choose(r, x, t)
+            if d is not None:
+                self.send(r, x, d, t)
+        advance_decode(t_limit)
+
+    def busy(self) -> bool:
+        return bool(self.starts or self.landings)
+
+
 def simulate_pd(trace: Sequence[ServingRequest], prefill: Sequence[Instance], decode: Sequence[Instance],
                 prefill_router: str = "least_loaded", decode_router: str = "least_loaded",
                 link_GBps: float = DEFAULT_KV_LINK_GBPS, latency_s: float = DEFAULT_KV_LINK_LATENCY_S,
@@ -78,8 +145,9 @@ def simulate_pd(trace: Sequence[ServingRequest], prefill: Sequence[Instance], de
     """Serve ``trace`` on a prefill pool and a decode pool (results in trace order).
 
     Prefill instances never wait for decode ones, so the loop advances the prefill pool to each
-    arrival, then delivers the finished prompts to the decode pool in time order. ``kv_network``:
-    KV transfers as flows on a topology (module docstring) instead of the ``link_GBps`` formula."""
+    arrival, then delivers the finished prompts to the decode pool in time order (`KVPump`).
+    ``kv_network``: KV transfers as flows on a topology (module docstring) instead of the
+    ``link_GBps`` formula."""
     if not prefill or not decode:
         raise ValueError("a disaggregated deployment needs at least one prefill and one decode instance")
     for name in (prefill_router, decode_router):
@@ -93,44 +161,22 @@ def simulate_pd(trace: Sequence[ServingRequest], prefill: Sequence[Instance], de
     reqs = make_requests(trace)
     if kv_network is not None:
         return _simulate_pd_flows(reqs, prefill, decode, pick_p, pick_d, kv_network)
-    starts: list[tuple[float, int, object, Instance]] = []    # (prompt done, uid, request, prefill instance)
-    landings: list[tuple[float, int, object, Instance]] = []  # (KV usable, uid, request, decode instance)
-    stats = {"kv_transferred_bytes": 0, "kv_reservations_deferred": 0}
-    inf = float("inf")
+    kv = KVPump(link_GBps, latency_s)
+
+    def advance_decode(t: float) -> None:
+        for d in decode:
+            d.advance_until(t)
 
     def pump(t_limit: float) -> None:
-        """Transfers up to ``t_limit`` in time order (KV arrivals first at a tie, then transfer starts)."""
-        for x in prefill:
-            for end, r in x.handoffs:
-                heapq.heappush(starts, (end, r.uid, r, x))
-            x.handoffs.clear()
-        while True:
-            t_l = landings[0][0] if landings else inf
-            t_s = starts[0][0] if starts else inf
-            t = min(t_l, t_s)
-            if t == inf or t > t_limit:
-                break
-            for d in decode:
-                d.advance_until(t)
-            if t_l <= t_s:
-                _, _, r, d = heapq.heappop(landings)
-                land_kv(d, r, t)
-                continue
-            _, _, r, x = heapq.heappop(starts)
-            d = pick_d(decode, r)
-            d.expect_transfer()
-            stats["kv_reservations_deferred"] += not reserve_kv(d, r)
-            stats["kv_transferred_bytes"] += x.model.shape.kv_bytes_per_token(1) * r.computed
-            dt = kv_transfer_s(x.model.shape, r.computed, x.model.tp, d.model.tp, link_GBps, latency_s)
-            heapq.heappush(landings, (t + dt, r.uid, r, d))
-        for d in decode:
-            d.advance_until(t_limit)
+        kv.collect(prefill)
+        kv.run(t_limit, lambda r, x, t: pick_d(decode, r), advance_decode)
 
     _serve_arrivals(reqs, prefill, pick_p, pump)
     for r in reqs:
         if r.generated != r.output:
             raise RuntimeError(f"request {r.uid} generated {r.generated} of {r.output} tokens")
     insts = list(prefill) + list(decode)
+    stats = {"kv_transferred_bytes": kv.bytes, "kv_reservations_deferred": kv.deferred}
     return ServingResult(reqs, insts, max(x.t for x in insts), stats)
 
 

@@ -124,3 +124,25 @@ def test_pd_busy_pools_energy_matches_serving_energy():
 def test_pd_pool_without_phase_table_is_refused_naming_its_key():
     with pytest.raises(ValueError, match="serving.decode_hardware = 'nogpu'"):
         run_pd_power([(0, 1, 5, 5)], [(0.0, 10, 3)], decode_hardware="nogpu")
+
+
+def test_pd_end_to_end_run_with_power_on():
+    # hpctwin run with serving.mode = pd and --power on (was refused): both pools' jobs driven, their
+    # node energy in jobs.csv = the power model's driven energy, > their GPUs' (serving.energy_j)
+    from hpctwin.twin.run import simulate
+
+    from .test_serving_batch import _cfg, _data
+    cfg = _cfg(_data(), mode="pd", policy="decode_tps", tps_per_instance=300.0, pd_ratio=0.5,
+               prefill_max_instances=2, decode_max_instances=3, decode_instances=2)
+    cfg.power, cfg.system = True, "generic"
+    res = simulate(cfg)
+    s = res.summary
+    serving = res.jobs[res.jobs.kind == "serving"]
+    assert set(serving.serving_pool) == {"prefill", "decode"}
+    ran = serving[serving.start.notna()]                   # withdrawn requests never started
+    assert s["power_driven"]["owners"] == ["serving"] and s["power_driven"]["jobs"] == len(ran) >= 2
+    assert serving.energy_j.sum() / 3.6e6 == pytest.approx(s["power_driven"]["energy_jobs_kwh"], rel=1e-12)
+    assert serving.energy_j.sum() > s["serving"]["energy_j"] > 0
+    kwh = s["energy_jobs_kwh"] + s["energy_idle_kwh"] + s["energy_loss_kwh"] + s["energy_cooling_kwh"]
+    assert kwh == pytest.approx(s["energy_facility_kwh"], rel=1e-12)
+    assert "fed into the facility power model" in s["serving"]["power_note"]

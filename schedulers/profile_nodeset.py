@@ -71,7 +71,8 @@ class NodeSpaceMap:
         if i < len(b) and b[i] == t:
             return
         if i == 0:
-            raise ValueError(f"cannot split the node-space map before its origin {self.begin0} s at {t} s")
+            raise ValueError(f"cannot split the node-space map before its origin {self.begin0} s "
+                             f"at {t} s")
         b.insert(i, t)
         self.avail.insert(i, self.avail[i - 1])
 
@@ -96,7 +97,8 @@ class NodeSpaceMap:
             av[i] &= keep
 
     # ------------------------------------------------------------------ queries
-    def walk(self, pm: int, start: float, end: float, stop_below: float = float("-inf")) -> tuple[int, int, float]:
+    def walk(self, pm: int, start: float, end: float,
+             stop_below: float = float("-inf")) -> tuple[int, int, float]:
         """Nodes of ``pm`` available in every record overlapping [start, end] (s; a record
         overlaps when it begins <= ``end``, inclusive, as backfill.c's test).
 

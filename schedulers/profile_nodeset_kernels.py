@@ -24,9 +24,10 @@ Operations (all O(nb x W) or better, W = words a node set):
 
 Bit primitives (`_pc64`, `_ctz`, `_count`, `_count_and`, `_any_and`, `_set_range`) and the sorted
 searches (`_bisect_left`, `_bisect_right`) are shared with the Slurm kernels
-(`schedulers.slurm_kernels`), which import them from here. Compiled with numba (``cache=True``; a
-kernel file importing these must be touched after an edit here, since numba's cache keys only on
-the caller's own file).
+(`schedulers.slurm_kernels`), which import them from here. `ns_walk` and `ns_fits`, called once
+per backfill attempt, are inlined into their callers (``inline="always"``), as the loops they
+replaced were. Compiled with numba (``cache=True``; a kernel file importing these must be touched
+after an edit here, since numba's cache keys only on the caller's own file).
 """
 from __future__ import annotations
 
@@ -178,7 +179,7 @@ def ns_add_resv(st, en, nodes, ns_b, ns_av, nb, begin0, res, window_end):
     return nb
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def ns_walk(ns_b, ns_av, nb, pm, start, end, stop_below, acc):
     """Nodes of ``pm`` available in every record overlapping [start, end] (s; a record
     overlaps when it begins <= ``end``, inclusive, as in backfill.c), written to ``acc``.
@@ -216,7 +217,7 @@ def ns_walk(ns_b, ns_av, nb, pm, start, end, stop_below, acc):
     return i, later
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def ns_fits(ns_b, ns_av, nb, st, en, nodes):
     """Are all of ``nodes`` available in every record overlapping [st, en) (s)?"""
     lo = _bisect_right(ns_b, nb, st) - 1

@@ -12,6 +12,12 @@ the simulated arrival is the time the engine receives the request (``requests.cs
     python -m hpctwin.experiments.serving_validation [--data-dir D] [--out runs/serving_validation]
 
 Writes ``results.csv`` (one row per bundle x metric x statistic), ``table.md`` and ``errors.png``.
+
+The bundles without per-request measurements (RTX PRO 6000 Llama-3.1-8B TP1 and Qwen3-30B-A3B DP2 x EP2)
+are compared with the measured vLLM statistics that LLMServingSim documents for them (``DOCUMENTED``:
+the ``vLLM`` column of ``bench/examples/<hw>/<model>/validation/summary.txt``, commit 5daddb2, printed
+to 0.1 ms, so a small statistic such as TPOT carries up to ~0.2 % rounding): ``documented.csv`` and a
+second part of ``table.md``; they are not in ``results.csv`` or the plot.
 """
 from __future__ import annotations
 
@@ -30,6 +36,21 @@ from hpctwin.twin.serving.metrics import METRICS, STATS, fifteen, latencies
 CAPTION = ("Serving validation: hpctwin serve vs measured vLLM 0.19 (LLMServingSim bench bundles, 300 ShareGPT "
            "requests at 10 req/s). TTFT = first_token - arrival; TPOT = (last - first) / max(1, out - 1); "
            "E2E = last - arrival; measured arrival = queued_ts; seconds; error = (sim - measured) / measured.")
+
+
+#: Measured vLLM 0.19 statistics (ms) of the bundles without ``requests.jsonl``, from LLMServingSim's
+#: ``bench/examples/RTXPRO6000/<model>/validation/summary.txt`` (commit 5daddb2, column ``vLLM``; its
+#: ``Latency`` rows are E2E): metric -> (mean, median, p90, p95, p99).
+DOCUMENTED: dict[str, dict[str, tuple[float, ...]]] = {
+    "RTXPRO6000/Llama-3.1-8B": {
+        "ttft": (7097.2, 9442.7, 16852.7, 18397.9, 19755.3),
+        "tpot": (32.5, 33.4, 36.5, 36.9, 37.3),
+        "e2e": (28200.7, 29615.6, 35450.7, 36617.4, 37638.8)},
+    "RTXPRO6000/Qwen3-30B-A3B-Instruct-2507": {
+        "ttft": (1086.0, 138.8, 5182.6, 8431.3, 9587.9),
+        "tpot": (47.3, 48.9, 52.2, 52.6, 53.3),
+        "e2e": (32344.6, 31462.3, 38448.2, 39648.9, 43901.1)},
+}
 
 
 def measured_bundles(data_dir: str | Path | None = None) -> list[Path]:
@@ -53,18 +74,37 @@ def measured_statistics(requests_jsonl: Path) -> dict[str, dict[str, float]]:
                              [r["last_token_ts"] for r in rows], [r["output_toks"] for r in rows]))
 
 
+def simulated_statistics(bundle: Path, data_dir: str | Path | None = None) -> dict[str, dict[str, float]]:
+    """The 15 statistics of ``hpctwin serve --bundle`` on one bundle (s)."""
+    _, res = run_bundle(load_bundle(bundle, data_dir))
+    reqs = res.requests
+    return fifteen(latencies([r.queued for r in reqs], [r.first for r in reqs], [r.last for r in reqs],
+                             [r.output for r in reqs]))
+
+
 def validate_bundle(bundle: str | Path, data_dir: str | Path | None = None) -> pd.DataFrame:
     """Rows (bundle, metric, statistic, measured_s, simulated_s, error) for one measured bundle."""
     bundle = Path(bundle)
-    b = load_bundle(bundle, data_dir)
-    _, res = run_bundle(b)
-    reqs = res.requests
-    sim = fifteen(latencies([r.queued for r in reqs], [r.first for r in reqs], [r.last for r in reqs],
-                            [r.output for r in reqs]))
+    sim = simulated_statistics(bundle, data_dir)
     meas = measured_statistics(bundle / "vllm" / "requests.jsonl")
     name = f"{bundle.parent.name}/{bundle.name}"
     rows = [{"bundle": name, "metric": m, "statistic": s, "measured_s": meas[m][s], "simulated_s": sim[m][s],
              "error": (sim[m][s] - meas[m][s]) / meas[m][s]} for m in METRICS for s in STATS]
+    return pd.DataFrame(rows)
+
+
+def validate_documented(data_dir: str | Path | None = None) -> pd.DataFrame:
+    """The same rows for the bundles of ``DOCUMENTED`` (measured = LLMServingSim's documented vLLM figure)."""
+    root = find_data_dir(data_dir) / "LLM-serving" / "LLMServingSim" / "bench"
+    rows = []
+    for name, doc in DOCUMENTED.items():
+        if not (root / name / "config.json").is_file():
+            continue
+        sim = simulated_statistics(root / name, data_dir)
+        for m in METRICS:
+            for s, ms in zip(STATS, doc[m]):
+                rows.append({"bundle": name, "metric": m, "statistic": s, "measured_s": ms / 1000,
+                             "simulated_s": sim[m][s], "error": (sim[m][s] - ms / 1000) / (ms / 1000)})
     return pd.DataFrame(rows)
 
 
@@ -118,6 +158,19 @@ def run(out: str | Path, data_dir: str | Path | None = None) -> pd.DataFrame:
                                             max_abs_error_pct=100 * summ["max_abs_error"]),
                                 ["bundle"], ["mean_abs_error_pct", "max_abs_error_pct"],
                                 "Mean and largest absolute error over the 15 statistics (%).")
+    doc = validate_documented(data_dir)
+    if len(doc):
+        write_results_csv(doc, out / "documented.csv")
+        ds = error_summary(doc)
+        md += "\n" + markdown_table(ds.assign(mean_abs_error_pct=100 * ds["mean_abs_error"],
+                                              max_abs_error_pct=100 * ds["max_abs_error"]),
+                                    ["bundle"], ["mean_abs_error_pct", "max_abs_error_pct"],
+                                    "Bundles without per-request measurements vs the vLLM statistics LLMServingSim "
+                                    "documents (summary.txt, commit 5daddb2): mean and largest absolute error over "
+                                    "the 15 statistics (%).")
+        md += "\n" + markdown_table(doc.assign(error_pct=100 * doc["error"]).drop(columns=["error"]),
+                                    ["bundle", "metric", "statistic"], ["measured_s", "simulated_s", "error_pct"],
+                                    "The same, per statistic (s).")
     (out / "table.md").write_text(md)
     plot(df, out / "errors.png")
     return df
@@ -131,7 +184,12 @@ def main(argv: list[str] | None = None) -> int:
     df = run(a.out, a.data_dir)
     for _, r in error_summary(df).iterrows():
         print(f"{r['bundle']}: mean |error| {100 * r['mean_abs_error']:.2f} %, max {100 * r['max_abs_error']:.2f} %")
-    print(f"wrote {a.out}/results.csv, table.md, errors.png")
+    doc = Path(a.out) / "documented.csv"
+    if doc.is_file():
+        for _, r in error_summary(pd.read_csv(doc)).iterrows():
+            print(f"{r['bundle']} (vs documented vLLM figures): mean |error| {100 * r['mean_abs_error']:.2f} %, "
+                  f"max {100 * r['max_abs_error']:.2f} %")
+    print(f"wrote {a.out}/results.csv, documented.csv, table.md, errors.png")
     return 0
 
 

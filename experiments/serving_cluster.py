@@ -1,7 +1,7 @@
 """Experiment: an LLM serving deployment sharing a real HPC machine with its batch log (issue 16 item 4).
 
 A window of a real log (default: two days of KTH-SP2 from day 204, one of its busiest: the machine is 98 % busy with a queue of ~25 jobs under EASY; 100 nodes) shares the machine with a
-serving deployment driven by the Azure LLM inference 2023 conversation trace (19,365 requests in one hour,
+serving deployment driven by the Azure LLM inference 2023 conversation trace (19,366 requests in one hour,
 stretched ``--time-scale`` times), Qwen3-32B on two RTX PRO 6000 GPUs per instance (LLMServingSim's
 per-layer profile), the machine's nodes read as ``--gpus-per-node`` GPU nodes (a what-if: KTH's SP2 nodes
 had no GPUs). The trace starts ``--offset-h`` hours into the window, once the log fills the machine.
@@ -12,6 +12,10 @@ Configurations (``no serving``: the log alone on the whole machine under each po
   window): the log runs on the other nodes (jobs wider than that are skipped, and counted), the
   deployment on its own nodes, loaded when the trace starts;
 * ``shared-fixed``: the same ``--static`` instances, as node requests through the shared queue (EASY);
+* ``shared-pd`` (EASY): the same GPUs as disaggregated pools (``serving.mode = "pd"``, `twin.serving.batch_pd`),
+  ``--pd`` = P:D fixed prefill and decode instances of the same type and TP as node requests in the shared
+  queue; the KV crosses the fixed formula's 25 GB/s per-GPU link (`pd.kv_transfer_s`; the log's system has
+  no network table). ``--pd ""`` leaves it out (`run` adds it only when given ``pd_split``);
 * ``shared-auto`` (EASY, conservative, slurm): HeteroScale's decode-TPS autoscaler (per-instance
   capacity ``--tps`` decode tokens/s), 1..``--max`` instances, each scale-up one node request in the
   shared queue with a requested time of ``--lease-h`` hours; an instance serves from its job's start
@@ -79,7 +83,7 @@ def run(out: str | Path, log: str = "KTH-SP2", day0: float = 204.0, days: float 
         tps: float = 350.0, lease_h: float = 6.0, gpus_per_node: int = 2, tp: int = 2,
         model: str = "Qwen/Qwen3-32B", hardware: str = "RTXPRO6000", ttft: float = 2.0, tpot: float = 0.1,
         interval_s: float = 15.0, schedulers: tuple[str, ...] = ("easy", "conservative", "slurm"),
-        data_dir: str | None = None) -> pd.DataFrame:
+        pd_split: tuple[int, int] | None = None, data_dir: str | None = None) -> pd.DataFrame:
     ddir = find_data_dir(data_dir)
     trace = str(ddir / "LLM-serving" / "Azure-LLM-2023" / "AzureLLMInferenceTrace_conv.csv")
     wl = window(log, day0, days, data_dir)
@@ -109,7 +113,14 @@ def run(out: str | Path, log: str = "KTH-SP2", day0: float = 204.0, days: float 
     life = float((srv.tables["serving_instances.csv"].eval("end_s - start_s")).sum())
     row["serving_gpu_energy_kwh"] += power_for(hardware).idle_w * tp * (static * span - life) / 3.6e6
     rows.append(row)
-    runs = [("shared-fixed", "easy", fixed)] + [("shared-auto", s, auto) for s in schedulers]
+    runs = [("shared-fixed", "easy", fixed)]
+    if pd_split:
+        npf, ndc = pd_split
+        runs.append((f"shared-pd {npf}:{ndc}", "easy",
+                     dict(base, mode="pd", policy="fixed", prefill_instances=npf, decode_instances=ndc,
+                          prefill_min_instances=npf, prefill_max_instances=npf, decode_min_instances=ndc,
+                          decode_max_instances=ndc)))
+    runs += [("shared-auto", s, auto) for s in schedulers]
     for name, sched, opts in runs:
         r = simulate(RunConfig(workload=log, scheduler=sched, nodes=nodes, options={"serving": opts}), wl)
         s = r.summary["serving"]
@@ -139,11 +150,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gpus-per-node", type=int, default=2)
     p.add_argument("--ttft-slo", type=float, default=2.0)
     p.add_argument("--tpot-slo", type=float, default=0.1)
+    p.add_argument("--pd", default="2:2", help="P:D fixed prefill:decode instances of the shared-pd row (\"\": none)")
     p.add_argument("--data-dir", default=None)
     p.add_argument("--out", default="runs/serving_cluster")
     a = p.parse_args(argv)
+    split = None
+    if a.pd:
+        try:
+            split = tuple(int(x) for x in a.pd.split(":"))
+        except ValueError:
+            split = ()
+        if len(split) != 2 or min(split) < 1:
+            p.error(f"--pd {a.pd!r}: expected P:D, two positive instance counts (e.g. 2:2)")
     run(a.out, a.log, a.day0, a.days, a.offset_h, a.time_scale, a.max_requests, a.static, a.max, a.tps, a.lease_h,
-        a.gpus_per_node, ttft=a.ttft_slo, tpot=a.tpot_slo, data_dir=a.data_dir)
+        a.gpus_per_node, ttft=a.ttft_slo, tpot=a.tpot_slo, pd_split=split, data_dir=a.data_dir)
     print((Path(a.out) / "results.md").read_text())
     return 0
 

@@ -44,20 +44,17 @@ Count-form API for a policy (all O(S) or better, S = segments):
 
 Conservative compression, the algorithm and its cost (`schedulers.profile_kernels`, shared by the
 general engine and the compiled fast path). Reservations persist between passes (one float per job);
-a pass compresses only after a job ended before its estimate. In priority order, a job reserved at
-``old`` moves exactly when, without its own reservation, a slot starts before ``old``; on the
-profile that still holds the reservation this is "a run of segments with p units free starts before
-``old`` and lasts d seconds or reaches ``old``" (`_slot_before`), which also gives the new start.
-The runs are found by jumping over per-block max/min summaries of the free units (32 segments a
-block): a test costs O(log S + r x (S / 32 + 32)) for r runs visited (r is small unless the free
-units hover around p), instead of the O(S) segment scan; the search stops at the first run
-starting less than d seconds before the first segment that lacks the units. A job that moves is
-moved in one backward pass over the segments after its new start (`_move`, O(S)), with the same
-breakpoints as removing and re-making it, and the block summaries of that suffix are rebuilt.
-Per pass: O(Q log S) for Q waiting jobs plus O(S) per move. The moves themselves are what the
-semantics ask for: on an overloaded log (the issue-17 synthetic case, load 1.2) the queue grows
-with the log and each early end shifts a share of it (0.6 M / 2.3 M / 10.1 M moves for 12.5k / 25k
-/ 50k jobs), so any exact implementation does work quadratic in the log length there.
+a pass compresses only after a job ended before its estimate. In priority order, a job of p units
+and d seconds reserved at ``old`` moves exactly when, without its own reservation, a slot starts
+before ``old``: on the profile that still holds it, the earliest (p, d) slot E or the start R of the
+run of segments with p units free that reaches ``old``; it moves to min(E, R). E is cached per shape
+within a pass and revised from a log of the net profile changes (searched again only from a bound
+below ``old``), R is one look at the segment before ``old``, so a test is O(log S). A move edits
+only the segments whose free units change (breakpoints left between equal units are dropped) and
+their block summaries. The moves themselves are what the semantics ask for: on an overloaded log
+(the issue-17 synthetic case, load 1.2) the queue grows with the log and each early end shifts a
+share of it (0.6 M / 2.3 M / 10.1 M moves for 12.5k / 25k / 50k jobs; 9.3 M for the first 100k
+RICC jobs), so any exact implementation does work quadratic in the log length there.
 
 The operations are small loops over the S segments compiled with numba, in
 `schedulers.profile_kernels` (imported on first use, so FCFS and EASY runs never load numba). The

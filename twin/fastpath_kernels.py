@@ -2,9 +2,11 @@
 order x backfill policy over arrays, with numba (``cache=True``: compiled once per machine).
 Imported only when a run uses the fast path, so other runs never load numba.
 
-Caveat of numba's on-disk cache: it is keyed on this file only. The replay inlines the conservative
-plan of `schedulers.profile_kernels`; after editing that file, touch this one (or delete its
-``__pycache__/fastpath_kernels.*.nb*``) so the cached replay is recompiled with the change."""
+Caveat of numba's on-disk cache (the JIT path, ``HPCTWIN_AOT=0``): it is keyed on the *contents* of
+this file only (numba 0.68 hashes the source; ``touch`` does not invalidate it). The replay inlines
+the conservative plan of `schedulers.profile_kernels`; after editing that file, change this one
+(``PLAN_KERNELS`` below) or delete its ``__pycache__/fastpath_kernels.*.nb*``, else the cached
+replay keeps the old plan. The ahead-of-time build (`twin.aot`) keys on both files."""
 from __future__ import annotations
 
 import math
@@ -15,6 +17,8 @@ from numba import njit
 from hpctwin.schedulers.profile_kernels import _add, _compact, _plan_pass, _seg_index, _units_due
 
 INF = math.inf
+#: the `schedulers.profile_kernels` this file was last checked with (see the caveat above)
+PLAN_KERNELS = "70fcd18: per-shape slot cache, local moves, borrowed views"
 
 
 # ---------------------------------------------------------------------------- compiled pieces

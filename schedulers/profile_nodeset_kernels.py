@@ -24,10 +24,10 @@ Operations (all O(nb x W) or better, W = words a node set):
 
 Bit primitives (`_pc64`, `_ctz`, `_count`, `_count_and`, `_any_and`, `_set_range`) and the sorted
 searches (`_bisect_left`, `_bisect_right`) are shared with the Slurm kernels
-(`schedulers.slurm_kernels`), which import them from here. `ns_walk` and `ns_fits`, called once
-per backfill attempt, are inlined into their callers (``inline="always"``), as the loops they
-replaced were. Compiled with numba (``cache=True``; a kernel file importing these must be touched
-after an edit here, since numba's cache keys only on the caller's own file).
+(`schedulers.slurm_kernels`), which import them from here. `ns_walk`, `ns_fits` and `ns_split`,
+called once or twice per backfill attempt, are inlined into their callers (``inline="always"``),
+as the loops they replaced were. Compiled with numba (``cache=True``; a kernel file importing
+these must be touched after an edit here, since numba's cache keys only on the caller's own file).
 """
 from __future__ import annotations
 
@@ -133,7 +133,7 @@ def ns_init(ns_b, ns_av, begin0):
     return 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def ns_split(ns_b, ns_av, nb, t):
     """A record boundary at ``t`` (s, > ``ns_b[0]``): the record holding ``t`` is split, both
     halves keeping its nodes. Nothing changes if a record already begins at ``t``. Returns nb;

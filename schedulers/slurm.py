@@ -153,6 +153,13 @@ class SlurmScheduler(Scheduler):
         """Allocation units the slurm.conf machine has (nodes x CPUs), or None if it names none."""
         return len(self.cfg.node_names) * self.cpn if self.cfg.node_names else None
 
+    @property
+    def _kern(self):
+        """The compiled cycle (`schedulers.slurm_kernels`, numba), imported on first use: a run
+        that the whole-run replay's ahead-of-time module carries never imports numba."""
+        from . import slurm_kernels  # noqa: PLC0415
+        return slurm_kernels
+
     def engine_fast_path(self, sim):
         """The engine's fast-path seam: the whole run replayed by `schedulers.slurm_replay` when
         eligible, else None (the general engine runs)."""
@@ -344,8 +351,6 @@ class SlurmScheduler(Scheduler):
         self.slot_of: dict[int, int] = {}
         self._ones = np.ones(0, dtype=np.int64)
         if self.use_kernel:
-            from . import slurm_kernels  # noqa: PLC0415
-            self._kern = slurm_kernels
             # running jobs in slots (at most one per node): used flag, expected end, job id and
             # node words, read by the compiled cycle without per-cycle Python work
             self.pm_words = np.stack([self._words(r) for r in self.pmask])

@@ -16,7 +16,13 @@ runs on the general engine.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+
+from hpctwin.twin.aot import KernelSet
+
+from . import slurm_replay_layout as L
 
 #: below this many jobs the general engine is quicker than loading the compiled replay (as
 #: `twin.fastpath.MIN_JOBS`)
@@ -25,6 +31,26 @@ MIN_JOBS = 20_000
 STAT_NAMES = ("event_passes", "main_passes", "backfill_passes", "backfill_cycles_skipped",
               "backfill_starts", "main_starts", "reservations", "backfill_cycles_missed")
 REPLAY_MODES = ("auto", "on", "off")
+
+_HERE = Path(__file__).resolve().parent
+_F, _I, _W = "f8[::1]", "i8[::1]", "u8[:, ::1]"
+#: the replay as an ahead-of-time module (`twin.aot`: no numba import when it is built); the
+#: signature is the dtypes `replay` passes, the sources every file compiled into it
+KERNELS = KernelSet(
+    "hpctwin_slurm_replay", "hpctwin.schedulers.slurm_replay_kernels",
+    {"replay": ("replay", f"Tuple(({_F}, {_F}, b1[::1], i4[::1], {_I}, {_F}, {_I}, {_I}, i8, i8, i8, {_I}, i8))"
+                          f"({_F}, {_F}, {_F}, {_I}, {_I}, {_F}, {_F}, {_I}, {_I}, {_I}, {_W}, {_W}, i8, {_F}, {_I})")},
+    [_HERE / "slurm_replay_kernels.py", _HERE / "slurm_kernels.py", _HERE / "profile_nodeset_kernels.py",
+     _HERE / "slurm_replay_layout.py"])
+
+
+def _replay_kernel():
+    """The compiled replay: the ahead-of-time module, else numba's JIT function."""
+    mod = KERNELS.load()
+    if mod is not None:
+        return mod.replay
+    from . import slurm_replay_kernels as K  # noqa: PLC0415  (numba only on this path)
+    return K.replay
 
 
 def pre_eligible(sched, sim) -> bool:
@@ -74,7 +100,7 @@ def engine_fast_path(sim):
 
 
 def _params(s) -> tuple[np.ndarray, np.ndarray]:
-    from . import slurm_replay_kernels as K  # noqa: PLC0415
+    K = L
     sp = s.cfg.sched
     fp = np.zeros(6)
     fp[K.P_IV], fp[K.P_POLL], fp[K.P_SCHED_IV] = sp.bf_interval, s.bf_poll, sp.sched_interval
@@ -98,18 +124,18 @@ def replay(s, runtime: np.ndarray, kill_limit: np.ndarray, quiet_limit: int):
     from hpctwin.twin.fastpath import _range_texts  # noqa: PLC0415
     from hpctwin.twin.simulation import SimResult  # noqa: PLC0415
 
-    from . import slurm_replay_kernels as K  # noqa: PLC0415
     fp, ip = _params(s)
-    ip[K.Q_QUIET] = int(quiet_limit)
+    ip[L.Q_QUIET] = int(quiet_limit)
     jobs = s.jobs
     f64 = lambda a: np.ascontiguousarray(a, dtype=np.float64)  # noqa: E731
     i64 = lambda a: np.ascontiguousarray(a, dtype=np.int64)  # noqa: E731
+    u64 = lambda a: np.ascontiguousarray(a, dtype=np.uint64)  # noqa: E731
     submit, runtime = f64(jobs.submit), f64(runtime)
     procs = i64(jobs.procs)
     (start, end, killed, units, uoff, ch_t, ch_b, ch_q, nch, passes, events, cnt,
-     status) = K.replay(submit, runtime, f64(kill_limit), procs, i64(s.req), f64(s.est),
-                        f64(s.tl), i64(s.jpart), i64(s.jgres), i64(s.job_id), s.pm_words,
-                        s.gres_words, int(s.total), fp, ip)
+     status) = _replay_kernel()(submit, runtime, f64(kill_limit), procs, i64(s.req), f64(s.est),
+                        f64(s.tl), i64(s.jpart), i64(s.jgres), i64(s.job_id), u64(s.pm_words),
+                        u64(s.gres_words), int(s.total), fp, ip)
     if status != 0:
         return None
     for k, name in enumerate(STAT_NAMES):

@@ -18,17 +18,14 @@ from numba import njit
 
 from .slurm_kernels import bf_cycle_live, main_pass
 
+from .slurm_replay_layout import (C_BF, C_BF_STARTS, C_EVENT, C_MAIN, C_MAIN_STARTS, C_MISSED,  # noqa: F401
+                                  C_RESV, C_SKIP, F_BF_CHANGE, F_BF_LAST, F_WAKE, P_IV, P_MIN_AGE,
+                                  P_POLL, P_RES, P_SCHED_IV, P_WINDOW, Q_BF_ON, Q_CPN, Q_DEPTH,
+                                  Q_JPCR, Q_MAX_START, Q_MAX_TEST, Q_MIN_PRIO, Q_NN, Q_NPARTS,
+                                  Q_PART_DEPTH, Q_QUIET, S_BF_DIRTY, S_BF_LEFT, S_EVENT, S_IDLE,
+                                  S_MAIN_DIRTY, S_NEW, S_NFREE, S_PENDING, S_RUN)
+
 INF = np.inf
-# fs: float state
-F_BF_LAST, F_BF_CHANGE, F_WAKE = 0, 1, 2
-# st: int state
-S_IDLE, S_PENDING, S_EVENT, S_MAIN_DIRTY, S_BF_DIRTY, S_BF_LEFT, S_NFREE, S_NEW, S_RUN = range(9)
-# cnt: SlurmScheduler.stats, in this order (STAT_NAMES in schedulers.slurm_replay)
-C_EVENT, C_MAIN, C_BF, C_SKIP, C_BF_STARTS, C_MAIN_STARTS, C_RESV, C_MISSED = range(8)
-# fp: float parameters; ip: int parameters
-P_IV, P_POLL, P_SCHED_IV, P_RES, P_WINDOW, P_MIN_AGE = range(6)
-Q_BF_ON, Q_DEPTH, Q_PART_DEPTH, Q_MAX_TEST, Q_JPCR, Q_MAX_START, Q_MIN_PRIO, Q_NN, Q_CPN, \
-    Q_NPARTS, Q_QUIET = range(11)
 
 
 @njit(cache=True)

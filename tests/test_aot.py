@@ -91,11 +91,17 @@ def _njit_files(func, seen=None) -> set[str]:
     return files
 
 
-def test_declared_sources_cover_every_compiled_function():
+def _kernel_sets():
+    from hpctwin.schedulers import slurm_replay  # noqa: PLC0415
+    return [fastpath.KERNELS, slurm_replay.KERNELS]
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_declared_sources_cover_every_compiled_function(which):
     """The build key hashes `KernelSet.sources`: an njit function from an undeclared file would let
     an edit there load a stale build."""
     import importlib  # noqa: PLC0415
-    ks = fastpath.KERNELS
+    ks = _kernel_sets()[which]
     declared = {str(p.resolve()) for p in ks.sources}
     for func, _sig in ks.exports.values():
         where, _, name = func.rpartition(":")
@@ -150,3 +156,33 @@ def test_built_replay_runs_without_importing_numba():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     # job 2 (1 unit, 1 s) backfills at 2 beside job 0; job 1 waits for job 0's end at 10
     assert out.strip() == "[0.0, 10.0, 2.0] ['0-1', '0-1', '2'] False"
+
+
+@pytest.mark.parametrize("opts", [{}, {"bf_resolution": 60, "bf_interval": 7, "bf_max_job_test": 5}])
+def test_slurm_replay_built_module_gives_the_jit_run(opts, monkeypatch):
+    """The Slurm-like policy's whole-run replay: the same run from the built module and from the
+    JIT function (jobs table, summary without timings, series)."""
+    from hpctwin.schedulers import slurm_replay  # noqa: PLC0415
+    if slurm_replay.KERNELS.load() is None:
+        pytest.skip(f"no ahead-of-time build here: {slurm_replay.KERNELS.unavailable}")
+    from .test_slurm_replay import TIMING, _run, _wl  # noqa: PLC0415
+    wl = _wl(n=1200, nodes=16, seed=5, overrun=0.1)
+    a = _run(wl, 16, replay="on", **opts)
+    monkeypatch.setenv("HPCTWIN_AOT", "0")
+    monkeypatch.setattr(slurm_replay.KERNELS, "_module", None)
+    b = _run(wl, 16, replay="on", **opts)
+    assert a.jobs.equals(b.jobs)
+    assert {k: v for k, v in a.summary.items() if k not in TIMING} == \
+        {k: v for k, v in b.summary.items() if k not in TIMING}
+    for k, (arr, _) in a.timeseries.items():
+        assert np.array_equal(arr, b.timeseries[k][0]), k
+
+
+def test_a_new_build_removes_older_builds_of_its_set_only(tmp_path):
+    sfx = ".cpython-311-x86_64-linux-gnu.so"
+    names = [f"hpctwin_k_{'a' * 20}{sfx}", f"hpctwin_k_{'b' * 20}{sfx}", f"hpctwin_k_other_{'c' * 20}{sfx}",
+             f"hpctwin_kx_{'d' * 20}{sfx}", "hpctwin_k.lock"]
+    for n in names:
+        (tmp_path / n).write_text("")
+    aot._remove_stale(tmp_path / names[1], "hpctwin_k")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[1:])

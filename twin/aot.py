@@ -16,8 +16,11 @@ How (`KernelSet.load`):
   platform tag, so an edited kernel, a new numba or another interpreter never loads a stale build;
 * it is built with the generic CPU target (no host-specific instructions), so a cache folder shared
   by the nodes of a cluster never runs code a node lacks;
-* the build (~10 s for the fast path, a one-time cost like numba's own first compile) runs under
-  a file lock (concurrent sweep processes build it once) in a temporary folder renamed into place;
+* the build (~10 s for the fast path, a one-time cost like numba's own first compile) runs in a
+  child process whose numba JIT cache is an empty temporary folder: numba keys its own cache on a
+  function's file only, so a cached caller could otherwise carry an edited callee's old code into
+  the build. It runs under a file lock (concurrent sweep processes build it once), in a temporary
+  folder renamed into place;
 * the cache folder is ``HPCTWIN_CACHE_DIR`` if set, else the kernel package's ``__pycache__`` when
   writable (as numba's cache), else the user cache folder (``platformdirs``);
 * ``HPCTWIN_AOT=0`` turns it off. When the build is off or fails (no C compiler, a numba without
@@ -37,8 +40,9 @@ import warnings
 from pathlib import Path
 from types import ModuleType
 
-#: bump to invalidate every build (a change of this module's build procedure)
-BUILD_VERSION = 1
+#: bump to invalidate every build (a change of this module's build procedure; 2: built in a child
+#: process with an empty numba cache)
+BUILD_VERSION = 2
 
 
 class KernelSet:
@@ -62,6 +66,7 @@ class KernelSet:
         self.exports = dict(exports)
         self.sources = [Path(s) for s in sources]
         self.unavailable: str | None = None
+        self._failed = False
         self._module: ModuleType | None = None
         self._warned = False
 
@@ -110,8 +115,9 @@ class KernelSet:
         if not _enabled():
             self.unavailable = "HPCTWIN_AOT=0"
             return None
-        if self.unavailable is not None:
+        if self._failed:
             return None
+        self.unavailable = None
         path = self.path()
         try:
             if not path.is_file():
@@ -121,6 +127,7 @@ class KernelSet:
             self._module = _import_extension(self.module_name(), path)
         except Exception as exc:  # noqa: BLE001  (any build failure falls back to the JIT kernels)
             self.unavailable = f"{type(exc).__name__}: {exc}"
+            self._failed = True
             if not self._warned:
                 self._warned = True
                 warnings.warn(f"hpctwin: ahead-of-time build of {self.name} failed ({self.unavailable}); "
@@ -135,9 +142,9 @@ class KernelSet:
             if path.is_file():          # another process built it while we waited
                 return
             with tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{self.name}-build-") as tmp:
-                built = _pycc_build(self.module_name(), self.kernel_module, self.exports, Path(tmp))
+                built = _build_in_child(self.module_name(), self.kernel_module, self.exports, Path(tmp))
                 os.replace(built, path)
-            _remove_stale(path)
+            _remove_stale(path, self.name)
 
 
 def _enabled() -> bool:
@@ -147,6 +154,27 @@ def _enabled() -> bool:
 def _numba_version() -> str:
     from importlib.metadata import version  # noqa: PLC0415  (cheap; numba itself is not imported)
     return version("numba")
+
+
+def _build_in_child(module_name: str, kernel_module: str, exports: dict[str, tuple[str, str]],
+                    out_dir: Path) -> Path:
+    """`_pycc_build` in a child process with a fresh, empty numba cache (``NUMBA_CACHE_DIR``) and
+    this process's import path; raises RuntimeError with the child's last error lines."""
+    import json  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    code = ("import json, sys\nfrom pathlib import Path\nfrom hpctwin.twin.aot import _pycc_build\n"
+            "a = json.loads(sys.argv[1])\n"
+            "print(_pycc_build(a[0], a[1], {k: tuple(v) for k, v in a[2].items()}, Path(a[3])))\n")
+    cache = out_dir / "numba-cache"
+    cache.mkdir()
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache),
+               PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    args = json.dumps([module_name, kernel_module, exports, str(out_dir)])
+    r = subprocess.run([sys.executable, "-c", code, args], env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        tail = " | ".join((r.stderr or r.stdout).strip().splitlines()[-3:])
+        raise RuntimeError(f"numba.pycc build exited with {r.returncode}: {tail}")
+    return Path(r.stdout.strip().splitlines()[-1])
 
 
 def _pycc_build(module_name: str, kernel_module: str, exports: dict[str, tuple[str, str]],
@@ -180,11 +208,12 @@ def _import_extension(module_name: str, path: Path) -> ModuleType:
     return module
 
 
-def _remove_stale(current: Path) -> None:
-    """Delete older builds of the same kernel set in the folder (other keys); ignore failures."""
-    stem = current.name.rsplit("_", 1)[0]
-    for p in current.parent.glob(f"{stem}_*"):
-        if p != current and p.name.endswith(current.suffix) and len(p.name) == len(current.name):
+def _remove_stale(current: Path, name: str) -> None:
+    """Delete older builds of the kernel set ``name`` in the folder (other keys); ignore failures."""
+    suffix = current.name[len(name) + 1 + 20:]          # after "<name>_<20 hex digits>"
+    for p in current.parent.glob(f"{name}_*{suffix}"):
+        key = p.name[len(name) + 1:len(p.name) - len(suffix)]
+        if p != current and len(key) == 20 and all(c in "0123456789abcdef" for c in key):
             try:
                 p.unlink()
             except OSError:

@@ -56,7 +56,7 @@ def _ctz(x):
     return np.int64(_pc64((x & (~x + np.uint64(1))) - np.uint64(1)))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _count_and(a, b):
     """Nodes in both sets ``a`` and ``b``."""
     n = 0
@@ -65,7 +65,7 @@ def _count_and(a, b):
     return n
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _count(a):
     """Nodes in the set ``a``."""
     n = 0
@@ -74,7 +74,7 @@ def _count(a):
     return n
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _any_and(a, b):
     """Do the sets ``a`` and ``b`` share a node?"""
     for w in range(a.shape[0]):

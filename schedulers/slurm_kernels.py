@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .profile_kernels import _borrow
 from .profile_nodeset_kernels import (_any_and, _bisect_right, _count, _count_and, _ctz, _pc64,
                                       _set_range, ns_add_resv, ns_first_reserved, ns_fits, ns_init,
                                       ns_walk)
@@ -79,7 +80,7 @@ def job_test(cand, need, nn, out, rs, rl):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _first(avail, need, free, R):
     """First removal index after which ``need`` nodes of ``avail`` are free (R if none)."""
     lo, hi = 0, R
@@ -143,28 +144,46 @@ def bf_cycle_linear(now, res, bf_window, max_test, jpcr, max_start, min_prio, mi
     """One backfill cycle; returns (number of starts, reservations made). Started queue
     positions go to ``out_pos`` and their nodes to ``out_nodes`` (rows of words). ``free``,
     ``kend``, ``kid`` need room for R + min(len(rq), nn) rows (a start takes at least one idle
-    node); ``idle`` is updated in place."""
+    node); ``idle`` is updated in place. Allocates the cycle's map and scratch words, then runs
+    `_bf_cycle_core` on them."""
+    W = idle.shape[0]
+    nq = rq.shape[0]
+    # map records: each tested job adds at most two (a start or a reservation), and at most
+    # ``max_test`` jobs are tested (a job adds records only once counted)
+    cap = 2 * (min(nq, max_test) + 2) + 4
+    return _bf_cycle_core(now, res, bf_window, max_test, jpcr, max_start, min_prio, min_age,
+                          nn, idle, kend, kid, free, R, rq, rtl, rest, rpart, rprio, rsub, rjid,
+                          suffix_min, pmask, out_pos, out_nodes, rg, gres,
+                          np.empty(cap), np.empty((cap, W), dtype=np.uint64), np.zeros(n_parts, dtype=np.int64),
+                          np.empty((6, W), dtype=np.uint64), np.empty((2, nn + 1), dtype=np.int64),
+                          np.empty(cap), np.empty(cap, dtype=np.int64))
+
+
+@njit(cache=True)
+def _bf_cycle_core(now, res, bf_window, max_test, jpcr, max_start, min_prio, min_age,
+                   nn, idle, kend, kid, free, R, rq, rtl, rest, rpart, rprio, rsub, rjid,
+                   suffix_min, pmask, out_pos, out_nodes, rg, gres,
+                   ns_b, ns_av, part_resv, words, scratch, rb_t, rb_c):
+    """The body of `bf_cycle_linear`. Every array is this call's argument (alive until it
+    returns), so it is used through a borrowed view (`profile_kernels._borrow`): the many small
+    compiled calls and row views below cost no atomic reference counting (which was ~18 % of a
+    CTC-SP2 replay)."""
+    idle, kend, kid, free, rq, rtl, rest = (_borrow(idle), _borrow(kend), _borrow(kid), _borrow(free),
+                                            _borrow(rq), _borrow(rtl), _borrow(rest))
+    rpart, rprio, rsub, rjid, suffix_min, pmask = (_borrow(rpart), _borrow(rprio), _borrow(rsub),
+                                                   _borrow(rjid), _borrow(suffix_min), _borrow(pmask))
+    out_pos, out_nodes, rg, gres = _borrow(out_pos), _borrow(out_nodes), _borrow(rg), _borrow(gres)
+    ns_b, ns_av, part_resv, words, scratch = (_borrow(ns_b), _borrow(ns_av), _borrow(part_resv),
+                                              _borrow(words), _borrow(scratch))
+    rb_t, rb_c = _borrow(rb_t), _borrow(rb_c)
     W = idle.shape[0]
     nq = rq.shape[0]
     begin0 = np.floor(now / res) * res
     window_end = np.floor((now + bf_window) / res) * res
-    # map records: each tested job adds at most two (a start or a reservation), and at most
-    # ``max_test`` jobs are tested (a job adds records only once counted)
-    cap = 2 * (min(nq, max_test) + 2) + 4
-    ns_b = np.empty(cap)
-    ns_av = np.empty((cap, W), dtype=np.uint64)
     nb = ns_init(ns_b, ns_av, begin0)
     n_idle = _count(idle)
-    part_resv = np.zeros(n_parts, dtype=np.int64)
-    acc = np.empty(W, dtype=np.uint64)
-    cand = np.empty(W, dtype=np.uint64)
-    nodes = np.empty(W, dtype=np.uint64)
-    scratch_s = np.empty(nn + 1, dtype=np.int64)
-    scratch_l = np.empty(nn + 1, dtype=np.int64)
-    rb_t = np.empty(cap)
-    rb_c = np.empty(cap, dtype=np.int64)
-    left = np.empty(W, dtype=np.uint64)
-    pmg = np.empty(W, dtype=np.uint64)
+    acc, cand, nodes, left, pmg = words[0], words[1], words[2], words[3], words[4]
+    scratch_s, scratch_l = scratch[0], scratch[1]
     test_cnt = 0
     start_cnt = 0
     n_res = 0

@@ -41,7 +41,7 @@ KERNELS = KernelSet(
     {"replay": ("replay", f"Tuple(({_F}, {_F}, b1[::1], i4[::1], {_I}, {_F}, {_I}, {_I}, i8, i8, i8, {_I}, i8))"
                           f"({_F}, {_F}, {_F}, {_I}, {_I}, {_F}, {_F}, {_I}, {_I}, {_I}, {_W}, {_W}, i8, {_F}, {_I})")},
     [_HERE / "slurm_replay_kernels.py", _HERE / "slurm_kernels.py", _HERE / "profile_nodeset_kernels.py",
-     _HERE / "slurm_replay_layout.py"])
+     _HERE / "profile_kernels.py", _HERE / "slurm_replay_layout.py"])
 
 
 def _replay_kernel():

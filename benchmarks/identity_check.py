@@ -65,7 +65,10 @@ def cases(data_dir: Path, work: Path, quick: bool) -> list[tuple[str, list[str]]
 
 
 def cli_module(tree: Path) -> str:
-    return "hpctwin.twin.cli" if (tree / "hpctwin" / "__init__.py").exists() else "hpctwin.twin.cli"
+    """The CLI module of a source tree: ``hpctwin.twin.cli`` since the namespace change, ``twin.cli``
+    before it (a tree without the ``hpctwin`` package must run its own top-level ``twin``; naming
+    ``hpctwin`` there would import the installed checkout instead of the reference)."""
+    return "hpctwin.twin.cli" if (tree / "hpctwin" / "__init__.py").exists() else "twin.cli"
 
 
 _OLD_NAMES = {"elapsed": "run", "timelimit": "requested_time", "state": "status"}
@@ -99,8 +102,6 @@ def run_case(tree: Path, args: list[str], out: Path, data_dir: Path) -> tuple[st
     env = dict(os.environ, PYTHONPATH=str(tree), HPCTWIN_DATA=str(data_dir))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     cmd = [sys.executable, "-m", cli_module(tree), "run", *args, "--out", str(out), "--quiet"]
-    if cli_module(tree) != "hpctwin.twin.cli":
-        cmd.append("--force")
     r = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

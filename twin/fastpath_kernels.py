@@ -144,11 +144,8 @@ def _first_fit(free_mask, bfree, p, units, off):
 
 @njit(cache=True)
 def _priority(ocode, now, queue, qn, submit, procs, est, out):
-    """The waiting jobs queue[:qn] (sorted by rank) in priority order, into out[:qn]."""
-    if ocode < 4:
-        for k in range(qn):
-            out[k] = queue[k]
-        return
+    """The waiting jobs queue[:qn] (sorted by rank) in priority order, into out[:qn], for the
+    time-dependent orders (wfp3, unicep; the static ones use the rank-sorted queue itself)."""
     key = np.empty(qn, dtype=np.float64)
     for k in range(qn):
         j = queue[k]
@@ -365,10 +362,14 @@ def _replay(submit, procs, est, runtime, kill, total, ocode, bcode, rank):
             changed = True
         if changed and qn:                              # one pass
             passes += 1
-            _priority(ocode, now, queue, qn, submit, procs, est, order)
+            if ocode < 4:                               # static orders: the queue is kept in rank order
+                prio = queue
+            else:
+                _priority(ocode, now, queue, qn, submit, procs, est, order)
+                prio = order
             if bcode == 2:
                 nseg, pt, pf, pm, have_plan, next_start, ns, dirty = _conservative(
-                    now, st, total, order[:qn], procs, est, runtime, kill, start, exp_end, units, off, free_mask,
+                    now, st, total, prio[:qn], procs, est, runtime, kill, start, exp_end, units, off, free_mask,
                     bfree, ht, hj, re_, rp, rj, pt, pf, pm, nseg, have_plan, dirty, resv, run_end, starts, started)
             else:
                 skip = -1
@@ -376,7 +377,7 @@ def _replay(submit, procs, est, runtime, kill, total, ocode, bcode, rank):
                     skip = idle_len
                 ns = 0
                 if skip != qn:
-                    ns = _queue_pass(now, st, bcode, order, qn, procs, est, runtime, kill, start, exp_end, units,
+                    ns = _queue_pass(now, st, bcode, prio, qn, procs, est, runtime, kill, start, exp_end, units,
                                      off, free_mask, bfree, ht, hj, re_, rp, rj, started, skip)
                 idle_len = qn if ns == 0 else -1
             if ns:

@@ -295,3 +295,14 @@ def test_conservation_under_node_failures_and_kv_flows(seed):
     assert all(r.generated == r.output for r in m.reqs)
     assert sum(r.generated for r in m.reqs) == sum(q[2] for q in reqs)
     assert all(r.arrival <= r.first <= r.last for r in m.reqs)
+
+
+def test_every_serving_config_key_is_accepted_by_set():
+    """`--set serving.KEY=...` and `[options.serving]` accept every `ServingBatchConfig` field (the
+    P/D keys were missing from the option schema, so `serving.mode=pd` was refused on the command line)."""
+    from dataclasses import fields  # noqa: PLC0415
+    from hpctwin.twin.options import set_schema  # noqa: PLC0415
+    from hpctwin.twin.serving.batch import ServingBatchConfig  # noqa: PLC0415
+    schema = set_schema("serving", "easy")
+    assert set(schema) == {f.name for f in fields(ServingBatchConfig)}
+    assert schema["mode"].choices == ("colocated", "pd")

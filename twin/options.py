@@ -241,7 +241,16 @@ def _serving_keys() -> dict[str, Key]:
             "max_requests": Key(int, **cnt), "ttft_slo_s": Key(float, **pos), "tpot_slo_s": Key(float, **pos),
             "load_GBps": Key(float, **pos), "startup_s": Key(float, minimum=0.0),
             "max_num_seqs": Key(int, minimum=1), "max_num_batched_tokens": Key(int, minimum=1),
-            "user": Key(int), "warm_start": Key(bool)}
+            "user": Key(int), "warm_start": Key(bool),
+            # disaggregated prefill/decode pools (serving.mode = "pd", twin.serving.batch_pd)
+            "mode": Key(str, choices=("colocated", "pd")), "prefill_hardware": Key(str),
+            "decode_hardware": Key(str), "prefill_tp": Key(int, **cnt), "decode_tp": Key(int, **cnt),
+            "prefill_instances": Key(int, minimum=1), "decode_instances": Key(int, minimum=1),
+            "prefill_min_instances": Key(int, minimum=1), "prefill_max_instances": Key(int, minimum=1),
+            "decode_min_instances": Key(int, minimum=1), "decode_max_instances": Key(int, minimum=1),
+            "pd_ratio": Key(float, minimum=0.0), "kv_link_GBps": Key(float, **pos),
+            "kv_latency_s": Key(float, minimum=0.0), "kv_network": Key(str, choices=("auto", "on", "off")),
+            "kv_routing": Key(str), "kv_d2d_GBps": Key(float, minimum=0.0)}
 
 
 #: ``--set`` sections with fixed keys (the others derive theirs from the code, see `set_schema`)

@@ -305,12 +305,20 @@ class ServingBatchModel(RunModel):
             return
         inst.state = "active"
         inst.x.t = max(inst.x.t, t)
+        self._serve_waiting(inst, t)
+
+    def _serve_waiting(self, inst: _Inst, t: float) -> None:
+        """``inst`` became active at ``t``: the requests that found no active instance are routed."""
         todo, self.waiting = self.waiting, []
         for r in todo:
             self._route(r, t)
 
+    def _routable(self) -> list[_Inst]:
+        """The instances a new request may be routed to."""
+        return self._live("active")
+
     def _route(self, r, t: float) -> None:
-        act = self._live("active")
+        act = self._routable()
         if not act:
             self.waiting.append(r)
             return
@@ -324,14 +332,18 @@ class ServingBatchModel(RunModel):
         inst.state, inst.t_end, inst.reason = "stopped", t, reason
         lost = [r for r in inst.routed if not (r.generated >= r.output and r.last <= t)]
         for r in lost:
-            r.num_tokens, r.computed, r.generated, r.transferred = r.prompt, 0, 0, 0
-            r.first = r.last = math.nan
-            r.hashes = []
-            r.instance = -1
-            self.retries[r.uid] += 1
+            self._restart(r)
         inst.routed = [r for r in inst.routed if r not in set(lost)] if lost else inst.routed
         for r in sorted(lost, key=lambda q: (q.arrival, q.uid)):
             self._route(r, t)
+
+    def _restart(self, r) -> None:
+        """Request ``r`` lost its instance: it starts over (prompt recomputed, no tokens kept)."""
+        r.num_tokens, r.computed, r.generated, r.transferred = r.prompt, 0, 0, 0
+        r.first = r.last = math.nan
+        r.hashes = []
+        r.instance = -1
+        self.retries[r.uid] += 1
 
     def _energy_now(self, t: float) -> float:
         """Energy (J) of the serving GPUs from the start to ``t`` (per-phase power of each instance)."""
@@ -349,27 +361,43 @@ class ServingBatchModel(RunModel):
 
     # ------------------------------------------------------------------ engine hooks
     def on_start(self, now: float, job: int, nodes: np.ndarray):
+        s = self._request_started(now, job)
+        if s is None:
+            return None
+        unwanted = self.slot[s] == "lost_unwanted"    # lost: requeued and restarted at once, before a tick
+        cold = self._cold_s(job, self.cold_s)
+        self._place(_Inst(self.make(len(self.insts)), job, now, now + cold, unwanted), s, now)
+        return None
+
+    def _request_started(self, now: float, job: int) -> int | None:
+        """The engine started ``job``: None for a batch job, else (a serving node request) its slot,
+        after the serving world is advanced to ``now``, its state checked and its scale-up wait kept."""
         if job < self.lo:
             return None
         self._advance(now)
         s = job - self.lo
         if job not in self.submitted_at or self.slot[s] not in ("pending", "lost", "lost_unwanted"):
             raise RuntimeError(f"serving: node request {job} started in state {self.slot[s]}")
-        unwanted = self.slot[s] == "lost_unwanted"    # lost: requeued and restarted at once, before a tick
         if self.submitted_at[job] >= 0:
             self.request_waits.append(now - self.submitted_at[job])
             self.submitted_at[job] = -1.0              # a requeued job's next start is not a scale-up wait
-        cold = 0.0 if job in self.warm else self.cold_s
+        return s
+
+    def _cold_s(self, job: int, cold_s: float) -> float:
+        """Cold-start time (s) of a started request: 0 for a requeued one whose weights are still loaded."""
+        cold = 0.0 if job in self.warm else cold_s
         self.warm.discard(job)
-        inst = _Inst(self.make(len(self.insts)), job, now, now + cold, unwanted)
-        inst.x.t = now + cold
+        return cold
+
+    def _place(self, inst: _Inst, s: int, now: float) -> None:
+        """Add the new instance ``inst`` of slot ``s``: it serves from ``inst.ready``."""
+        inst.x.t = inst.ready
         self.insts.append(inst)
-        self.inst_of[job] = inst
+        self.inst_of[inst.job] = inst
         self.slot[s] = "running"
         heapq.heappush(self.activations, (inst.ready, len(self.insts) - 1))
         if self.power_feed is not None:                # power-feed hook
             self.power_feed.observe(now)
-        return None
 
     def on_finish(self, now: float, job: int):
         if job < self.lo:

@@ -184,31 +184,18 @@ class ServingBatchPDModel(ServingBatchModel):
         return [i for i in self.insts if i.pool == pool and i.state in states]
 
     def on_start(self, now: float, job: int, nodes: np.ndarray):
-        if job < self.lo:
+        s = self._request_started(now, job)
+        if s is None:
             return None
-        self._advance(now)
-        s = job - self.lo
-        if job not in self.submitted_at or self.slot[s] not in ("pending", "lost", "lost_unwanted"):
-            raise RuntimeError(f"serving: node request {job} started in state {self.slot[s]}")
-        if self.submitted_at[job] >= 0:
-            self.request_waits.append(now - self.submitted_at[job])
-            self.submitted_at[job] = -1.0
         p = self.pools[self.slot_pool[s]]
-        cold = 0.0 if job in self.warm else p.cold_s
-        self.warm.discard(job)
+        cold = self._cold_s(job, p.cold_s)
         x = p.make(len(self.insts))
         x.role = p.name
         if self.net is not None:
             self.net.add_instance(x.iid, p.tp, int(nodes[0]))
         inst = _PDInst(x, job, now, now + cold, self.slot[s] == "lost_unwanted")
         inst.pool = p.name
-        x.t = now + cold
-        self.insts.append(inst)
-        self.inst_of[job] = inst
-        self.slot[s] = "running"
-        heapq.heappush(self.activations, (inst.ready, len(self.insts) - 1))
-        if self.power_feed is not None:                # power-feed hook (twin.serving.power_feed)
-            self.power_feed.observe(now)
+        self._place(inst, s, now)
         return None
 
     # ------------------------------------------------------------------ the serving world
@@ -292,25 +279,14 @@ class ServingBatchPDModel(ServingBatchModel):
             inst.x.drain()
             heapq.heappush(self.releases, (max(t, inst.x.t), k))
 
-    def _route(self, r, t: float) -> None:
-        act = self._in("prefill", "active")
-        if not act:
-            self.waiting.append(r)
-            return
-        x = self.pick([a.x for a in act], r)
-        inst = next(i for i in act if i.x is x)
-        inst.x.add(r, t)
-        inst.routed.append(r)
+    def _routable(self) -> list:
+        """New requests go to the active prefill instances."""
+        return self._in("prefill", "active")
 
-    def _activate(self, inst, t: float) -> None:
-        if inst.state != "starting":
-            return
-        inst.state = "active"
-        inst.x.t = max(inst.x.t, t)
+    def _serve_waiting(self, inst, t: float) -> None:
+        """A prefill instance takes the waiting requests; a decode one the prompts waiting for it."""
         if inst.pool == "prefill":
-            todo, self.waiting = self.waiting, []
-            for r in todo:
-                self._route(r, t)
+            super()._serve_waiting(inst, t)
             return
         todo, self.waiting_d = self.waiting_d, []
         for r, t0 in todo:
@@ -332,14 +308,15 @@ class ServingBatchPDModel(ServingBatchModel):
         gone = set(id(r) for r in lost)
         inst.routed = [r for r in inst.routed if id(r) not in gone]
         for r in lost:
-            r.num_tokens, r.computed, r.generated, r.transferred = r.prompt, 0, 0, 0
-            r.first = r.last = math.nan
-            r.hashes = []
-            r.instance = r.prefill_instance = -1
-            self.handed.pop(r.uid, None)
-            self.retries[r.uid] += 1                  # its queued transfer or landing is void
+            self._restart(r)
         for r in sorted(lost, key=lambda q: (q.arrival, q.uid)):
             self._route(r, t)
+
+    def _restart(self, r) -> None:
+        """As `ServingBatchModel._restart`; its queued transfer or landing is void too."""
+        super()._restart(r)
+        r.prefill_instance = -1
+        self.handed.pop(r.uid, None)
 
     def _drain_done(self, i, now: float) -> bool:
         if i.state != "draining":

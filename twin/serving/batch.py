@@ -528,18 +528,26 @@ class ServingBatchModel(RunModel):
                 self._drain(i, now, control)
 
     def _scale_up(self, k: int, now: float, control) -> None:
-        for i in [i for i in self._live("starting") if i.unwanted][:k]:
-            i.unwanted = False
-            k -= 1
-        for _ in range(k):
+        for _ in range(self._reclaim(self._live("starting"), k)):
             if self.next_slot >= self.slots:
                 raise RuntimeError(f"serving: all {self.slots} node-request jobs are used; raise serving.slots")
-            s = self.next_slot
             self.next_slot += 1
-            self.slot[s] = "pending"
-            self.submitted_at[self.lo + s] = now
-            self.counts["scale_up_requests"] += 1
-            control.submit(self.lo + s)
+            self._request(self.next_slot - 1, now, control)
+
+    @staticmethod
+    def _reclaim(starting: list, k: int) -> int:
+        """Up to ``k`` starting instances that were unwanted are wanted again; how many are still missing."""
+        for i in [i for i in starting if i.unwanted][:k]:
+            i.unwanted = False
+            k -= 1
+        return k
+
+    def _request(self, s: int, now: float, control) -> None:
+        """Submit node request ``s`` to the batch queue now (a scale-up)."""
+        self.slot[s] = "pending"
+        self.submitted_at[self.lo + s] = now
+        self.counts["scale_up_requests"] += 1
+        control.submit(self.lo + s)
 
     def _scale_down(self, k: int, pending: list, starting: list, active: list, now: float, control) -> None:
         for s in reversed(pending):                   # the newest queued requests first

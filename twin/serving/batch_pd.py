@@ -385,18 +385,11 @@ class ServingBatchPDModel(ServingBatchModel):
             self.warm = set(self.submitted_at)
 
     def _scale_up_pool(self, p: Pool, k: int, now: float, control) -> None:
-        for i in [i for i in self._in(p.name, "starting") if i.unwanted][:k]:
-            i.unwanted = False
-            k -= 1
-        for _ in range(k):
+        for _ in range(self._reclaim(self._in(p.name, "starting"), k)):
             if p.next_slot >= p.lo + p.n_slots:
                 raise RuntimeError(f"serving: all {p.n_slots} {p.name} node-request jobs are used; raise serving.slots")
-            s = p.next_slot
             p.next_slot += 1
-            self.slot[s] = "pending"
-            self.submitted_at[self.lo + s] = now
-            self.counts["scale_up_requests"] += 1
-            control.submit(self.lo + s)
+            self._request(p.next_slot - 1, now, control)
 
     def _drain(self, i, now: float, control) -> None:
         i.state = "draining"

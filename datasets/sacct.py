@@ -15,10 +15,11 @@ Conventions of this reader (also written to ``Workload.notes``):
   job id is JobIDRaw (unique integer), with ``columns["array_job_id"]`` / ``["array_task_id"]``.
   Rows for the not-yet-started remainder of an array (``123_[5-10]``) are pending jobs: see below.
   Heterogeneous job components (``123+0``) are kept as separate jobs (JobIDRaw ids).
-* **Jobs that never ran** (State PENDING; Start ``Unknown``/``None``; or CANCELLED with zero
-  Elapsed and NodeList ``None assigned`` / empty AllocTRES, which is how sacct shows a job
-  cancelled while pending) and jobs **still running** at dump time (End ``Unknown``) have no runtime: they are
-  dropped and counted in the notes.
+* **Jobs that never ran** (State PENDING; Start ``Unknown``/``None``: a job cancelled while pending
+  shows Start ``None`` and End the cancel time; or CANCELLED with zero Elapsed and NodeList ``None
+  assigned`` / empty AllocTRES: the same job when its start record reached the database only at the
+  cancel, Start = End = the cancel time) and jobs **still running** at dump time (End ``Unknown``)
+  have no runtime: they are dropped and counted in the notes.
 * **Times**: ``YYYY-MM-DDTHH:MM:SS`` (sacct's default, local time without a zone: read as UTC unless
   ``tz`` is given; only differences matter for replay) or integer epochs (``SLURM_TIME_FORMAT=%s``).
   Workload times are seconds relative to the earliest kept submit; the absolute epoch of time 0 is
@@ -347,7 +348,10 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
         if elapsed < 0:
             raise SacctError(f"{p}:{lineno}: field Elapsed: negative runtime {elapsed} s")
         if state == "CANCELLED" and elapsed == 0:
-            # cancelled while pending: sacct sets Start = End = cancel time; no nodes were held
+            # cancelled while pending: sacct usually prints Start None (dropped above), but Start = End =
+            # the cancel time when the job's start record never reached the database before the cancel
+            # (as_mysql_job_complete() then inserts it with slurmctld's start_time = end_time = now,
+            # job_mgr.c job_signal()); no nodes were held
             nl = field(values, "nodelist")
             at = field(values, "alloctres")
             if (nl is not None and nl.strip().lower() in ("none assigned", "")) or \
@@ -574,10 +578,18 @@ def export_sacct(jobs_df: pd.DataFrame, path: str | os.PathLike, epoch: float = 
     (compact ranges ``"0-3,8"``: NodeList), ``user``/``group``/``partition``/``qos`` ints (mapped
     through ``names["Users"|"Accounts"|"Partitions"|"QOSs"]`` lists when given). ``epoch``: the Unix
     time of relative time 0 (``header["UnixStartTime"]``). Jobs never started are written as
-    PENDING with Start/End ``Unknown``, Elapsed 0 and NodeList ``None assigned``; those the run
-    withdrew while waiting (``state`` CANCELLED) the same but with State CANCELLED, as sacct shows a
-    job cancelled while pending (its End, the cancel time, is not in jobs.csv: ``Unknown``). Times are written in UTC, rounded to whole seconds, so a
-    dump read back with `read_sacct` reproduces submit/start/runtime to the second.
+    PENDING with Start/End ``Unknown``, Elapsed 0 and NodeList ``None assigned``. Those the run
+    withdrew while waiting (``state`` CANCELLED, never started) as sacct shows a job cancelled while
+    pending: Start ``None``, End the cancel time (``cancel_time``, s relative; ``Unknown`` in a table
+    without it, e.g. one written before the twin recorded it), Elapsed ``00:00:00``, NodeList ``None
+    assigned``, State CANCELLED (sacct's "by <uid>" is left off: the twin has no canceller uid).
+    Slurm's side: ``src/slurmctld/job_mgr.c`` ``job_signal()`` sets a pending job's
+    ``start_time = end_time = now``, but ``as_mysql_job_complete()`` stores only ``time_end``, so the
+    row keeps ``time_start`` 0 and ``as_mysql_jobacct_process.c`` ``_cluster_get_jobs()`` reports
+    elapsed 0 and start ``NO_VAL``, printed ``None`` (``src/common/parse_time.c``; see
+    `hpctwin.twin.control.EngineControl.cancel`). Times are written in UTC, rounded to whole seconds,
+    so a dump read back with `read_sacct` reproduces submit/start/runtime to the second (and drops
+    the never-started rows, PENDING and CANCELLED alike, as jobs that never ran).
     """
     need = ("job_id", "submit", "start", "end", "procs")
     missing = [c for c in need if c not in jobs_df.columns]
@@ -623,6 +635,7 @@ def export_sacct(jobs_df: pd.DataFrame, path: str | os.PathLike, epoch: float = 
     sub = df["submit"].to_numpy(dtype=float)
     st = df["start"].to_numpy(dtype=float)
     en = df["end"].to_numpy(dtype=float)
+    cancel_t = df["cancel_time"].to_numpy(dtype=float) if "cancel_time" in df else np.full(n, np.nan)
     pr = df["procs"].to_numpy()
     extra = {c: df[c].to_numpy() for c, _, _ in present}
     for i in range(n):
@@ -635,11 +648,15 @@ def export_sacct(jobs_df: pd.DataFrame, path: str | os.PathLike, epoch: float = 
             state = "NODE_FAIL"
         else:
             state = _STATUS_TO_STATE.get(int(status[i]) if np.isfinite(status[i]) else 1, "COMPLETED")
-        row = [str(int(ids[i])), str(int(ids[i])), _iso(epoch + sub[i]), _iso(epoch + sub[i]),
-               _iso(epoch + st[i]) if started else "Unknown",
-               _iso(epoch + en[i]) if started and math.isfinite(en[i]) else "Unknown",
-               format_slurm_duration(round(epoch + en[i]) - round(epoch + st[i])) if started
-               and math.isfinite(en[i]) else "00:00:00",
+        if started:
+            times = [_iso(epoch + st[i]), _iso(epoch + en[i]) if math.isfinite(en[i]) else "Unknown",
+                     format_slurm_duration(round(epoch + en[i]) - round(epoch + st[i]))
+                     if math.isfinite(en[i]) else "00:00:00"]
+        elif cancelled[i]:       # sacct of a job cancelled while pending: no start, End = the cancel
+            times = ["None", _iso(epoch + cancel_t[i]), "00:00:00"]
+        else:
+            times = ["Unknown", "Unknown", "00:00:00"]
+        row = [str(int(ids[i])), str(int(ids[i])), _iso(epoch + sub[i]), _iso(epoch + sub[i]), *times,
                format_slurm_duration(req[i]), str(int(pr[i])), str(int(pr[i])),
                format_hostlist(_parse_ranges(nodes_col[i]), node_prefix) if started else "None assigned"]
         for c, _, k in present:

@@ -3,7 +3,8 @@
 Hand-checked on a 4-node machine: A (4 nodes, 0-100 s), B (2 nodes, 50 s) at 1 s, C (2 nodes, 30 s) at
 2 s, a held node request H (2 nodes, 1,000 s) submitted by a model at 5 s, D (2 nodes, 10 s) at 10 s.
 Under FCFS with H kept: B and C start at 100, H at 130 (C ends), D at 150 (B ends). With H withdrawn at
-20 s: B, C at 100, D at 130; H never starts (CANCELLED, no start or end, 15 s queued).
+20 s: B, C at 100, D at 130; H never starts (CANCELLED, no start or end, 15 s queued, cancel time 20 s:
+Slurm's End of a job cancelled while pending, ``job_mgr.c`` ``job_signal()``).
 """
 from __future__ import annotations
 
@@ -178,3 +179,89 @@ def test_cancelled_rows_in_the_run_tables():
     assert df.start.tolist()[2] == 50.0
     acc = out.summary["accounting"]
     assert acc["simulated"] == {"CANCELLED": 1, "COMPLETED": 2} and acc["balanced"]
+
+
+@pytest.mark.parametrize("at", [20.0, 20.25, 99.5])
+def test_the_engine_records_the_cancel_time(at):
+    """``cancel_time`` is the ``now`` of the event that asked for the cancel, NaN for every other job."""
+    res, sched, _ = case(Recording(), cancel_at=at)
+    assert res.cancel_time[4] == at and np.isnan(res.cancel_time[:4]).all()
+    assert res.queued[4] == at - 5.0                   # submitted at 5 s
+    assert sched.cancels == [(at, 4)]
+    assert math.isnan(res.start[4]) and math.isnan(res.end[4])   # it never held units
+
+
+def test_no_cancel_time_without_a_cancel():
+    res, _, _ = case(Recording(), cancel_at=None)
+    assert res.cancel_time is None and res.cancelled is None
+
+
+def _probe_run(monkeypatch, plan):
+    """cancel-probe on 16 units under EASY with ``Canceller(plan)``: (Outcome, RunResult)."""
+    from hpctwin.twin import run as run_mod
+    got = {}
+    real = run_mod.simulate
+
+    def spy(*a, **k):
+        got["r"] = real(*a, **k)
+        return got["r"]
+    monkeypatch.setattr(run_mod, "simulate", spy)
+    t = checks.target_for("easy", "easy")
+    out = checks.run_with_canceller(t, "cancel-probe", checks.Canceller(plan=plan), checks.cancel_probe())
+    return out, got["r"]
+
+
+def test_jobs_csv_rows_and_metrics_of_a_cancelled_job(monkeypatch, tmp_path):
+    """cancel-probe (16 units): A 12 units 0-50 s, B 16 units at 1 s withdrawn at 10.5 s, C 8 units at
+    2 s runs 50-100 s. jobs.csv: B CANCELLED, start/end/wait/elapsed/bsld empty, cancel_time 10.5; the
+    metrics count A and C only: 2 jobs, mean wait (0 + 48) / 2 = 24 s, utilisation
+    (12 * 50 + 8 * 50) / (16 * 100) = 0.625, makespan 100 s."""
+    from hpctwin.twin.run import write_jobs_csv
+    out, r = _probe_run(monkeypatch, [(10.5, 1)])
+    write_jobs_csv(r, tmp_path / "jobs.csv")
+    lines = (tmp_path / "jobs.csv").read_text().splitlines()
+    assert lines == [
+        "job_id,submit,start,end,wait,elapsed,procs,timelimit,estimate,bsld,state,log_status,user,group,"
+        "queue,partition,nodes,cancel_time",
+        "1,0.0,0.0,50.0,0.0,50.0,12,100.0,100.0,1.0,COMPLETED,-1,0,0,-1,-1,0-11,",
+        "2,1.0,,,,,16,1000.0,1000.0,,CANCELLED,-1,0,0,-1,-1,,10.5",
+        "3,2.0,50.0,100.0,48.0,50.0,8,100.0,100.0,1.96,COMPLETED,-1,0,0,-1,-1,0-7,"]
+    assert (tmp_path / "jobs.csv").read_text() == r.jobs.to_csv(index=False)
+    s = out.summary
+    assert s["jobs"] == 2 and s["mean_wait_s"] == 24.0 and s["max_wait_s"] == 48.0
+    assert s["utilisation"] == pytest.approx(0.625, abs=1e-12) and s["makespan_s"] == 100.0
+    assert s["mean_turnaround_s"] == (50.0 + 98.0) / 2
+    assert s["accounting"]["simulated"] == {"CANCELLED": 1, "COMPLETED": 2}
+
+
+def test_a_run_without_cancels_has_no_cancel_time_column(monkeypatch):
+    out, r = _probe_run(monkeypatch, [])
+    assert "cancel_time" not in out.jobs.columns and "cancel_time" not in r.jobs.columns
+    assert out.jobs.state.tolist() == ["COMPLETED"] * 3
+
+
+def test_the_sacct_export_of_a_cancelled_job_and_its_round_trip(monkeypatch, tmp_path):
+    """As sacct prints a job cancelled while pending (time_start 0 in the database -> start NO_VAL ->
+    ``None``; End = slurmctld's end_time, the cancel): Start None, End submit epoch + 10.5 s rounded
+    (10 s: round half to even), Elapsed 00:00:00, no nodes, State CANCELLED. Read back, B is dropped as
+    a job that never ran; A and C keep their submit, start and runtime."""
+    from hpctwin.datasets.sacct import export_sacct, read_sacct
+    out, _ = _probe_run(monkeypatch, [(10.5, 1)])
+    t0 = 1_709_287_200.0                      # 2024-03-01T10:00:00 UTC
+    path = tmp_path / "sim.sacct"
+    assert export_sacct(out.jobs, path, epoch=t0) == 3
+    lines = path.read_text().splitlines()
+    assert lines[0] == ("JobID|JobIDRaw|Submit|Eligible|Start|End|Elapsed|Timelimit|NNodes|NCPUS|NodeList|"
+                        "User|Account|Partition|State")
+    assert lines[1] == ("1|1|2024-03-01T10:00:00|2024-03-01T10:00:00|2024-03-01T10:00:00|2024-03-01T10:00:50|"
+                        "00:00:50|00:01:40|12|12|n[0-11]|0|0||COMPLETED")
+    assert lines[2] == ("2|2|2024-03-01T10:00:01|2024-03-01T10:00:01|None|2024-03-01T10:00:10|00:00:00|00:16:40|"
+                        "16|16|None assigned|0|0||CANCELLED")
+    assert lines[3] == ("3|3|2024-03-01T10:00:02|2024-03-01T10:00:02|2024-03-01T10:00:50|2024-03-01T10:01:40|"
+                        "00:00:50|00:01:40|8|8|n[0-7]|0|0||COMPLETED")
+    back = read_sacct(path)
+    assert back.job_id.tolist() == [1, 3]
+    assert back.submit.tolist() == [0.0, 2.0] and back.runtime.tolist() == [50.0, 50.0]
+    assert back.columns["recorded_start"].tolist() == [0.0, 50.0]
+    assert back.dropped == {"never_started": 1}
+    assert "2 jobs kept; 0 job steps skipped; 1 jobs never started and 0 still running dropped" in back.notes[0]

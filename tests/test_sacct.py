@@ -208,21 +208,43 @@ def test_export_round_trips_user_account_partition_names(tmp_path):
     assert [r.tolist() for r in back.columns["recorded_nodes"]] == [[0, 1, 2, 3], [4, 5]]
 
 
-def test_export_writes_a_job_withdrawn_while_waiting_as_cancelled(tmp_path):
-    """A run's CANCELLED job (EngineControl.cancel: never started) is State CANCELLED with no start,
-    Elapsed 00:00:00 and no nodes, as sacct shows a job cancelled while pending; a job never started
-    and not cancelled stays PENDING; read back, both are dropped as jobs that never ran."""
+@pytest.mark.parametrize("cancel_time", [42.0, None])
+def test_export_writes_a_job_withdrawn_while_waiting_as_cancelled(tmp_path, cancel_time):
+    """A run's CANCELLED job (EngineControl.cancel: never started) is written as sacct shows a job
+    cancelled while pending: Start None (time_start 0 in the database, NO_VAL), End the cancel time
+    (``cancel_time``; Unknown in a table without the column), Elapsed 00:00:00, no nodes, State
+    CANCELLED; a job never started and not cancelled stays PENDING with Start/End Unknown; read back,
+    both are dropped as jobs that never ran."""
     df = pd.DataFrame({"job_id": [1, 2, 3], "submit": [0.0, 10.0, 20.0], "start": [5.0, np.nan, np.nan],
                        "end": [65.0, np.nan, np.nan], "procs": [2, 1, 4], "requested_time": [120.0, 60.0, 60.0],
                        "state": ["COMPLETED", "CANCELLED", "PENDING"], "log_status": [1, 1, 1],
                        "nodes": ["0-1", "", ""]})
+    if cancel_time is not None:
+        df["cancel_time"] = [np.nan, cancel_time, np.nan]
     out = tmp_path / "sim.txt"
     assert export_sacct(df, out, epoch=T0) == 3
     lines = out.read_text().splitlines()
     assert lines[1] == ("1|1|2024-03-01T10:00:00|2024-03-01T10:00:00|2024-03-01T10:00:05|2024-03-01T10:01:05|"
                         "00:01:00|00:02:00|2|2|n[0-1]|COMPLETED")
-    assert lines[2] == ("2|2|2024-03-01T10:00:10|2024-03-01T10:00:10|Unknown|Unknown|00:00:00|00:01:00|1|1|"
+    end = "2024-03-01T10:00:42" if cancel_time is not None else "Unknown"
+    assert lines[2] == (f"2|2|2024-03-01T10:00:10|2024-03-01T10:00:10|None|{end}|00:00:00|00:01:00|1|1|"
                         "None assigned|CANCELLED")
     assert lines[3].endswith("|Unknown|Unknown|00:00:00|00:01:00|4|4|None assigned|PENDING")
     back = read_sacct(out)
-    assert back.job_id.tolist() == [1]
+    assert back.job_id.tolist() == [1] and back.dropped == {"never_started": 2}
+
+
+def test_reader_drops_both_forms_of_a_job_cancelled_while_pending(tmp_path):
+    """sacct shows a job cancelled while pending as Start None, End the cancel (the usual case), or, when
+    its start record reached the database only at the cancel, Start = End = the cancel with Elapsed
+    00:00:00 and no nodes (slurmctld's job_signal() sets start_time = end_time = now); a job cancelled
+    after it started keeps its runtime."""
+    dump = tmp_path / "c.sacct"
+    dump.write_text(
+        "JobID|JobIDRaw|Submit|Start|End|Elapsed|NNodes|NCPUS|NodeList|State\n"
+        "1|1|2024-01-01T00:00:00|None|2024-01-01T00:05:00|00:00:00|2|2|None assigned|CANCELLED by 1000\n"
+        "2|2|2024-01-01T00:00:10|2024-01-01T00:05:00|2024-01-01T00:05:00|00:00:00|1|1|None assigned|CANCELLED by 0\n"
+        "3|3|2024-01-01T00:00:20|2024-01-01T00:01:00|2024-01-01T00:04:00|00:03:00|1|1|n1|CANCELLED by 1000\n")
+    wl = read_sacct(dump)
+    assert wl.job_id.tolist() == [3] and wl.runtime.tolist() == [180.0] and wl.status.tolist() == [5]
+    assert wl.dropped == {"never_started": 2}

@@ -4,13 +4,15 @@
 interrupt jobs, take units out of service and give them back, submit *held* jobs (rows the engine
 keeps out of the log's submission stream, `twin.simulation.Simulation` ``held_jobs``), release
 running jobs (end them now, completed: a serving deployment giving back its nodes) and cancel
-waiting ones (withdraw a queued request: it never starts, state CANCELLED, as Slurm's ``scancel``). The operations a model asks for are
+waiting ones (withdraw a queued request: it never starts, state CANCELLED, its cancel time recorded, as
+Slurm's ``scancel``). The operations a model asks for are
 applied by the engine, in order, right after its ``on_event`` returns (so the state read within one
 ``on_event`` is the state before them).
 """
 from __future__ import annotations
 
 import math
+from array import array
 
 import numpy as np
 
@@ -83,8 +85,31 @@ class EngineControl:
 
     def cancel(self, job: int) -> None:
         """Withdraw waiting job ``job`` now (Slurm's ``scancel`` of a pending job): it leaves the queue,
-        never starts (``state`` CANCELLED in ``jobs.csv``, start and end empty) and the policy is told
-        (``on_cancel``). Cancelling a job that is not waiting is an error."""
+        never starts and the policy is told (``on_cancel``). Cancelling a job that is not waiting is
+        an error.
+
+        The engine records the cancel's time (s, the ``now`` of the event whose ``on_event`` asked
+        for it; ``SimResult.cancel_time``). What Slurm does, and how the twin maps it:
+
+        * slurmctld, ``src/slurmctld/job_mgr.c`` ``job_signal()`` (reached from ``job_str_signal()``
+          for ``scancel``), branch ``IS_JOB_PENDING(job_ptr) && (signal == SIGKILL)``: state
+          ``JOB_CANCELLED``, ``start_time = end_time = now``, then ``job_completion_logger()``.
+        * accounting, ``src/plugins/accounting_storage/mysql/as_mysql_job.c``
+          ``as_mysql_job_complete()``: writes only ``time_end`` (= ``end_time``) and the state; the
+          row's ``time_start`` stays what ``as_mysql_job_start()`` stored at submission, 0 for a
+          pending job (only when no start record reached the database is it inserted then, with
+          ``time_start`` = the cancel time).
+        * sacct, ``as_mysql_jobacct_process.c`` ``_cluster_get_jobs()``: ``time_start`` 0 gives
+          ``elapsed`` 0 and, with an end and the start record received, ``start = NO_VAL``;
+          ``src/common/parse_time.c`` ``_make_time_str_internal()`` prints NO_VAL as ``None``
+          (0 as ``Unknown``); ``src/sacct/print.c`` (``PRINT_START``/``PRINT_END``/
+          ``PRINT_ELAPSED``). So sacct shows Start ``None``, End = the cancel time, Elapsed
+          ``00:00:00``, State ``CANCELLED by <uid>``.
+
+        In ``jobs.csv`` the job is ``state`` CANCELLED with ``start``, ``end``, ``wait``, ``elapsed``
+        and ``bsld`` empty (it never held units, so no metric counts it as run) and ``cancel_time``
+        the cancel's time (a column present only in runs where some job was cancelled);
+        `hpctwin.datasets.sacct.export_sacct` writes it as sacct does (End = ``cancel_time``)."""
         self._ops.append(("cancel", int(job)))
 
     def take_down(self, units, until: float) -> None:
@@ -156,7 +181,9 @@ class EngineControl:
         queue.remove({j})
         if sim._cancelled is None:
             sim._cancelled = bytearray(sim.n)
+            sim._cancel_time = array("d", [math.nan]) * sim.n
         sim._cancelled[j] = 1
+        sim._cancel_time[j] = now                       # Slurm's end_time of a pending job's scancel
         led.queued[j] += now - led.enqueued[j]          # its time in the queue, up to the cancel
         led.enqueued[j] = math.nan
         sim._expected -= 1                              # it will never end

@@ -583,6 +583,8 @@ def _jobs_frame(r: _Run) -> None:
         "partition": wl.partition,
         "nodes": [x if x is not None else "" for x in res.nodes],
     }
+    if res.cancel_time is not None:         # only runs where a model withdrew a waiting job (same bytes otherwise)
+        df["cancel_time"] = res.cancel_time  # s; Slurm's End of a job cancelled while pending (control.cancel)
     for m in models:
         for k, v in m.job_columns().items():
             df[k] = v

@@ -96,6 +96,9 @@ class SimResult:
     refusals: dict = field(default_factory=dict)
     #: jobs withdrawn while waiting (`EngineControl.cancel`), True per job (None if none ever was)
     cancelled: np.ndarray | None = None
+    #: when each withdrawn job was cancelled (s, the engine's ``now`` of the cancel; NaN for the
+    #: others; None if none ever was): Slurm's End of a job cancelled while pending
+    cancel_time: np.ndarray | None = None
 
 
 class Simulation:
@@ -286,6 +289,7 @@ class Simulation:
         self._control = EngineControl(self)
         self._ptr = self._finished = self.passes = self.events = 0
         self._cancelled: bytearray | None = None       # jobs a model withdrew while waiting (cancel)
+        self._cancel_time: array | None = None         # when (s; NaN: not cancelled), with _cancelled
         self._expected = n - self.held_jobs     # jobs that will end: the log's, plus held jobs once submitted
         self._refusals = {g.name: 0 for g in self.gates}
 
@@ -484,7 +488,8 @@ class Simulation:
             queued=np.array(led.queued, dtype=np.float64), segments=led.segments,
             last_start=np.array(prog.start_seg, dtype=np.float64), change_down=down,
             refusals=dict(self._refusals),
-            cancelled=None if self._cancelled is None else np.frombuffer(self._cancelled, dtype=np.uint8).astype(bool))
+            cancelled=None if self._cancelled is None else np.frombuffer(self._cancelled, dtype=np.uint8).astype(bool),
+            cancel_time=None if self._cancel_time is None else np.array(self._cancel_time, dtype=np.float64))
 
 
 def _f64(a) -> array:

@@ -82,6 +82,7 @@ Simplifications (each also listed in ``describe()``)
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import replace
 from collections import defaultdict
 
@@ -156,9 +157,14 @@ class SlurmScheduler(Scheduler):
     @property
     def _kern(self):
         """The compiled cycle (`schedulers.slurm_kernels`, numba), imported on first use: a run
-        that the whole-run replay's ahead-of-time module carries never imports numba."""
-        from . import slurm_kernels  # noqa: PLC0415
-        return slurm_kernels
+        that the whole-run replay's ahead-of-time module carries never imports numba. The first
+        import runs the JIT cache guard of its kernel set (`twin.jit_cache`)."""
+        mod = sys.modules.get("hpctwin.schedulers.slurm_kernels")
+        if mod is None:
+            from .slurm_replay import KERNELS  # noqa: PLC0415
+            KERNELS.guard_jit_cache()       # numba's cache keys a file only: drop stale callers
+            from . import slurm_kernels as mod  # noqa: PLC0415
+        return mod
 
     def engine_fast_path(self, sim):
         """The engine's fast-path seam: the whole run replayed by `schedulers.slurm_replay` when

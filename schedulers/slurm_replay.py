@@ -49,6 +49,7 @@ def _replay_kernel():
     mod = KERNELS.load()
     if mod is not None:
         return mod.replay
+    KERNELS.guard_jit_cache()               # numba's cache keys a file only: drop stale callers
     from . import slurm_replay_kernels as K  # noqa: PLC0415  (numba only on this path)
     return K.replay
 

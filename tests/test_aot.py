@@ -32,6 +32,7 @@ def test_built_module_gives_the_jit_results(order, backfill):
     built = fastpath.KERNELS.load()
     if built is None:
         pytest.skip(f"no ahead-of-time build here: {fastpath.KERNELS.unavailable}")
+    fastpath.KERNELS.guard_jit_cache()                     # compare with fresh JIT code, never stale
     from hpctwin.twin import fastpath_kernels as K  # noqa: PLC0415
     submit, procs, est, runtime, kill, total = _workload(7 + len(order) + len(backfill))
     oc, bc = fastpath.ORDER_CODES[order], fastpath.BACKFILL_CODES[backfill]
@@ -110,6 +111,46 @@ def test_declared_sources_cover_every_compiled_function(which):
         assert reached <= declared, f"{func}: undeclared kernel sources {sorted(reached - declared)}"
 
 
+def _project_imports(path: Path) -> set[str]:
+    """Files of the ``hpctwin`` modules that the module at ``path`` imports anywhere (statically;
+    ``from X import name`` counts X, and X.name when that is a module)."""
+    import ast  # noqa: PLC0415
+    import importlib.util  # noqa: PLC0415
+    root = Path(aot.__file__).resolve().parent.parent       # hpctwin.twin is <root>/twin
+    pkg = "hpctwin." + ".".join(path.resolve().relative_to(root).with_suffix("").parts[:-1])
+    names = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = importlib.util.resolve_name("." * node.level + (node.module or ""), pkg) \
+                if node.level else node.module
+            names += [base] + [f"{base}.{a.name}" for a in node.names]
+    files = set()
+    for name in names:
+        if not name.startswith("hpctwin."):
+            continue
+        try:
+            spec = importlib.util.find_spec(name)
+        except ModuleNotFoundError:
+            spec = None
+        if spec is not None and spec.origin and spec.origin.endswith(".py"):
+            files.add(str(Path(spec.origin).resolve()))
+    return files
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_declared_sources_cover_every_imported_project_module(which):
+    """numba freezes global constants at compile time (`schedulers.slurm_replay_layout`'s), so the
+    key (AOT build and JIT cache stamp) must hash every project module a source imports."""
+    ks = _kernel_sets()[which]
+    declared = {str(p.resolve()) for p in ks.sources}
+    for src in ks.sources:
+        missing = _project_imports(src) - declared
+        assert not missing, f"{src.name} imports undeclared project modules {sorted(missing)}"
+    assert any(p.name == "slurm_replay_layout.py" for p in ks.sources) == (which == 1)
+
+
 def test_key_follows_sources_and_signatures(tmp_path):
     src = tmp_path / "k.py"
     src.write_text("x = 1\n")
@@ -120,6 +161,11 @@ def test_key_follows_sources_and_signatures(tmp_path):
     ks2 = aot.KernelSet("hpctwin_t", "m", {"f": ("f", "f8(f8)")}, [src])
     assert ks2.key() != ks.key()
     assert ks.module_name().startswith("hpctwin_t_") and ks.path().name.startswith(ks.module_name())
+    # the JIT cache's stamp: sources only (numba's own index keys the signature and the CPU)
+    assert ks2.jit_key() == ks.jit_key() and len(ks.jit_key()) == 20
+    j = ks.jit_key()
+    src.write_text("x = 3\n")
+    assert ks.jit_key() != j and ks.jit_key() == ks2.jit_key()
 
 
 def test_off_switch_and_failed_build_fall_back_to_jit(tmp_path, monkeypatch):

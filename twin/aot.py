@@ -26,7 +26,10 @@ How (`KernelSet.load`):
   writable (as numba's cache), else the user cache folder (``platformdirs``);
 * ``HPCTWIN_AOT=0`` turns it off. When the build is off or fails (no C compiler, a numba without
   ``pycc``), `load` returns None with the reason in `KernelSet.unavailable`, and the caller uses
-  the numba JIT kernels (same results, the fixed cost above) after one `RuntimeWarning`.
+  the numba JIT kernels (same results, the fixed cost above) after one `RuntimeWarning`. Before
+  it imports them it calls `KernelSet.guard_jit_cache` (`twin.jit_cache`): numba's own cache is
+  keyed on a function's file only, so the set's cached code is deleted when any of its `sources`
+  changed since it was cached (the "cached caller, edited callee" hazard above).
 """
 from __future__ import annotations
 
@@ -44,6 +47,8 @@ from types import ModuleType
 #: bump to invalidate every build (a change of this module's build procedure; 2: built in a child
 #: process with an empty numba cache; 3: host CPU target)
 BUILD_VERSION = 3
+#: bump to invalidate every JIT cache of the kernel sets (`KernelSet.guard_jit_cache`)
+JIT_STAMP_VERSION = 1
 
 
 class KernelSet:
@@ -56,8 +61,9 @@ class KernelSet:
     exports: ``{exported name: (function, numba signature string)}``; the function is a name in
         ``kernel_module`` or ``"other.module:name"``.
     sources: every source file whose code is compiled into the exports (the kernel module and the
-        modules it imports njit functions from); they key the build. ``tests/test_aot.py`` checks
-        that no njit function from another file is reachable from the exports.
+        modules it imports njit functions or constants from); they key the build and the JIT
+        cache's stamp. ``tests/test_aot.py`` checks that no njit function from another file is
+        reachable from the exports and that every project module they import is listed.
     """
 
     def __init__(self, name: str, kernel_module: str, exports: dict[str, tuple[str, str]],
@@ -70,6 +76,7 @@ class KernelSet:
         self._failed = False
         self._module: ModuleType | None = None
         self._warned = False
+        self._jit_guarded = False
 
     # -- where the build lives -------------------------------------------------------------------
     def key(self) -> str:
@@ -78,9 +85,30 @@ class KernelSet:
         h.update(f"{BUILD_VERSION}|{_numba_version()}|{sys.version}|{sysconfig.get_platform()}|{_cpu_id()}".encode())
         for name in sorted(self.exports):
             h.update(f"|{name}={self.exports[name][0]}:{self.exports[name][1]}".encode())
+        self._hash_sources(h)
+        return h.hexdigest()[:20]
+
+    def jit_key(self) -> str:
+        """Hex key of the sources alone (no CPU, versions or signatures: numba's own index keys
+        those), the stamp `guard_jit_cache` compares with numba's JIT cache of the set."""
+        h = hashlib.sha256(f"jit-cache-{JIT_STAMP_VERSION}".encode())
+        self._hash_sources(h)
+        return h.hexdigest()[:20]
+
+    def _hash_sources(self, h) -> None:
         for src in self.sources:
             h.update(b"|" + src.read_bytes())
-        return h.hexdigest()[:20]
+
+    def guard_jit_cache(self) -> None:
+        """Before the JIT fallback imports the set's kernels (once per process): delete numba's
+        cached code of the set's modules if any of `sources` changed since it was cached
+        (`twin.jit_cache`: numba keys a cache on the function's own file only, so a caller
+        compiled with an edited callee's old code would load). Imports numba."""
+        if self._jit_guarded:
+            return
+        from .jit_cache import guard  # noqa: PLC0415
+        guard(self.name, self.sources, self.jit_key())
+        self._jit_guarded = True
 
     def module_name(self) -> str:
         return f"{self.name}_{self.key()}"

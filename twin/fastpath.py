@@ -62,6 +62,7 @@ def kernels():
     mod = KERNELS.load()
     if mod is not None:
         return mod
+    KERNELS.guard_jit_cache()               # numba's cache keys a file only: drop stale callers
     from . import fastpath_kernels as K, range_kernels as R  # noqa: PLC0415  (numba only on this path)
     return _JIT(K, R)
 

@@ -132,6 +132,7 @@ def _write_atomic(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="ascii") as f:
             f.write(text)
+        os.chmod(tmp, 0o644)               # mkstemp's 0600 would hide it from other users
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -582,7 +582,10 @@ def export_sacct(jobs_df: pd.DataFrame, path: str | os.PathLike, epoch: float = 
     withdrew while waiting (``state`` CANCELLED, never started) as sacct shows a job cancelled while
     pending: Start ``None``, End the cancel time (``cancel_time``, s relative; ``Unknown`` in a table
     without it, e.g. one written before the twin recorded it), Elapsed ``00:00:00``, NodeList ``None
-    assigned``, State CANCELLED (sacct's "by <uid>" is left off: the twin has no canceller uid).
+    assigned``, State CANCELLED (sacct's "by <uid>" is left off: the twin has no canceller uid); a
+    CANCELLED job that ran before a requeue keeps the run's Start/End/NodeList (its first start to its
+    last segment's end: one row, where sacct ``--duplicates`` would show a REQUEUED record and a
+    cancelled pending one).
     Slurm's side: ``src/slurmctld/job_mgr.c`` ``job_signal()`` sets a pending job's
     ``start_time = end_time = now``, but ``as_mysql_job_complete()`` stores only ``time_end``, so the
     row keeps ``time_start`` 0 and ``as_mysql_jobacct_process.c`` ``_cluster_get_jobs()`` reports
@@ -642,6 +645,8 @@ def export_sacct(jobs_df: pd.DataFrame, path: str | os.PathLike, epoch: float = 
         started = math.isfinite(st[i])
         if not started:
             state = "CANCELLED" if cancelled[i] else "PENDING"
+        elif cancelled[i]:       # ran a segment, was requeued, then withdrawn while waiting again
+            state = "CANCELLED"
         elif killed[i]:
             state = "TIMEOUT"
         elif node_fail[i]:

@@ -265,3 +265,64 @@ def test_the_sacct_export_of_a_cancelled_job_and_its_round_trip(monkeypatch, tmp
     assert back.columns["recorded_start"].tolist() == [0.0, 50.0]
     assert back.dropped == {"never_started": 1}
     assert "2 jobs kept; 0 job steps skipped; 1 jobs never started and 0 still running dropped" in back.notes[0]
+
+
+class RequeueThenCancel(RunModel):
+    """At 30 s interrupts B (2 units, running since 0) back to the queue's front and takes its units
+    down until 200 s, so B waits; at 40 s cancels it; at 200 s brings the units back."""
+
+    name = "requeue-cancel"
+
+    def __init__(self):
+        self.todo = [30.0, 40.0, 200.0]
+        self.units: list[int] = []
+
+    def next_event(self, now):
+        return self.todo[0] if self.todo else None
+
+    def on_event(self, now, control):
+        t = self.todo.pop(0)
+        if t == 30.0:
+            self.units = [u for u in range(4) if control.job_on(u) == 1]
+            control.interrupt(1, 50.0, "front")
+            control.take_down(self.units, 200.0)
+        elif t == 40.0:
+            control.cancel(1)
+        else:
+            control.bring_up(self.units)
+        return None
+
+
+def test_a_job_cancelled_after_a_requeue_ends_where_its_last_segment_did(tmp_path):
+    """A (2 units, 100 s) and B (2 units, 80 s) at 0 s, C (4 units, 60 s) at 1 s. B runs 0-30 s, is
+    requeued, withdrawn at 40 s: start 0, end 30 (its last segment's end: 30 s of 2 units held), 10 s
+    queued, cancel time 40; C starts when the units come back, 200-260 s. The metrics stay finite:
+    utilisation (2*100 + 2*30 + 4*60) / (4 * 260) = 500 / 1040, makespan 260 s. The sacct export
+    writes B as CANCELLED with its run's Start/End."""
+    from hpctwin.datasets.sacct import export_sacct
+    from hpctwin.twin.metrics import summarise
+    from hpctwin.twin.run import job_table, prepare
+    wl = Workload.from_arrays("t", submit=np.array([0.0, 0.0, 1.0]), runtime=np.array([100.0, 80.0, 60.0]),
+                              procs=np.array([2, 2, 4]), requested_time=np.array([100.0, 80.0, 60.0]))
+    prep = prepare(wl, 4, "test")
+    jobs = job_table(prep)
+    m = RequeueThenCancel()
+    ctx = ModelContext(n_nodes=4, jobs=jobs, runtime=prep.workload.runtime, seed=1)
+    res = Simulation(jobs, prep.workload.runtime, prep.kill_limit, make_scheduler("fcfs"), 4, models=[m],
+                     context=ctx).run()
+    assert res.start.tolist() == [0.0, 0.0, 200.0] and res.end.tolist() == [100.0, 30.0, 260.0]
+    assert res.cancel_time[1] == 40.0 and res.queued[1] == 10.0 and res.held[1] == 30.0
+    assert job_states(res.failed, res.killed, res.start, res.cancelled).tolist() == \
+        ["COMPLETED", "CANCELLED", "COMPLETED"]
+    s = summarise(prep.workload.submit, res.start, res.end, prep.workload.procs, 4)
+    assert s["jobs"] == 3 and s["makespan_s"] == 260.0
+    assert s["utilisation"] == pytest.approx(500.0 / 1040.0, abs=1e-12)
+    import pandas as pd
+    df = pd.DataFrame({"job_id": [1, 2, 3], "submit": [0.0, 0.0, 1.0], "start": res.start, "end": res.end,
+                       "procs": [2, 2, 4], "state": ["COMPLETED", "CANCELLED", "COMPLETED"],
+                       "log_status": [1, 1, 1], "nodes": list(res.nodes), "cancel_time": res.cancel_time})
+    export_sacct(df, tmp_path / "s.sacct", epoch=1_709_287_200.0)
+    assert res.nodes[1] == "2-3"                        # the units of its (only) segment
+    assert (tmp_path / "s.sacct").read_text().splitlines()[2] == (
+        "2|2|2024-03-01T10:00:00|2024-03-01T10:00:00|2024-03-01T10:00:00|2024-03-01T10:00:30|00:00:30|"
+        "UNLIMITED|2|2|n[2-3]|CANCELLED")

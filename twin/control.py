@@ -109,7 +109,10 @@ class EngineControl:
         In ``jobs.csv`` the job is ``state`` CANCELLED with ``start``, ``end``, ``wait``, ``elapsed``
         and ``bsld`` empty (it never held units, so no metric counts it as run) and ``cancel_time``
         the cancel's time (a column present only in runs where some job was cancelled);
-        `hpctwin.datasets.sacct.export_sacct` writes it as sacct does (End = ``cancel_time``)."""
+        `hpctwin.datasets.sacct.export_sacct` writes it as sacct does (End = ``cancel_time``). A job
+        that ran, was interrupted and requeued, and is cancelled while waiting again keeps its first
+        ``start`` and gets ``end`` = the end of its last segment (the last time it held units), so the
+        metrics count the units it held and no NaN end reaches them."""
         self._ops.append(("cancel", int(job)))
 
     def take_down(self, units, until: float) -> None:
@@ -186,6 +189,8 @@ class EngineControl:
         sim._cancel_time[j] = now                       # Slurm's end_time of a pending job's scancel
         led.queued[j] += now - led.enqueued[j]          # its time in the queue, up to the cancel
         led.enqueued[j] = math.nan
+        if led.start[j] == led.start[j]:                # it ran before a requeue: its row ends where its
+            led.end[j] = next(e for k, _, e, _ in reversed(led.segments) if k == j)   # last segment did
         sim._expected -= 1                              # it will never end
         if sim._hooks.on_cancel is not None:
             sim._hooks.on_cancel(now, j)

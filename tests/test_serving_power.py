@@ -37,13 +37,13 @@ def spec2(**power) -> SystemSpec:
     return SystemSpec(name="tiny2", nodes=2, cpus_per_node=1, gpus_per_node=1, path="tiny2.toml", power=p)
 
 
-def run(rows, reqs, power=True, spec=None, **cfg):
+def run(rows, reqs, power=True, spec=None, make=make_const, **cfg):
     """(serving model, power model or None, result) on the 2-node machine; every job's CPU at idle
-    except batch jobs (CPU and GPU at full, compute-bound)."""
+    except batch jobs (CPU and GPU at full, compute-bound). ``make``: the instance factory."""
     c = dict(trace="test", start_s=10.0, interval_s=15.0, startup_s=5.0, policy="fixed", instances=1,
              min_instances=1, max_instances=1, slots=4, hardware="h100-80gb")
     c.update(cfg)
-    m = ServingBatchModel(ServingBatchConfig(**c), [ServingRequest(*r) for r in reqs], make_const)
+    m = ServingBatchModel(ServingBatchConfig(**c), [ServingRequest(*r) for r in reqs], make)
     spec = spec or spec2()
     pm = PowerModel(spec, cooling=False) if power else None
     prep = prepare(workload(rows), 2, "test")

@@ -28,14 +28,15 @@ from .test_serving_power import IDLE_FAC, K, spec2
 OTHER = 20.0                 # W per node without its GPU: CPU idle 10 + memory 5 + 2 NICs x 2.5
 
 
-def run_pd_power(rows, reqs, power=True, spec=None, **cfg):
-    """(P/D serving model, power model or None) on the 2-node machine; batch jobs' CPU and GPU at full."""
+def run_pd_power(rows, reqs, power=True, spec=None, make=make_const, **cfg):
+    """(P/D serving model, power model or None) on the 2-node machine; batch jobs' CPU and GPU at full.
+    ``make``: the instance factory of both pools."""
     c = dict(trace="test", start_s=10.0, interval_s=15.0, startup_s=5.0, policy="fixed", mode="pd",
              prefill_instances=1, decode_instances=1, prefill_max_instances=1, decode_max_instances=1,
              kv_link_GBps=1.0, kv_latency_s=0.0, slots=4, prefill_hardware="h100-80gb",
              decode_hardware="a100-80gb")
     c.update(cfg)
-    m = ServingBatchPDModel(ServingBatchConfig(**c), [ServingRequest(*r) for r in reqs], make_const, make_const)
+    m = ServingBatchPDModel(ServingBatchConfig(**c), [ServingRequest(*r) for r in reqs], make, make)
     spec = spec or spec2()
     pm = PowerModel(spec, cooling=False) if power else None
     prep = prepare(workload(rows), 2, "test")

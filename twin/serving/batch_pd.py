@@ -337,7 +337,7 @@ class ServingBatchPDModel(ServingBatchModel):
             end = i.t_end if i.t_end == i.t_end else t
             life = max(0.0, min(end, t) - i.t0)
             busy = min(i.x.busy_s, life)
-            pre = min(i.x.prefill_busy_s, busy)
+            pre = min(i.x.prompt_busy_s, busy)          # prefill-power seconds (prompt share)
             e += i.x.model.tp * (p.prefill_w * pre + p.decode_w * (busy - pre) + p.idle_w * (life - busy))
         return e
 

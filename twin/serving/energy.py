@@ -2,8 +2,22 @@
 
 Per GPU (W), Splitwise's constant power model (``splitwise/configs/power_model/constant.yaml`` of the
 data directory, from their measurements: Patel et al., ISCA 2024): A100-80GB idle 63, prompt 400, token
-250; H100-80GB idle 75, prompt 700, token 380. An iteration with any prompt tokens counts as prefill
-(compute-bound, near peak power); a pure-decode iteration as decode.
+250; H100-80GB idle 75, prompt 700, token 380. Splitwise measured the prompt phase near the GPU's TDP
+(compute-bound) and the token phase well below it (memory-bound); its table, like splitwise-sim's
+``ConstantPowerModel`` (one power per ``PromptTask`` / ``TokenTask``), has no figure for a mixed batch.
+
+Power of an iteration (per GPU, W): prefill power for one of prompt tokens only, decode power for one
+without prompt tokens, and for a mixed iteration (chunked prefill runs prompt chunks and decodes in one
+forward) the blend `blend_w` = ``s P_prefill + (1 - s) P_decode`` over its whole duration, ``s`` its
+prompt share (`instance.prompt_share`: the part of its modelled time due to its prompt tokens, by the
+latency model's own decomposition, t(batch) vs t(its decodes alone)). The blend is an assumption: the
+prompt part of the step is taken to draw prompt power and the decode part token power, as if the two ran
+back to back (the GPU runs them as one kernel sequence per layer; no per-step power was measured).
+Each instance accumulates ``prompt_busy_s`` = sum of share x duration, so an instance's GPU energy is
+``tp (P_prefill prompt_busy_s + P_decode (busy_s - prompt_busy_s) + P_idle idle_s)`` (`instance_energy`,
+``serving.energy_j`` of a batch run); the facility feed (`twin.serving.power_feed`) gets the same share
+per iteration from ``Instance.busy_hook``. Before 2026-12-02 a mixed iteration counted entirely at
+prefill power.
 
 The RTX cards of the LLMServingSim profiles have no published per-phase figures: their board power
 (NVIDIA: RTX 4090 450 W, RTX PRO 6000 Blackwell Workstation 600 W) is taken as the prefill power and
@@ -65,9 +79,20 @@ def power_for(gpu: str) -> PhasePower:
     raise KeyError(f"no phase power for GPU {gpu!r}; known: {', '.join(list(SPLITWISE_POWER) + list(RTX_POWER))}")
 
 
+def blend_w(power: PhasePower, share: float) -> float:
+    """Per-GPU power (W) of an iteration of prompt share ``share`` in [0, 1] (module docstring)."""
+    if share == 1.0:
+        return power.prefill_w
+    if share == 0.0:
+        return power.decode_w
+    return share * power.prefill_w + (1.0 - share) * power.decode_w
+
+
 def instance_energy(inst: Instance, span_s: float, power: PhasePower) -> dict[str, float]:
-    """Seconds in each phase over ``span_s`` and the energy (J) of the instance's ``tp`` GPUs."""
-    prefill = inst.prefill_busy_s
+    """Seconds in each phase over ``span_s`` and the energy (J) of the instance's ``tp`` GPUs.
+    ``prefill_s``: busy seconds at prefill power (each iteration's duration x its prompt share,
+    ``Instance.prompt_busy_s``), ``decode_s`` the rest of the busy time, ``idle_s`` the rest of the span."""
+    prefill = inst.prompt_busy_s
     decode = max(0.0, inst.busy_s - prefill)
     idle = max(0.0, span_s - inst.busy_s)
     gpus = inst.model.tp

@@ -24,6 +24,14 @@ with nothing running schedules a new request at once).
 
 Runs of pure-decode iterations with nothing waiting are advanced in one vectorised block (same times as
 stepping one by one); anything else is stepped one iteration at a time.
+
+Prompt share of an iteration (for its power, `twin.serving.energy`): 1 for an iteration of prompt tokens
+only, 0 for one without prompt tokens, and for a mixed one (chunked prefill: prompt chunks and decodes in
+one forward) the part of its modelled time due to its prompt tokens, by the latency model's own
+decomposition: ``(t(batch) - t(its decodes alone)) / t(batch)`` clipped to [0, 1] (`prompt_share`).
+A decode is a one-token step of a request past its prompt; every other token (a prompt chunk, including
+a one-token remainder that `Batch.shape` times as a decode, or a recomputation after a preemption) is
+prompt work. An iteration without a chunk of more than one token (``pc = 0``) is a decode iteration.
 """
 from __future__ import annotations
 
@@ -88,6 +96,37 @@ class Batch:
                 self.kmax, self.kmin if nd else 0)
 
 
+def prompt_share(model, b: Batch, t_model: float | None = None) -> float:
+    """Part of a mixed iteration's modelled time due to its prompt tokens, in [0, 1]:
+    ``(t_model - t_dec) / t_model`` with ``t_dec`` the same model's time of the batch's decodes alone
+    (its one-token sequences past their prompt, at their mean / longest / shortest context) and
+    ``t_model`` the batch's own time (``model.iteration_s(*b.shape())`` when not given). For the per-layer
+    profiles this is the extra dense/MoE/all-reduce work of the prompt tokens, the attention of the prompt
+    chunks and the ``lm_head``/sampler rows of their sequences; for Splitwise's table ``1 - token(nd) /
+    (1.1 prompt(pc + nd))``; for DistServe's ``prefill(pc) / (prefill(pc) + decode)``.
+
+    A one-token chunk of a prompt (a remainder cut by the token budget) is timed as a decode by
+    `Batch.shape` but is prompt work: it is left out of the decodes here (so a prefill instance, which has
+    no decodes, always gets 1). A member of a DP group (`dpgroup.DPGroup`, whose step lasts the group's
+    padded maximum) uses its own unpadded times. Cost: one more ``iteration_s`` call and one pass over
+    the batch per mixed iteration (the token-parallel part is cached by token count)."""
+    nd, ksum, kmax, kmin = b.nd, b.kvd_sum, b.kmax, b.kmin
+    for r, n, before in b.sched:
+        if n == 1 and (not r.generated or before + 1 < r.num_tokens):   # a one-token prompt chunk
+            dec = [c for q, k, c in b.sched if k == 1 and q.generated and c + 1 == q.num_tokens]
+            if not dec:
+                return 1.0
+            nd, ksum, kmax, kmin = len(dec), sum(dec), max(dec), min(dec)
+            break
+    t_dec = model.iteration_s(nd, nd, 0, 0, nd, ksum // nd, kmax, kmin)
+    if t_model is None:
+        t_model = model.iteration_s(*b.shape())
+    if not t_model > 0.0:
+        return 1.0
+    s = (t_model - t_dec) / t_model
+    return 0.0 if s < 0.0 else (1.0 if s > 1.0 else s)
+
+
 class Instance:
     """A vLLM engine on ``tp`` GPUs: waiting queue, running set, KV blocks, and its own clock ``t``."""
 
@@ -111,6 +150,9 @@ class Instance:
         #: (time, request) of prompts this prefill instance finished, to hand to a decode instance
         self.handoffs: list[tuple[float, "Req"]] = []
         self.prefill_busy_s = 0.0      # iterations with prompt tokens (s)
+        #: busy time weighted by each iteration's prompt share (`prompt_share`), s: the prefill-power part
+        #: of ``busy_s`` (equal to ``prefill_busy_s`` when no iteration mixes prompt chunks and decodes)
+        self.prompt_busy_s = 0.0
         self._last_start = self._last_end = float("-inf")
         self._cutoff = 0.0
         self.waiting: deque[Req] = deque()
@@ -128,8 +170,9 @@ class Instance:
         self.outstanding = 0
         self.inbound = 0               # KV transfers to this instance in flight (P/D on a topology)
         self.series: list[tuple[float, int, int, int, int]] | None = None  # (t, running, waiting, kv_used, tokens)
-        #: optional observer of busy time: ``busy_hook(start s, end s, prefill: bool)`` for every iteration
-        #: (or vectorised run of decode iterations) once scheduled (`twin.serving.power_feed`)
+        #: optional observer of busy time: ``busy_hook(start s, end s, share)`` for every iteration (or
+        #: vectorised run of decode iterations, share 0) once scheduled, ``share`` its prompt share in [0, 1]
+        #: (`prompt_share`; `twin.serving.power_feed`)
         self.busy_hook = None
 
     # ---- arrivals ----------------------------------------------------------------------------
@@ -298,7 +341,7 @@ class Instance:
         if b is None:
             return False
         dt = self.model.iteration_s(*b.shape())
-        self.complete(b, self.t + dt)
+        self.complete(b, self.t + dt, dt)
         return True
 
     def form_batch(self) -> "Batch | None":
@@ -344,13 +387,21 @@ class Instance:
             r.computed = before + n
         return b
 
-    def complete(self, b: "Batch", end: float) -> None:
-        """Apply an iteration's results at its end time ``end``: tokens, first/last times, finishes."""
+    def complete(self, b: "Batch", end: float, t_model: float | None = None) -> None:
+        """Apply an iteration's results at its end time ``end``: tokens, first/last times, finishes.
+        ``t_model``: the batch's modelled time (s) when already known (for `prompt_share`)."""
         self.busy_s += end - self.t
+        share = 0.0
         if b.pc:
             self.prefill_busy_s += end - self.t
+            if b.nd:
+                share = prompt_share(self.model, b, t_model)
+                self.prompt_busy_s += share * (end - self.t)
+            else:
+                share = 1.0
+                self.prompt_busy_s += end - self.t
         if self.busy_hook is not None:
-            self.busy_hook(self.t, end, bool(b.pc))
+            self.busy_hook(self.t, end, share)
         self.iterations += 1
         self.tokens_prefilled += b.pc
         done = []
@@ -447,7 +498,7 @@ class Instance:
         self._last_end = end
         self.busy_s += end - self.t
         if self.busy_hook is not None:
-            self.busy_hook(self.t, end, False)
+            self.busy_hook(self.t, end, 0.0)
         self.iterations += k
         self.tokens_decoded += k * n
         done = [r for r in run if r.generated >= r.output]

@@ -15,25 +15,29 @@ GPUs each: ``n = ceil(tp / g)``):
 
 where the instance GPU power is ``tp x`` the per-GPU phase power of `energy.power_for` (Splitwise's
 measured A100/H100 table; board power with Splitwise's ratios for the RTX cards: sources there):
-idle between iterations and during the cold start, prefill for iterations with prompt tokens,
-decode otherwise. The serving GPUs replace the table's GPUs of the node (a CPU-only system's
-nodes read as GPU nodes, as ``serving.gpus_per_node`` says).
+idle between iterations and during the cold start, prefill for iterations of prompt tokens only,
+decode for iterations without prompt tokens, and for a mixed iteration (prompt chunks and decodes in one
+forward, chunked prefill) the blend ``s P_prefill + (1 - s) P_decode`` of its prompt share ``s``
+(`energy.blend_w`, `instance.prompt_share`: the part of its modelled time due to its prompt tokens).
+The serving GPUs replace the table's GPUs of the node (a CPU-only system's nodes read as GPU nodes,
+as ``serving.gpus_per_node`` says).
 
 Disaggregated P/D (``serving.mode = "pd"``, `twin.serving.batch_pd`): each node request's node power
 uses its own pool's GPU type (phase table), TP and nodes per instance (`slot_specs`). The phase of an
-iteration is its own, as in ``serving.energy_j``: an iteration with prompt tokens draws prefill power,
-one without draws decode power. A prefill instance runs only prompt iterations (its requests leave it
-at their first token), so it is at prefill power whenever it is busy; a decode instance runs decode
-iterations, except the recomputation of a prompt after a preemption there, which is a prompt
-iteration and is counted as one. Not modelled: power of the KV transfer itself (NICs and copy engines
-are in the node's constant part; the GPUs of both ends count as idle while only a transfer runs).
+iteration is its own, as in ``serving.energy_j``: prompt share 1, 0 or the mixed blend. A prefill
+instance runs only prompt iterations (its requests leave it at their first token; a one-token remainder
+of a prompt is prompt work), so it is at prefill power whenever it is busy; a decode instance runs
+decode iterations, except the recomputation of a prompt after a preemption there, a prompt chunk that
+may share its iteration with decodes (then blended like a colocated one). Not modelled: power of the KV
+transfer itself (NICs and copy engines are in the node's constant part; the GPUs of both ends count as
+idle while only a transfer runs).
 
 Time resolution (the choice and its error bound). An instance runs millions of iterations a day
 and alternates prefill and decode iterations, so one power change per iteration is out of the
 question. The feed subscribes to each instance's busy time (`Instance.busy_hook`: every iteration,
-or vectorised run of decode iterations, with its start, end and phase) and aggregates it on the
+or vectorised run of decode iterations, with its start, end and prompt share) and aggregates it on the
 power model's sample grid (``t0 + k x sample_dt``): the level it pushes for grid interval k is the
-exact mean ``tp x (P_idle + sum over busy pieces in k of (P_phase - P_idle) x overlap / length)``
+exact mean ``tp x (P_idle + sum over busy pieces in k of (P_piece - P_idle) x overlap / length)``
 over the part of k the instance lives in. Hence:
 
 * **energy is exact** (the serving jobs' GPU energy in the power model equals ``serving.energy_j``,
@@ -61,7 +65,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from .energy import PhasePower
+from .energy import PhasePower, blend_w
 
 
 class _Track:
@@ -144,11 +148,14 @@ class PowerFeed:
 
     @staticmethod
     def _hook(busy: deque, tp: int, p: PhasePower):
-        extra = (tp * (p.prefill_w - p.idle_w), tp * (p.decode_w - p.idle_w))
+        """The instance's busy hook: a piece at ``tp x (blend_w(share) - idle)`` W above idle
+        (`energy.blend_w`; precomputed for the pure phases, where it is the phase power)."""
+        pre, dec = tp * (p.prefill_w - p.idle_w), tp * (p.decode_w - p.idle_w)
 
-        def hook(start: float, end: float, prefill: bool) -> None:
+        def hook(start: float, end: float, share: float) -> None:
             if end > start:
-                busy.append((start, end, extra[0] if prefill else extra[1]))
+                busy.append((start, end, pre if share == 1.0 else (
+                    dec if share == 0.0 else tp * (blend_w(p, share) - p.idle_w))))
         return hook
 
     def _bin(self, t: float) -> int:

@@ -12,9 +12,16 @@ Reference semantics (DESIGN.md section 6):
   needs no more than the extra units (which it then consumes). Only the head is protected.
 * ``conservative`` (same paper): every waiting job holds a reservation, made in priority order when
   it arrives, at the earliest time it fits in the availability profile without disturbing earlier
-  reservations. When a job ends before its estimate the schedule is *compressed*: in priority
-  order, each waiting job's reservation is removed and re-made at the earliest slot, which can
-  only be earlier, so no reservation is ever delayed. A job starts when its reservation reaches now.
+  reservations. After every job end the schedule is *compressed*: in priority order, each waiting
+  job's reservation is removed and re-made at the earliest slot, which can only be earlier, so no
+  reservation is ever delayed (a job not yet reserved is reserved in its place in the order). A
+  job starts when its reservation reaches now. Every end, not only early ones, as pyss's
+  ConservativeScheduler (``_reschedule_jobs`` on every termination) and batsched's
+  ``conservative_bf`` (compression whenever a job ended) do: one compression pass is not a
+  fixpoint (a job that moves can open a hole for a job earlier in the order), so an on-time end
+  can still move reservations (tests/test_golden_schedules.py has a case). Checked job by job
+  against the independent plain-list replay `benchmarks/plain_conservative.py` on KTH-SP2,
+  SDSC-SP2, CTC-SP2 and HPC2N.
   A job that runs past its estimate (possible with estimate models or without the walltime kill)
   counts as ending now when the plan is rebuilt; a job whose due reservation relies on its units
   does not start: it gives the reservation back and is planned again at the next pass.
@@ -83,9 +90,10 @@ class QueueScheduler(Scheduler):
         if self.backfill != "conservative":
             return
         end = self._run_end.pop(job, None)
-        if end is not None and end > now and self._plan is not None and self._plan.profile is not None:
-            self._plan.release(now, end, int(self.procs[job]))
-            self._dirty = True
+        if end is not None and self._plan is not None and self._plan.profile is not None:
+            if end > now:
+                self._plan.release(now, end, int(self.procs[job]))
+            self._dirty = True      # any end compresses, on time too (module docstring)
 
     # ------------------------------------------------------------------ pass
     def schedule(self, now: float, queue: np.ndarray, cluster: ClusterView) -> list[int]:

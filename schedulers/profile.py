@@ -40,11 +40,13 @@ Count-form API for a policy (all O(S) or better, S = segments):
 * ``shadow_time(now, free_now, ends, procs, need)`` (arrays) and ``shadow_from_sorted(now, free,
   need, by_end, extra_ends)`` (the engine's sorted running list): EASY's (shadow time, extra units).
 * ``ReservationPlan``: conservative backfilling's state (one reservation per waiting job, compressed
-  when a job ends early), with per-pass work linear in the queue in compiled code.
+  after every job end), with per-pass work linear in the queue in compiled code.
 
 Conservative compression, the algorithm and its cost (`schedulers.profile_kernels`, shared by the
 general engine and the compiled fast path). Reservations persist between passes (one float per job);
-a pass compresses only after a job ended before its estimate. In priority order, a job of p units
+a pass compresses after a job ended (early or on time: one compression pass is not a fixpoint, so a
+job that moved can leave a hole an earlier job in the order could use at the next compression; pyss
+and batsched compress after every end too). In priority order, a job of p units
 and d seconds reserved at ``old`` moves exactly when, without its own reservation, a slot starts
 before ``old``: on the profile that still holds it, the earliest (p, d) slot E or the start R of the
 run of segments with p units free that reaches ``old``; it moves to min(E, R). E is cached per shape
@@ -52,9 +54,10 @@ within a pass and revised from a log of the net profile changes (searched again 
 below ``old``), R is one look at the segment before ``old``, so a test is O(log S). A move edits
 only the segments whose free units change (breakpoints left between equal units are dropped) and
 their block summaries. The moves themselves are what the semantics ask for: on an overloaded log
-(the issue-17 synthetic case, load 1.2) the queue grows with the log and each early end shifts a
-share of it (0.6 M / 2.3 M / 10.1 M moves for 12.5k / 25k / 50k jobs; 9.3 M for the first 100k
-RICC jobs), so any exact implementation does work quadratic in the log length there.
+(the issue-17 synthetic case, load 1.2) the queue grows with the log and each end shifts a share
+of it (0.6 M / 2.3 M / 10.1 M moves for 12.5k / 25k / 50k jobs, `benchmarks/conservative_scaling.py
+--count`), so any exact implementation does work quadratic in the log length there; with a
+bounded queue (load 0.7) the moves, and our time, grow linearly (4.7x and 4.35x for 4x the jobs).
 
 The operations are small loops over the S segments compiled with numba, in
 `schedulers.profile_kernels` (imported on first use, so FCFS and EASY runs never load numba). The
@@ -300,9 +303,10 @@ class ReservationPlan:
     """Conservative backfilling's reservations (Mu'alem and Feitelson 2001) on an availability profile.
 
     Every waiting job holds a reservation, made in priority order at the earliest slot that
-    disturbs no earlier one. When a running job ends before its estimate (`release`), the next
-    pass *compresses*: in priority order each waiting job's reservation is removed and re-made at
-    its earliest slot, which can only be earlier, so no reservation is ever delayed. A job starts
+    disturbs no earlier one. After a running job ends (early ends give back the rest of their
+    estimate, `release`), the next pass *compresses*: in priority order each waiting job's
+    reservation is removed and re-made at its earliest slot, which can only be earlier, so no
+    reservation is ever delayed (jobs without one are reserved in their place in the order). A job starts
     when its reservation reaches now.
 
     Reservations live in one array indexed by job (NaN = none), so a pass is one compiled call over

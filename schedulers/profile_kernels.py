@@ -510,11 +510,23 @@ def _run_start(t, f, bm, i, p, now):
     return x if x > now else now
 
 
+@njit(cache=True, inline="always")
+def _reserve_earliest(t, f, n, bm, now, ht, ci, cf, lg, lk, meta, q, p, d, resv, total):
+    """Reserve job q (p units, d s) at its earliest slot from now (``resv[q]``), logging the change
+    for the shape cache. Returns the new segment count."""
+    s = _shape_start(t, f, n, bm, now, ci, cf, lg, lk, meta, _shape_of(ht, ci, cf, meta, p, d, now), INF)
+    n = _reserve_at(t, f, n, bm, s, p, d, total)
+    _log_change(lg, lk, meta, s, s + d, False)
+    resv[q] = s
+    return n
+
+
 @njit(cache=True)
 def _compress_queue(t, f, n, bm, now, order, procs, dur, resv, total, ht, ci, cf, lg, lk, meta, wk):
     """Conservative compression over the waiting jobs ``order`` (priority order), reservations in
     ``resv`` (indexed by job, NaN = none; updated in place). Same result as `_compress`: each job
-    reserved in the future is removed and re-made at its earliest slot, in order.
+    reserved in the future is removed and re-made at its earliest slot, in order; a job without a
+    reservation gets one at its earliest slot, in its place in the order.
 
     A job of p units and d s reserved at ``old`` has, once its reservation is removed, a slot before
     ``old`` exactly when E < old or R < old, and the earliest such slot is min(E, R), both on the
@@ -527,10 +539,15 @@ def _compress_queue(t, f, n, bm, now, order, procs, dur, resv, total, ht, ci, cf
     for k in range(len(order)):
         q = order[k]
         old = resv[q]
-        if not old > now:            # NaN (not reserved) or due now
-            continue
         p = procs[q]
         d = dur[q]
+        if old != old:
+            # not reserved yet (new this pass): reserved here, in its place in the order, as
+            # batsched's compression loop does (with FCFS order new jobs are last, so it is the same)
+            n = _reserve_earliest(t, f, n, bm, now, ht, ci, cf, lg, lk, meta, q, p, d, resv, total)
+            continue
+        if not old > now:            # due now
+            continue
         i = _seg_index(t, n, old)
         if t[i] == old:
             i -= 1
@@ -568,7 +585,7 @@ def _compress_queue(t, f, n, bm, now, order, procs, dur, resv, total, ht, ci, cf
 @njit(cache=True)
 def _plan_pass(t, f, n, bm, now, order, procs, dur, resv, total, dirty, starts_out):
     """One conservative pass over the waiting jobs ``order`` (priority order): compress if a job
-    ended before its estimate (``dirty``), reserve every job without a reservation at its earliest
+    ended (``dirty``), reserve every job without a reservation at its earliest
     slot (in order), then hand out the jobs whose reservation is due (``starts_out``, in order; their
     reservation is cleared). ``bm``: scratch for the block summaries (>= 2 x ceil(S / BLOCK)
     entries; the segment capacity is enough). Returns (new segment count, number of starts,
@@ -593,12 +610,7 @@ def _plan_core(t, f, n, bm, now, order, procs, dur, resv, total, dirty, starts_o
     for k in range(len(order)):
         q = order[k]
         if resv[q] != resv[q]:
-            p = procs[q]
-            d = dur[q]
-            s = _shape_start(t, f, n, bm, now, ci, cf, lg, lk, meta, _shape_of(ht, ci, cf, meta, p, d, now), INF)
-            n = _reserve_at(t, f, n, bm, s, p, d, total)
-            _log_change(lg, lk, meta, s, s + d, False)
-            resv[q] = s
+            n = _reserve_earliest(t, f, n, bm, now, ht, ci, cf, lg, lk, meta, q, procs[q], dur[q], resv, total)
     m = 0
     nxt = INF
     for k in range(len(order)):

@@ -24,6 +24,19 @@ def test_fcfs_vs_easy_both_clauses():
     assert starts_by_id(res, prep) == {1: 0, 2: 10, 3: 2, 4: 4, 5: 5, 6: 15}
 
 
+def test_conservative_compresses_after_an_on_time_end():
+    """4 units. J1 (0, runs 4 s of an estimated 5, 4u). At 3: J2 (sub 1, 1 s, 2u) is reserved at 5
+    (J1's expected end), J3 (3, 1 s, 3u) at 6 (J2 leaves 2 units over [5, 6)), J4 (3, 1 s, 2u) at 5
+    beside J2. J1 ends early at 4; compression in order: J2 -> 4; J3 still cannot move ([4, 5) and
+    [5, 6) each hold 2 units for J2 and J4); J4 -> 4 beside J2. J2 and J4 run [4, 5) and end on time.
+    At 5 that end compresses again (as pyss's ConservativeScheduler and batsched's conservative_bf,
+    which reschedule after every termination) and J3, now alone, moves to 5. Compressing only after
+    early ends would leave J3 reserved at 6 on an idle machine."""
+    rows = [(1, 0, 4, 4, 5), (2, 1, 1, 2, 1), (3, 3, 1, 3, 1), (4, 3, 1, 2, 1)]
+    res, prep, _ = simulate(rows, 4, "conservative")
+    assert starts_by_id(res, prep) == {1: 0, 2: 4, 3: 5, 4: 4}
+
+
 def test_easy_protects_only_the_head_conservative_protects_all():
     """10 units. J1 (0, 10 s, 6u). J2 (1, 10 s, 8u) head: shadow 10, extra 2. J3 (2, 10 s, 9u).
     EASY: J4 (3, 30 s, 2u) starts at 3 on the extra units (clause b), so J3 (9u) cannot start when J2

@@ -350,9 +350,10 @@ def _replay(submit, procs, est, runtime, kill, total, ocode, bcode, rank):
             if bcode == 2:
                 e = run_end[j]
                 run_end[j] = nan
-                if e == e and e > now and have_plan:
-                    pt, pf, nseg = _release_early(now, e, procs[j], pt, pf, nseg, total)
-                    dirty = True
+                if e == e and have_plan:
+                    if e > now:
+                        pt, pf, nseg = _release_early(now, e, procs[j], pt, pf, nseg, total)
+                    dirty = True                        # any end compresses (as pyss and batsched)
         while ptr < n and submit[ptr] <= now:           # submissions
             qn = _submit(ptr, queue, qn, rank)
             ptr += 1

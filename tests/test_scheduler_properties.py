@@ -70,10 +70,10 @@ def reference(rows, total, policy):
         if policy == "conservative":
             cands += [t for t in resv.values() if t > now]
         now = min(cands)
-        early = False
+        ended = False
         for r in [r for r in running if r["start"] + r["actual"] == now]:
             running.remove(r)
-            early |= r["start"] + r["est"] > now
+            ended = True            # conservative compresses after every end (pyss, batsched)
         while pending and pending[0]["submit"] == now:
             queue.append(pending.pop(0))
         free = total - sum(r["procs"] for r in running)
@@ -110,9 +110,11 @@ def reference(rows, total, policy):
                         if now + j["est"] > shadow:
                             extra -= j["procs"]
         else:  # conservative
-            if early:
+            if ended:                   # in order: re-reserve the reserved, reserve the new
                 for j in queue:
-                    if j["id"] in resv and resv[j["id"]] > now:
+                    if j["id"] not in resv:
+                        resv[j["id"]] = earliest(j["est"], j["procs"])
+                    elif resv[j["id"]] > now:
                         old = resv.pop(j["id"])
                         resv[j["id"]] = earliest(j["est"], j["procs"])
                         assert resv[j["id"]] <= old

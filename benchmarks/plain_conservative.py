@@ -20,16 +20,14 @@ code that shares none of its parts (the compiled plan, per-shape slot caches and
 """
 from __future__ import annotations
 
-import argparse
 import heapq
 import math
 import sys
-import time
 from bisect import bisect_right
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from plain_easy import DATA, check, prepare, read_swf  # noqa: E402
+from plain_easy import run_cli  # noqa: E402
 
 
 class Profile:
@@ -131,27 +129,8 @@ def _pass(now: float, queue: list[int], ended: bool, jobs: list, prof: Profile, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("log", help="registry name (e.g. KTH-SP2) or path of an SWF file")
-    ap.add_argument("--check", type=Path, help="jobs.csv of `hpctwin run --scheduler conservative` to compare with")
-    ap.add_argument("--early-only", action="store_true", help="compress only after an end before the estimate")
-    a = ap.parse_args(argv)
-    path = Path(a.log)
-    if not path.exists():
-        path = next((DATA / a.log).glob("*.swf*"))
-    c0 = time.process_time()
-    rows, total = read_swf(path)
-    jobs = prepare(rows, total)
-    c1 = time.process_time()
-    start, end = replay(jobs, total, a.early_only)
-    c2 = time.process_time()
-    print(f"{path.name}: {len(jobs)} jobs on {total} units; CPU s: read {c1 - c0:.2f}, replay {c2 - c1:.2f}, "
-          f"total {c2 - c0:.2f}")
-    if a.check:
-        bad = check(jobs, start, end, a.check)
-        print(f"identical to {a.check}: {bad == 0}" + ("" if bad == 0 else f" ({bad} jobs differ)"))
-        return 1 if bad else 0
-    return 0
+    return run_cli(argv, __doc__, replay, "conservative",
+                   {"--early-only": ("early_only", "compress only after an end before the estimate")})
 
 
 if __name__ == "__main__":

@@ -169,10 +169,16 @@ def check(jobs: list[tuple], start: list, end: list, csv_path: Path) -> int:
     return bad
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def run_cli(argv: list[str] | None, doc: str, replay_fn, policy: str, flags: dict | None = None) -> int:
+    """The command line of a plain replay: read the log, replay it with ``replay_fn(jobs, total,
+    **options)`` (``flags``: extra ``--name`` switches -> keyword, help), print CPU seconds, and with
+    ``--check`` compare with the jobs.csv of ``hpctwin run --scheduler <policy>`` (exit 1 on any
+    difference)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("log", help="registry name (e.g. CTC-SP2) or path of an SWF file")
-    ap.add_argument("--check", type=Path, help="jobs.csv of `hpctwin run --scheduler easy` to compare with")
+    ap.add_argument("--check", type=Path, help=f"jobs.csv of `hpctwin run --scheduler {policy}` to compare with")
+    for name, (key, help_) in (flags or {}).items():
+        ap.add_argument(name, dest=key, action="store_true", help=help_)
     a = ap.parse_args(argv)
     path = Path(a.log)
     if not path.exists():
@@ -181,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     rows, total = read_swf(path)
     jobs = prepare(rows, total)
     c1 = time.process_time()
-    start, end = replay(jobs, total)
+    start, end = replay_fn(jobs, total, **{key: getattr(a, key) for key, _ in (flags or {}).values()})
     c2 = time.process_time()
     print(f"{path.name}: {len(jobs)} jobs on {total} units; CPU s: read {c1 - c0:.2f}, replay {c2 - c1:.2f}, "
           f"total {c2 - c0:.2f}")
@@ -190,6 +196,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"identical to {a.check}: {bad == 0}" + ("" if bad == 0 else f" ({bad} jobs differ)"))
         return 1 if bad else 0
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_cli(argv, __doc__, replay, "easy")
 
 
 if __name__ == "__main__":

@@ -88,17 +88,7 @@ def test_blend_and_share_rules():
 
 def _batch(entries):
     """A Batch of (request, new tokens, computed before) as `Instance.form_batch` fills it."""
-    b = Batch(list(entries))
-    for r, n, before in entries:
-        b.tokens += n
-        if n > 1:
-            b.pc += n
-            b.kvp += before
-        else:
-            b.nd += 1
-            b.kvd_sum += before
-            b.kmax, b.kmin = max(b.kmax, before), min(b.kmin, before)
-    return b
+    return Batch(list(entries))
 
 
 def test_one_token_prompt_chunk_counts_as_prompt_work():

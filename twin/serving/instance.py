@@ -86,8 +86,22 @@ class Batch:
 
     def __init__(self, sched: list) -> None:
         self.sched = sched
-        self.tokens = self.pc = self.kvp = self.nd = self.kvd_sum = self.kmax = 0
-        self.kmin = 1 << 62
+        tokens = pc = kvp = nd = kvd_sum = kmax = 0
+        kmin = 1 << 62
+        for _, n, before in sched:
+            tokens += n
+            if n > 1:
+                pc += n
+                kvp += before
+            else:
+                nd += 1
+                kvd_sum += before
+                if before > kmax:
+                    kmax = before
+                if before < kmin:
+                    kmin = before
+        self.tokens, self.pc, self.kvp, self.nd, self.kvd_sum, self.kmax, self.kmin = \
+            tokens, pc, kvp, nd, kvd_sum, kmax, kmin
 
     def shape(self) -> tuple[int, int, int, int, int, int, int, int]:
         """(tokens, sequences, prefill tokens, their KV, decodes, mean decode KV, max, min)."""
@@ -375,15 +389,6 @@ class Instance:
             return None
         b = Batch(sched)
         for r, n, before in sched:
-            b.tokens += n
-            if n > 1:
-                b.pc += n
-                b.kvp += before
-            else:
-                b.nd += 1
-                b.kvd_sum += before
-                b.kmax = max(b.kmax, before)
-                b.kmin = min(b.kmin, before)
             r.computed = before + n
         return b
 

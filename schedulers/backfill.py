@@ -19,7 +19,9 @@ Reference semantics (DESIGN.md section 6):
   ConservativeScheduler (``_reschedule_jobs`` on every termination) and batsched's
   ``conservative_bf`` (compression whenever a job ended) do: one compression pass is not a
   fixpoint (a job that moves can open a hole for a job earlier in the order), so an on-time end
-  can still move reservations (tests/test_golden_schedules.py has a case). Checked job by job
+  can still move reservations (tests/test_golden_schedules.py has a case). Several ends at one
+  instant give one compression, in the pass after them (DESIGN.md section 5; batsched likewise
+  compresses once per decision; pyss once per termination event). Checked job by job
   against the independent plain-list replay `benchmarks/plain_conservative.py` on KTH-SP2,
   SDSC-SP2, CTC-SP2 and HPC2N.
   A job that runs past its estimate (possible with estimate models or without the walltime kill)

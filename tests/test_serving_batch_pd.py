@@ -24,39 +24,23 @@ from hpctwin.twin.serving.kvcache import BlockManager
 from hpctwin.twin.serving.models import ModelShape
 from hpctwin.twin.serving.pd import kv_transfer_s, land_kv, reserve_kv
 from hpctwin.twin.simulation import Simulation
-from hpctwin.twin.workload import Workload, job_states
+from hpctwin.twin.workload import job_states
 
-DT = 0.01                       # s, every iteration
+from .test_serving_batch import DT, workload  # noqa: F401  (DT: every iteration, s; other tests import both)
+from .test_serving_batch import ConstModel as BatchConstModel
+
 #: 2 (K, V) x 1 KV head x 250,000 head_dim x 1 layer x 2 bytes = 1,000,000 B of KV per token
 MB_SHAPE = ModelShape("mb", "llama", num_layers=1, hidden=64, num_heads=1, num_kv_heads=1, head_dim=250_000,
                       intermediate=64, vocab=100)
 
 
-class ConstModel:
-    tp = 1
+class ConstModel(BatchConstModel):
+    """test_serving_batch's constant engine with a model shape of 1 MB of KV per token."""
     shape = MB_SHAPE
-
-    def iteration_s(self, *shape) -> float:
-        return DT
-
-    def decode_run(self, *a):
-        return None
-
-    def decode_run_s(self, nd, kvd0, steps, kvmax0=0):
-        return np.full(steps, DT)
 
 
 def make_const(iid: int) -> Instance:
     return Instance(iid, ConstModel(), BlockManager(10_000, 16), max_num_seqs=256, max_num_batched_tokens=2048)
-
-
-def workload(rows) -> Workload:
-    a = np.array(rows, dtype=float).reshape(-1, 4)
-    n = len(a)
-    ints = lambda v: np.full(n, v, dtype=np.int64)  # noqa: E731
-    return Workload(name="t", job_id=np.arange(1, n + 1), submit=a[:, 0], runtime=a[:, 2], requested_time=a[:, 3],
-                    procs=a[:, 1].astype(np.int64), user=ints(1), group=ints(-1), queue=ints(-1),
-                    partition=ints(-1), status=ints(-1))
 
 
 def run_pd(rows, reqs, total=4, scheduler="easy", controller=None, models_before=(), kv_network=None, **cfg):

@@ -44,6 +44,14 @@ def run(rows, reqs, power=True, spec=None, make=make_const, **cfg):
              min_instances=1, max_instances=1, slots=4, hardware="h100-80gb")
     c.update(cfg)
     m = ServingBatchModel(ServingBatchConfig(**c), [ServingRequest(*r) for r in reqs], make)
+    pm, res = run_model(m, rows, power, spec)
+    return m, pm, res
+
+
+def run_model(m, rows, power=True, spec=None):
+    """(power model or None, result) of serving model ``m`` beside the batch ``rows`` on the 2-node
+    machine (``spec2()`` unless ``spec``), FCFS; batch jobs' CPU and GPU at full (compute-bound), every
+    serving job's CPU at idle."""
     spec = spec or spec2()
     pm = PowerModel(spec, cooling=False) if power else None
     prep = prepare(workload(rows), 2, "test")
@@ -57,7 +65,7 @@ def run(rows, reqs, power=True, spec=None, make=make_const, **cfg):
     ctx = ModelContext(n_nodes=2, jobs=jobs, runtime=prep.workload.runtime, seed=1, system=spec)
     sim = Simulation(jobs, prep.workload.runtime, prep.kill_limit, make_scheduler("fcfs"), 2,
                      models=[pm, m] if pm is not None else [m], context=ctx, held_jobs=k)
-    return m, pm, sim.run()
+    return pm, sim.run()
 
 
 def test_facility_energy_by_hand_idle_prefill_decode():

@@ -13,17 +13,11 @@ import numpy as np
 import pytest
 
 from hpctwin.datasets.serving_traces import ServingRequest
-from hpctwin.power.model import PowerModel
-from hpctwin.schedulers.registry import make_scheduler
-from hpctwin.twin.contract import ModelContext
-from hpctwin.twin.run import job_table, prepare
 from hpctwin.twin.serving.batch import ServingBatchConfig
 from hpctwin.twin.serving.batch_pd import ServingBatchPDModel
-from hpctwin.twin.serving.held import attach_held
-from hpctwin.twin.simulation import Simulation
 
-from .test_serving_batch_pd import DT, make_const, workload
-from .test_serving_power import IDLE_FAC, K, spec2
+from .test_serving_batch_pd import DT, make_const
+from .test_serving_power import IDLE_FAC, K, run_model
 
 OTHER = 20.0                 # W per node without its GPU: CPU idle 10 + memory 5 + 2 NICs x 2.5
 
@@ -37,19 +31,7 @@ def run_pd_power(rows, reqs, power=True, spec=None, make=make_const, **cfg):
              decode_hardware="a100-80gb")
     c.update(cfg)
     m = ServingBatchPDModel(ServingBatchConfig(**c), [ServingRequest(*r) for r in reqs], make, make)
-    spec = spec or spec2()
-    pm = PowerModel(spec, cooling=False) if power else None
-    prep = prepare(workload(rows), 2, "test")
-    prep, jobs, k = attach_held(prep, job_table(prep), [m])
-    n, nb = len(jobs), len(rows)
-    full = np.zeros(n)
-    full[:nb] = 1.0
-    jobs.columns.update(cpu_util=full.copy(), gpu_util=full.copy(), compute_bound=np.ones(n))
-    if pm is not None:
-        m.use_models({"power": pm})
-    ctx = ModelContext(n_nodes=2, jobs=jobs, runtime=prep.workload.runtime, seed=1, system=spec)
-    Simulation(jobs, prep.workload.runtime, prep.kill_limit, make_scheduler("fcfs"), 2,
-               models=[pm, m] if pm is not None else [m], context=ctx, held_jobs=k).run()
+    pm, _ = run_model(m, rows, power, spec)
     return m, pm
 
 

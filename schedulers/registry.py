@@ -27,10 +27,16 @@ harness's rules on the engine (`schedulers.rlscheduler_policy`; its exact table:
 
 ``exec:CMD`` starts ``CMD`` as an external scheduler process speaking the JSON-lines protocol
 (`schedulers.external`, ``docs/protocol.md``).
+
+``module:Class`` (and an entry point) is resolved and checked **before anything is called**: it must be
+a class that subclasses `Scheduler` or defines a ``schedule`` method (the documented plug-in contract),
+or a function marked as a scheduler factory with `scheduler_factory`. Anything else (``os:system``,
+``subprocess:Popen``) is refused without being called (the trust model is in ``docs/protocol.md``).
 """
 from __future__ import annotations
 
 import importlib
+import inspect
 from importlib import metadata
 
 from .backfill import BACKFILLS, QueueScheduler
@@ -66,16 +72,58 @@ def known_schedulers() -> list[str]:
     return names
 
 
+def scheduler_factory(func):
+    """Mark ``func`` as a scheduler factory, so ``--scheduler module:func`` may call it.
+
+    A factory takes the scheduler options as keyword arguments and returns an object with a
+    ``schedule(now, queue, cluster)`` method. Only marked functions are called: a name such as
+    ``os:system`` resolves to a function that is not marked and is refused before it runs.
+    """
+    func.hpctwin_scheduler_factory = True
+    return func
+
+
+def check_plugin(obj, spec: str):
+    """Return ``obj`` when it may be called to build a scheduler, else raise `UnknownSchedulerError`.
+
+    Allowed: a class that subclasses `Scheduler` or defines a callable ``schedule`` (checked on the
+    class, nothing is instantiated), or a function marked with `scheduler_factory`. Nothing is called.
+    """
+    if inspect.isclass(obj):
+        if issubclass(obj, Scheduler) or callable(inspect.getattr_static(obj, "schedule", None)):
+            return obj
+        raise UnknownSchedulerError(
+            f"scheduler {spec!r}: {obj.__module__}.{obj.__qualname__} is a class without a "
+            "schedule(now, queue, cluster) method; name a subclass of hpctwin.Scheduler (or a class "
+            "with that method); it was not called")
+    if inspect.isfunction(obj) and getattr(obj, "hpctwin_scheduler_factory", False):
+        return obj
+    what = type(obj).__name__
+    raise UnknownSchedulerError(
+        f"scheduler {spec!r}: resolves to a {what}, not a scheduler class; it was not called. Name a "
+        "subclass of hpctwin.Scheduler (or a class with a schedule(now, queue, cluster) method), or a "
+        "function decorated with hpctwin.schedulers.registry.scheduler_factory")
+
+
 def _load_class(spec: str):
     mod_name, _, cls_name = spec.partition(":")
+    if not mod_name or not cls_name or not all(part.isidentifier() for part in mod_name.split(".")) \
+            or not all(part.isidentifier() for part in cls_name.split(".")):
+        raise UnknownSchedulerError(f"scheduler {spec!r}: expected module:Class (e.g. mypkg.sched:MyScheduler)")
     try:
         mod = importlib.import_module(mod_name)
     except ImportError as e:
         raise UnknownSchedulerError(f"scheduler {spec!r}: cannot import module {mod_name!r}: {e}") from None
-    try:
-        return getattr(mod, cls_name)
-    except AttributeError:
-        raise UnknownSchedulerError(f"scheduler {spec!r}: module {mod_name!r} has no {cls_name!r}") from None
+    except Exception as e:  # noqa: BLE001 - the module's own code failed on import: say so, no traceback
+        raise UnknownSchedulerError(f"scheduler {spec!r}: importing {mod_name!r} failed: "
+                                    f"{type(e).__name__}: {e}") from None
+    obj = mod
+    for part in cls_name.split("."):
+        try:
+            obj = inspect.getattr_static(obj, part)
+        except AttributeError:
+            raise UnknownSchedulerError(f"scheduler {spec!r}: module {mod_name!r} has no {cls_name!r}") from None
+    return check_plugin(obj, spec)
 
 
 def make_scheduler(name: str, order: str | None = None, backfill: str | None = None,
@@ -128,11 +176,19 @@ def make_scheduler(name: str, order: str | None = None, backfill: str | None = N
         if name not in eps:
             raise UnknownSchedulerError(f"unknown scheduler {name!r}; known: {', '.join(known_schedulers())}, "
                                         "or module:Class for a third-party scheduler")
-        cls = eps[name].load()
+        try:
+            cls = check_plugin(eps[name].load(), name)
+        except UnknownSchedulerError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a broken plug-in package: one line, no traceback
+            raise UnknownSchedulerError(f"scheduler {name!r}: loading its entry point failed: "
+                                        f"{type(e).__name__}: {e}") from None
     try:
         sched = cls(**options) if options else cls()
     except TypeError as e:
         raise UnknownSchedulerError(f"scheduler {name!r}: cannot construct with options {options}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - the plug-in's own constructor failed: one line, no traceback
+        raise UnknownSchedulerError(f"scheduler {name!r}: its constructor raised {type(e).__name__}: {e}") from None
     if not callable(getattr(sched, "schedule", None)):
         raise UnknownSchedulerError(f"scheduler {name!r}: {cls!r} has no schedule(now, queue, cluster) method")
     return as_scheduler(sched, name)      # the plug-in object itself is never patched

@@ -16,6 +16,11 @@ A run folder is what ``hpctwin run --out DIR`` writes: ``config.toml``, ``jobs.c
   removed when the next run targets the same folder.
 * ``OSError`` while writing (read-only file system, disk full, permission) becomes :class:`RunFolderError`
   with one line naming the folder and the reason.
+
+Every command that writes a folder (``run``, ``serve``, ``export``, the experiment scripts) goes through
+this module: :func:`prepare_out` + :func:`fill_and_publish`, or the :func:`staged_folder` context
+manager that combines them. A folder written this way is recognised by its marker whatever files it
+lists, so ``--force`` replaces any folder hpctwin wrote and nothing else.
 """
 from __future__ import annotations
 
@@ -23,12 +28,15 @@ import errno
 import json
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 MARKER = ".hpctwin-run"
 #: files hpctwin itself writes into a run folder (the run, then ``hpctwin report``/``plot``/``export``)
 RUN_FILES = frozenset({"config.toml", "jobs.csv", "timeseries.h5", "summary.json", MARKER, "report.html",
-                       "point.json", "gantt.png", "gantt.pdf", "batsim_jobs.csv", "batsim_workload.json"})
+                       "point.json", "gantt.png", "gantt.pdf", "batsim_jobs.csv", "batsim_workload.json",
+                       "out_jobs.csv"})
 _SIBLING_KINDS = ("partial", "trash")
 
 
@@ -143,6 +151,28 @@ def fill_and_publish(tmp: Path, out: Path, fill, *, force: bool = False) -> Path
         discard(tmp)
         raise
     return publish(tmp, out, force=force)
+
+
+@contextmanager
+def staged_folder(out: str | os.PathLike, *, force: bool = False) -> Iterator[Path]:
+    """Check ``out`` now (before any work), yield the partial folder to write into, publish on success.
+
+    ``with staged_folder(out, force=force) as tmp: ...write files into tmp...``: on an exception or a
+    kill inside the block nothing is published and ``out`` keeps its old content; an ``OSError`` raised
+    by the block becomes a one-line `RunFolderError` naming ``out``. Returns (via ``tmp``) nothing else:
+    the published folder is ``out``.
+    """
+    out = Path(out)
+    tmp = prepare_out(out, force=force)
+    try:
+        yield tmp
+    except OSError as e:
+        discard(tmp)
+        raise RunFolderError(f"--out {os.path.abspath(out)}: cannot write the folder: {e.strerror or e}") from None
+    except BaseException:
+        discard(tmp)
+        raise
+    publish(tmp, out, force=force)
 
 
 def publish(tmp: Path, out: Path, *, force: bool = False) -> Path:

@@ -201,7 +201,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-num-batched-tokens", type=int, default=2048)
     p.add_argument("--prefix-caching", choices=["on", "off"], default="off",
                    help="--trace mode (Mooncake traces carry prefix block ids; Azure ones have none)")
-    p.add_argument("--out", required=True, help="output folder (requests.csv, summary.json)")
+    p.add_argument("--out", required=True,
+                   help="output folder (requests.csv, requests_detail.csv, summary.json, timeseries.csv); "
+                        "must not exist, be empty, or be a folder hpctwin wrote (replaced only with --force)")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing output folder written by hpctwin (never any other folder)")
     p.add_argument("--data-dir", default=None,
                    help="data directory holding LLM-serving/ (default: $HPCTWIN_DATA, else ../shared/datasets)")
     p.add_argument("--router", choices=list(ROUTERS), default="least_loaded",
@@ -227,22 +231,31 @@ def main(argv: list[str] | None = None) -> int:
                         "transfers (default: the GPU type's figure in twin/serving/kvflow.py D2D)")
     p.add_argument("--quiet", "-q", action="store_true")
     a = p.parse_args(argv)
+    from hpctwin.twin.runfolder import staged_folder  # noqa: PLC0415
     try:
-        if a.bundle:
-            b, res = run_bundle(a.bundle, a.data_dir, a.router, series=not a.no_timeseries, kv=kv_options(a))
-            eng = bundle_engine(b)
-        else:
-            eng, res = run_trace(a)
-        s = write_outputs(Path(a.out), eng, res, a.arrival)
-    except (BundleError, ValueError, FileNotFoundError) as e:  # KVNetworkError, SystemError_ are ValueErrors
+        # --out is checked before the simulation (the same refusals as hpctwin run) and published
+        # atomically: a kill or an error leaves the old folder (or none), never a mixture
+        with staged_folder(a.out, force=a.force) as tmp:
+            if a.bundle:
+                b, res = run_bundle(a.bundle, a.data_dir, a.router, series=not a.no_timeseries, kv=kv_options(a))
+                eng = bundle_engine(b)
+            else:
+                eng, res = run_trace(a)
+            s = write_outputs(tmp, eng, res, a.arrival)
+            written = sorted(f.name for f in tmp.iterdir())
+    except (BundleError, ValueError, FileNotFoundError) as e:  # KVNetworkError, SystemError_, RunFolderError
         print(f"hpctwin serve: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"hpctwin serve: interrupted; {a.out} was not written (an earlier folder there is unchanged)",
+              file=sys.stderr)
+        return 130
     if not a.quiet:
         print(f"{s['requests']} requests, {s['output_tokens']} output tokens, makespan {s['makespan_s']:.2f} s, "
               f"{s['preemptions']} preemptions")
         for m in ("ttft", "tpot", "e2e"):
-            print(f"  {m.upper():5s} " + "  ".join(f"{k} {v:.4f}" for k, v in s[m].items()))
-        print(f"wrote {Path(a.out) / 'requests.csv'} and summary.json")
+            print(f"  {m.upper():5s} (s) " + "  ".join(f"{k} {v:.4f}" for k, v in s[m].items()))
+        print(f"wrote {Path(a.out)}/: {', '.join(written)}")
     return 0
 
 

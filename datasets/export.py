@@ -140,26 +140,37 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="what", required=True)
     p_swf = sub.add_parser("swf", help="write a workload as SWF")
     p_swf.add_argument("--workload", "-w", required=True)
+    p_swf.add_argument("--force", action="store_true", help="replace an existing --out file (never a folder, a link or the input)")
     p_swf.add_argument("--out", "-o", required=True)
     p_swf.add_argument("--data-dir", default=None)
     p_swf.add_argument("--seed", type=int, default=0)
     p_sacct = sub.add_parser("sacct", help="write a run's schedule as a sacct -P dump")
     p_sacct.add_argument("run_dir")
+    p_sacct.add_argument("--force", action="store_true", help="replace an existing --out file (never a folder, a link or the input)")
     p_sacct.add_argument("--out", "-o", required=True)
     p_sacct.add_argument("--epoch", type=float, default=None, help="Unix time of the log's time 0")
     p_bat = sub.add_parser("batsim", help="write a run's jobs as Batsim's out_jobs.csv (read by evalys)")
     p_bat.add_argument("run_dir")
+    p_bat.add_argument("--force", action="store_true", help="replace an existing --out file (never a folder, a link or the input)")
     p_bat.add_argument("--out", "-o", default=None, help="CSV file (default: RUN_DIR/out_jobs.csv)")
     a = ap.parse_args(_format_to_subcommand(argv))
+    from hpctwin.twin.runfolder import staged_file  # noqa: PLC0415
     if a.what == "batsim":
-        path, n = write_batsim_jobs(a.run_dir, a.out)
-        print(f"wrote {n} jobs to {path} (Batsim jobs output; evalys: JobSet.from_csv)")
+        target = Path(a.out) if a.out is not None else Path(a.run_dir) / "out_jobs.csv"
+        # the default target is a file derived from the run folder's own jobs.csv, inside it: exporting
+        # again regenerates it, so it is replaced without --force (any other existing --out needs it)
+        force = a.force or a.out is None
+        with staged_file(target, force=force, inputs=(Path(a.run_dir) / "jobs.csv",)) as tmp:
+            _, n = write_batsim_jobs(a.run_dir, tmp)
+        print(f"wrote {n} jobs to {target} (Batsim jobs output; evalys: JobSet.from_csv)")
         return 0
     if a.what == "swf":
         from hpctwin.twin.run import load_workload  # noqa: PLC0415
         from .swf import write_swf  # noqa: PLC0415
-        wl = load_workload(a.workload, data_dir=a.data_dir, seed=a.seed)
-        write_swf(wl, a.out)
+        src = Path(a.workload)
+        with staged_file(a.out, force=a.force, inputs=(src,) if src.is_file() else ()) as tmp:
+            wl = load_workload(a.workload, data_dir=a.data_dir, seed=a.seed)
+            write_swf(wl, tmp)
         print(f"wrote {len(wl)} jobs to {a.out}")
         return 0
     from .sacct import export_sacct, run_name_tables  # noqa: PLC0415
@@ -167,11 +178,12 @@ def main(argv: list[str] | None = None) -> int:
     jobs_csv = run_dir / "jobs.csv"
     if not jobs_csv.exists():
         raise FileNotFoundError(f"{jobs_csv}: not found (is {run_dir} a finished run folder?)")
-    epoch = a.epoch
-    if epoch is None:
-        summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").exists() else {}
-        epoch = float(summary.get("unix_start_time") or 0.0)
-    df = upgrade_jobs_table(pd.read_csv(jobs_csv, keep_default_na=False, na_values=[""]))
-    n = export_sacct(df, a.out, epoch=epoch, names=run_name_tables(run_dir))   # user/account names, not ids
+    with staged_file(a.out, force=a.force, inputs=(jobs_csv,)) as tmp:
+        epoch = a.epoch
+        if epoch is None:
+            summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").exists() else {}
+            epoch = float(summary.get("unix_start_time") or 0.0)
+        df = upgrade_jobs_table(pd.read_csv(jobs_csv, keep_default_na=False, na_values=[""]))
+        n = export_sacct(df, tmp, epoch=epoch, names=run_name_tables(run_dir))   # user/account names, not ids
     print(f"wrote {n} jobs to {a.out}")
     return 0

@@ -175,6 +175,46 @@ def staged_folder(out: str | os.PathLike, *, force: bool = False) -> Iterator[Pa
     publish(tmp, out, force=force)
 
 
+def check_out_file(path: str | os.PathLike, *, force: bool = False, inputs: tuple = ()) -> Path:
+    """Refuse an output FILE that must not be replaced (export's ``--out FILE``). Touches nothing.
+
+    Refused: a folder, a symlink, one of ``inputs`` (the files the command reads), the working
+    directory; an existing file without ``force``. Returns the absolute path."""
+    path = Path(os.path.abspath(path))
+    if path.is_symlink():
+        raise RunFolderError(f"--out {path}: is a symbolic link; name a regular file")
+    if path.is_dir():
+        raise RunFolderError(f"--out {path}: is a folder; --out names the file to write (e.g. {path / 'out.csv'})")
+    for src in inputs:
+        try:
+            same = path.exists() and os.path.samefile(path, src)
+        except OSError:
+            same = False
+        if same:
+            raise RunFolderError(f"--out {path}: is the file this command reads; choose another --out")
+    if path.exists() and not force:
+        raise RunFolderError(f"--out {path}: exists; pass --force to replace it, or choose another --out")
+    return path
+
+
+@contextmanager
+def staged_file(path: str | os.PathLike, *, force: bool = False, inputs: tuple = ()) -> Iterator[Path]:
+    """`check_out_file` now, yield a hidden temporary name beside ``path`` to write, then rename it over
+    ``path`` in one step: a kill leaves the old file (or none), never a half-written one."""
+    path = check_out_file(path, force=force, inputs=inputs)
+    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        yield tmp
+        check_out_file(path, force=force, inputs=inputs)     # re-checked: it may have appeared meanwhile
+        os.replace(tmp, path)
+    except OSError as e:
+        raise _os_error(path, e, "write the file") from None
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
 def publish(tmp: Path, out: Path, *, force: bool = False) -> Path:
     """Mark ``tmp`` complete and move it to ``out``, replacing an old run folder there atomically."""
     out = Path(os.path.abspath(out))

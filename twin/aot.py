@@ -49,6 +49,15 @@ from types import ModuleType
 BUILD_VERSION = 3
 #: bump to invalidate every JIT cache of the kernel sets (`KernelSet.guard_jit_cache`)
 JIT_STAMP_VERSION = 1
+#: typical one-time build time of a kernel set on one core of a 2020s x86 server (s), for the notice
+#: printed before a build (measured: fast path 40-60 s, Slurm replay 60-100 s on a loaded 2-core VM)
+TYPICAL_BUILD_S = {"hpctwin_fastpath": "40-100", "hpctwin_slurm_replay": "60-110"}
+_build_seconds = 0.0
+
+
+def build_seconds() -> float:
+    """Seconds this process has spent building kernel sets (runs subtract it from their own timing)."""
+    return _build_seconds
 
 
 class KernelSet:
@@ -166,14 +175,25 @@ class KernelSet:
         return self._module
 
     def _build(self, path: Path) -> None:
+        global _build_seconds
+        import time  # noqa: PLC0415
         path.parent.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
         with _FileLock(path.parent / f"{self.name}.lock"):
             if path.is_file():          # another process built it while we waited
+                _build_seconds += time.perf_counter() - t0
                 return
+            print(f"hpctwin: building the compiled kernels {self.name} for this machine and code version "
+                  f"(once; typically {TYPICAL_BUILD_S.get(self.name, '30-100')} s; cached in {path.parent}; "
+                  "HPCTWIN_AOT=0 skips it and uses numba's JIT) ...", file=sys.stderr, flush=True)
             with tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{self.name}-build-") as tmp:
                 built = _build_in_child(self.module_name(), self.kernel_module, self.exports, Path(tmp))
                 os.replace(built, path)
             _remove_stale(path, self.name)
+        took = time.perf_counter() - t0
+        _build_seconds += took
+        print(f"hpctwin: built {self.name} in {took:.0f} s (not counted in the run's timing)",
+              file=sys.stderr, flush=True)
 
 
 def _enabled() -> bool:

@@ -2,7 +2,7 @@
 
 Usage::
 
-    hpctwin sweep SWEEP.toml [--out DIR] [--workers N] [--executor auto|serial|processes|mpi]
+    hpctwin sweep SWEEP.toml [--out DIR] [--workers N] [--executor auto|serial|processes|mpi] [--allow-exec]
     mpiexec -n 64 python -m mpi4py.futures -m experiments.sweep SWEEP.toml     # or under srun
 
 The sweep file (TOML)::
@@ -36,11 +36,20 @@ Semantics:
 
 * Every point is one `twin.run.run(RunConfig(...))` writing one run folder
   ``<out>/points/<hash>``, where ``<hash>`` is the SHA-256 (first 16 hex digits) of the point's
-  resolved configuration (canonical JSON of every RunConfig field but out/quiet, plus the code
-  version). A point whose folder exists is finished and never rerun: the folder is written under a
-  staging name (by `twin.run.write_run`, itself atomic) and renamed only when complete, so a
-  killed worker, a Ctrl-C or a lost node leaves no folder that looks finished. Rerunning the same
-  command resumes; stale staging folders are removed at start.
+  resolved configuration (canonical JSON of every RunConfig field but out/quiet), the SHA-256 and
+  size of every input file it reads (workload log, system file, slurm.conf, serving trace...;
+  `twin.inputs.input_files`) and the code identity (`twin.inputs.code_identity`: a hash of the package's code files
+  and package data). A point whose folder exists is finished
+  and never rerun: the folder is written under a staging name (by `twin.run.write_run`, itself
+  atomic) and renamed only when complete, so a killed worker, a Ctrl-C or a lost node leaves no
+  folder that looks finished. Rerunning the same command resumes: a point whose input file or code
+  changed has a new hash and runs again, the others are reused; stale staging folders are removed
+  at start.
+* Code the file names (an ``exec:`` or ``module:Class`` scheduler, a system whose cooling model is
+  an FMU) is refused, naming the file and line, unless the command line says ``--allow-exec``.
+* The output folder is created with a marker file (``.hpctwin-sweep``); the working directory, a
+  file, a symbolic link or a non-empty folder without the marker is refused. The result files are
+  written under temporary names and renamed into place.
 * Before any run starts, every point is checked (unknown keys, empty grid, unknown scheduler,
   estimate model, system, workload, pricing rules and price series, a history-based predictor on
   a log without user ids); all errors are listed at once.
@@ -79,6 +88,7 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 from hpctwin.twin import __version__
+from hpctwin.twin.inputs import code_identity, code_in_config, input_fingerprints, refusal
 from hpctwin.twin.rerun import RUN_FACTS
 from hpctwin.twin.run import RunConfig
 
@@ -90,6 +100,10 @@ SWEEP_KEYS = {"name", "out", "metrics"}
 ALIASES = {"power_cap_w": "options.power.facility_cap_w"}
 #: summary keys that depend on the machine the sweep ran on, not on the configuration
 TIMING_KEYS = {"wall_seconds", "simulation_seconds", "jobs_per_second"}
+#: marker file of a sweep output folder (written when hpctwin creates the folder)
+SWEEP_MARKER = ".hpctwin-sweep"
+#: what a sweep writes into its output folder (a folder holding only these is an older sweep's)
+SWEEP_ENTRIES = ("points", "failures", "results.csv", "results_summary.csv", "results.md", "results.tex")
 DEFAULT_METRICS = ["mean_wait_s", "mean_bsld", "utilisation", "energy_facility_kwh", "peak_facility_power_w",
                    "total_cost"]
 
@@ -105,6 +119,7 @@ class Point:
     overrides: dict            # axis -> value, in axis order (pricing excluded)
     config: dict               # resolved RunConfig fields (no out/quiet)
     hash: str
+    inputs: dict = field(default_factory=dict)   # input name -> {path, sha256, bytes} (twin.inputs)
 
     @property
     def folder_name(self) -> str:
@@ -134,10 +149,21 @@ def _set_dotted(d: dict, key: str, value: Any) -> None:
     d[parts[-1]] = value
 
 
-def config_hash(config: dict) -> str:
-    """SHA-256 (16 hex digits) of a resolved configuration and the code version."""
-    blob = json.dumps({"config": config, "code_version": __version__}, sort_keys=True, default=str,
-                      separators=(",", ":"))
+def point_inputs(config: dict) -> dict:
+    """``{name: {path, sha256, bytes}}`` of the files a point reads (`twin.inputs.input_fingerprints`;
+    a missing file has sha256 None: preflight reports it)."""
+    return input_fingerprints(config, missing_ok=True)
+
+
+def config_hash(config: dict, inputs: dict | None = None) -> str:
+    """SHA-256 (16 hex digits) of a resolved configuration, the digests and sizes of its input files
+    (``inputs``, computed from ``config`` when None) and the code identity (`twin.inputs.code_identity`):
+    a point whose input file or code changed gets a new hash, so a resumed sweep reruns it."""
+    if inputs is None:
+        inputs = point_inputs(config)
+    digests = {k: [v.get("sha256"), v.get("bytes")] for k, v in inputs.items()}
+    blob = json.dumps({"config": config, "inputs": digests, "code": code_identity()}, sort_keys=True,
+                      default=str, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -186,8 +212,13 @@ def _deep_merge(a: dict, b: dict) -> dict:
     return out
 
 
-def load_sweep(path: str | Path, out: str | Path | None = None) -> Sweep:
-    """Parse and validate a sweep file (syntax and keys; see `preflight` for the deeper checks)."""
+def load_sweep(path: str | Path, out: str | Path | None = None, *, allow_exec: bool = False) -> Sweep:
+    """Parse and validate a sweep file (syntax and keys; see `preflight` for the deeper checks).
+
+    Code the file names (an ``exec:``/``module:Class`` scheduler, a system with an FMU cooling model;
+    `twin.inputs.code_in_config`) raises `SweepError` naming the file, line and value unless
+    ``allow_exec`` (``--allow-exec``): nothing the file names is imported or started before that.
+    """
     from hpctwin.twin.options import did_you_mean, toml_line, where  # noqa: PLC0415
     path = Path(path)
     if path.is_dir():
@@ -226,6 +257,7 @@ def load_sweep(path: str | Path, out: str | Path | None = None) -> Sweep:
     # ---- base
     base_cfg: dict = {"options": {}}
     base_doc = dict(doc.get("base", {}))
+    origin: dict[str, tuple[str, str]] = {}   # RunConfig field -> (file:line, "[table] key") it was set at
     if "config" in base_doc:              # a run's config.toml as the base; [base] keys override it
         from hpctwin.twin.rerun import ConfigFileError, config_dict_from_toml  # noqa: PLC0415
         ref = base_doc.pop("config")
@@ -235,14 +267,19 @@ def load_sweep(path: str | Path, out: str | Path | None = None) -> Sweep:
             run_kwargs, _facts = config_dict_from_toml(base_dir / ref)
         except ConfigFileError as e:
             raise SweepError(f"{at('base', 'config')}: [base] config: {e}") from None
+        ref_path = base_dir / ref
+        ref_path = ref_path / "config.toml" if ref_path.is_dir() else ref_path
+        ref_text = ref_path.read_text(encoding="utf-8", errors="replace")
         for k, v in run_kwargs.items():
             base_cfg[k] = v if k != "options" else _deep_merge(base_cfg.get("options", {}), v)
+            origin[k] = (where(str(ref_path), toml_line(ref_text, "run", k)), f"[run] {k}")
     for k, v in base_doc.items():
         if k in ("out", "quiet"):
             raise SweepError(f"{at('base', k)}: [base] {k}: set by the sweep, not the file")
         if k in RUN_FACTS:                # a pasted [run] table of a config.toml: facts of that run
             continue
         _apply(base_cfg, k, v, f"{at('base', k)}: [base]", base_dir)
+        origin[k] = (at("base", k), f"[base] {k}")
     # ---- grid
     grid = doc.get("grid")
     points_list = doc.get("points")
@@ -305,17 +342,50 @@ def load_sweep(path: str | Path, out: str | Path | None = None) -> Sweep:
             full = asdict(RunConfig(**cfg))
             for k in ("out", "quiet"):
                 full.pop(k)
-            h = config_hash(full)
+            if not allow_exec:
+                _refuse_code(full, ov, ex, i_e, origin, at, path, text)
+            inputs = point_inputs(full)
+            h = config_hash(full, inputs)
             if h in seen:
                 continue                        # the same run reached twice: computed once
             seen[h] = len(points)
-            points.append(Point(len(points), {a: ov.get(a) for a in run_axes}, full, h))
+            points.append(Point(len(points), {a: ov.get(a) for a in run_axes}, full, h, inputs))
     metrics = meta.get("metrics")
     if metrics is not None and (not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics)):
         raise SweepError(f"{path}: [sweep] metrics must be a list of names")
     out_dir = Path(out) if out else (base_dir / meta["out"] if "out" in meta else base_dir / f"{path.stem}.out")
     return Sweep(path, str(meta.get("name", path.stem)), out_dir, points, run_axes, pricing_names,
                  pricing_tables, metrics, base_cfg)
+
+
+def _points_line(text: str, index: int, key: str) -> int | None:
+    """1-based line of ``key = ...`` in the ``index``-th (0-based) ``[[points]]`` entry of a TOML text."""
+    import re  # noqa: PLC0415
+    n, inside = -1, False
+    for i, raw in enumerate(text.split("\n"), start=1):
+        line = raw.strip()
+        if line.startswith("["):
+            inside = line.replace(" ", "").startswith("[[points]]")
+            n += 1 if inside else 0
+            continue
+        m = re.match(r"""^["']?([A-Za-z0-9_.\-]+)["']?\s*=""", line)
+        if inside and n == index and m and m.group(1) == key:
+            return i
+    return None
+
+
+def _refuse_code(config: dict, ov: dict, ex: dict, i_e: int, origin: dict, at, path: Path, text: str) -> None:
+    """`SweepError` for the first code a point's configuration names (see `load_sweep`), located at
+    the [grid] list, the [[points]] entry, the [base] key or the base config.toml line that set it."""
+    from hpctwin.twin.options import where  # noqa: PLC0415
+    for key, value, what in code_in_config(config):
+        if key in ex:
+            line = _points_line(text, i_e, key)
+            raise SweepError(refusal(where(str(path), line), f"[[points]] #{i_e + 1} {key}", value, what))
+        if key in ov:
+            raise SweepError(refusal(at("grid", key), f"[grid] {key}", value, what, in_list=True))
+        if key in origin:
+            raise SweepError(refusal(origin[key][0], origin[key][1], value, what))
 
 
 # ====================================================================== preflight
@@ -426,8 +496,22 @@ def _cell(v: Any) -> Any:
 
 
 # ====================================================================== running one point
-def run_point(config: dict, folder: str) -> dict:
-    """Run one point and publish its folder atomically. Returns a status dict (never raises)."""
+def _inputs_moved(expected: dict, now: dict) -> str | None:
+    """Why the inputs read now are not those the point's hash was computed from, or None."""
+    for name, rec in expected.items():
+        cur = now.get(name, {})
+        if cur.get("sha256") != rec.get("sha256"):
+            return (f"input {name} ({rec.get('path')}) changed after the sweep computed its points (sha256 "
+                    f"{str(rec.get('sha256'))[:12]}, now {str(cur.get('sha256'))[:12]}); run the sweep again")
+    return None
+
+
+def run_point(config: dict, folder: str, inputs: dict | None = None) -> dict:
+    """Run one point and publish its folder atomically. Returns a status dict (never raises).
+
+    ``inputs`` are the fingerprints the point's hash was computed from: when a file differs at run
+    time, the point fails (its folder would otherwise hold results of other inputs than its hash says).
+    """
     t = time.perf_counter()
     final = Path(folder)
     staging = final.with_name(f".staging-{final.name}-{os.getpid()}")
@@ -439,9 +523,14 @@ def run_point(config: dict, folder: str) -> dict:
         from hpctwin.twin.run import run  # noqa: PLC0415
         if staging.exists():
             shutil.rmtree(staging)
+        if inputs is not None:
+            moved = _inputs_moved(inputs, point_inputs(config))
+            if moved:
+                return {"ok": False, "folder": str(final), "error": moved, "wall": time.perf_counter() - t}
         cfg = RunConfig(**copy.deepcopy(config), out=str(staging), quiet=True)
         run(cfg)
-        point = {"hash": final.name, "config": config, "code_version": __version__}
+        point = {"hash": final.name, "config": config, "code_version": __version__,
+                 "code_identity": code_identity(), "inputs": inputs if inputs is not None else point_inputs(config)}
         (staging / "point.json").write_text(json.dumps(point, indent=1, sort_keys=True, default=str) + "\n")
         try:
             os.replace(staging, final)
@@ -477,6 +566,76 @@ def clean_stale(points_dir: Path) -> int:
                 shutil.rmtree(d, ignore_errors=True)
                 n += 1
     return n
+
+
+# ====================================================================== the output folder
+def _legacy_sweep_folder(out: Path) -> bool:
+    """A folder written by a sweep before the marker existed: a ``points`` folder and only sweep outputs."""
+    names = [q.name for q in out.iterdir()]
+    return "points" in names and all(n in SWEEP_ENTRIES or (n.startswith("plot_") and n.endswith(".png"))
+                                     or (n.startswith(".results") and n.endswith(".tmp")) for n in names)
+
+
+def check_sweep_out(out: str | Path) -> Path:
+    """Refuse a sweep output folder hpctwin must not write into; returns its absolute path, touches nothing.
+
+    As `twin.runfolder.check_out` refuses a run's ``--out``: the working directory or one of its
+    parents, a file, a symbolic link, and a non-empty folder that is not a sweep folder (one holding
+    the marker `SWEEP_MARKER`, or only what an older sweep wrote there).
+    """
+    from hpctwin.twin.runfolder import check_out  # noqa: PLC0415
+    out = Path(os.path.abspath(out))
+    if not (out.is_dir() and not out.is_symlink()) or not any(out.iterdir()):
+        return check_out(out)              # missing or empty: the run folder rules (cwd, file, symlink)
+    cwd = Path(os.path.abspath(os.getcwd()))
+    if out == cwd or out in cwd.parents:
+        raise SweepError(f"sweep output folder {out}: is the working directory or one of its parents; name a new "
+                         "folder, e.g. --out sweeps/NAME")
+    if not (out / SWEEP_MARKER).is_file() and not _legacy_sweep_folder(out):
+        held = sorted(q.name for q in out.iterdir())[:5]
+        raise SweepError(f"sweep output folder {out}: exists and is not an hpctwin sweep folder (it holds "
+                         f"{', '.join(held)}{' ...' if len(held) == 5 else ''}; no {SWEEP_MARKER} marker); hpctwin "
+                         "never writes into it: choose another --out")
+    for sub in ("points", "failures"):
+        q = out / sub
+        if q.is_symlink() or (q.exists() and not q.is_dir()):
+            raise SweepError(f"sweep output folder {out}: {sub} is not a folder hpctwin wrote (a file or a "
+                             "symbolic link); choose another --out")
+    return out
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def prepare_sweep_out(out: Path) -> Path:
+    """Check the output folder, create it with its marker, remove stale temporary result folders."""
+    out = check_sweep_out(out)
+    out.mkdir(parents=True, exist_ok=True)
+    marker = out / SWEEP_MARKER
+    if not marker.is_file():
+        _write_atomic(marker, json.dumps({"hpctwin_sweep": 1}) + "\n")
+    for d in out.glob(".results-tmp-*"):
+        pid = d.name.rsplit("-", 1)[-1]
+        if d.is_dir() and not d.is_symlink() and pid.isdigit() and not _pid_alive(int(pid)):
+            shutil.rmtree(d, ignore_errors=True)
+    return out
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary sibling, then rename it to ``path`` (a kill leaves old or new)."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 # ====================================================================== executors
@@ -572,6 +731,7 @@ class _Progress:
 
 def execute(sw: Sweep, executor: str = "auto", workers: int = 1, quiet: bool = False) -> dict:
     """Run every unfinished point. Returns counts and the failures {index: error}."""
+    prepare_sweep_out(sw.out)
     pdir = sw.out / "points"
     pdir.mkdir(parents=True, exist_ok=True)
     clean_stale(pdir)
@@ -593,15 +753,15 @@ def execute(sw: Sweep, executor: str = "auto", workers: int = 1, quiet: bool = F
         if not ok:
             failures[p.index] = res.get("error", "unknown error")
             (sw.out / "failures").mkdir(exist_ok=True)
-            (sw.out / "failures" / f"{p.folder_name}.txt").write_text(
-                f"point {p.index}: {_label(p)}\n{res.get('traceback', res.get('error'))}\n")
+            _write_atomic(sw.out / "failures" / f"{p.folder_name}.txt",
+                          f"point {p.index}: {_label(p)}\n{res.get('traceback', res.get('error'))}\n")
         prog.finished(ok, None if ok else f"point {p.index} ({_label(p)}) FAILED: {res.get('error')}")
 
     try:
         if ex is None:
             for p in todo:
                 prog.started()
-                note(p, run_point(p.config, str(pdir / p.folder_name)))
+                note(p, run_point(p.config, str(pdir / p.folder_name), p.inputs))
         else:
             n_slots = max(1, getattr(ex, "num_workers", None) or getattr(ex, "_max_workers", 1) or 1)
             queue = list(todo)
@@ -610,7 +770,7 @@ def execute(sw: Sweep, executor: str = "auto", workers: int = 1, quiet: bool = F
             while queue or inflight:
                 while queue and len(inflight) < n_slots:
                     p = queue.pop(0)
-                    inflight[ex.submit(run_point, p.config, str(pdir / p.folder_name))] = p
+                    inflight[ex.submit(run_point, p.config, str(pdir / p.folder_name), p.inputs)] = p
                     prog.started()
                 done, _ = cf.wait(list(inflight), return_when=cf.FIRST_COMPLETED)
                 for fut in done:
@@ -736,21 +896,38 @@ def caption(sw: Sweep, df: pd.DataFrame) -> str:
 
 
 def report(sw: Sweep, df: pd.DataFrame, quiet: bool = False) -> None:
-    write_results_csv(df, sw.out / "results.csv")
-    ok = df[df["status"] == "ok"]
-    if ok.empty:
-        return
-    metrics = sw.metrics or [m for m in DEFAULT_METRICS if m in ok.columns]
-    missing = [m for m in metrics if m not in ok.columns]
-    if missing:
-        raise SweepError(f"{sw.path}: [sweep] metrics {missing} are not in the results; have "
-                         f"{[c for c in ok.columns if c not in ('point', 'status', 'folder')]}")
-    by = [a for a in sw.axes if a != "seed"] + (["pricing"] if sw.pricing_names else [])
-    agg = write_tables(ok, sw.out, by, metrics, caption(sw, df), over="seed", stem="results")
-    # the raw rows (with failures) stay in results.csv
-    write_results_csv(df, sw.out / "results.csv")
-    for m in metrics:
-        bar_plot(agg, by, m, sw.out / f"plot_{m}.png", title=f"{sw.name}: {m} (mean, 95% CI over seeds)")
+    """results.csv, results_summary.csv, results.md, results.tex and the plots: written into a
+    temporary folder inside the sweep folder, then each renamed into place (``os.replace``), so a kill
+    never leaves a half-written table."""
+    tmp = sw.out / f".results-tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        write_results_csv(df, tmp / "results.csv")
+        ok = df[df["status"] == "ok"]
+        metrics = sw.metrics or [m for m in DEFAULT_METRICS if m in ok.columns]
+        missing = [m for m in metrics if m not in ok.columns]
+        if not ok.empty and missing:
+            _publish(tmp, sw.out)
+            raise SweepError(f"{sw.path}: [sweep] metrics {missing} are not in the results; have "
+                             f"{[c for c in ok.columns if c not in ('point', 'status', 'folder')]}")
+        if not ok.empty:
+            by = [a for a in sw.axes if a != "seed"] + (["pricing"] if sw.pricing_names else [])
+            agg = write_tables(ok, tmp, by, metrics, caption(sw, df), over="seed", stem="results")
+            # the raw rows (with failures) stay in results.csv
+            write_results_csv(df, tmp / "results.csv")
+            for m in metrics:
+                bar_plot(agg, by, m, tmp / f"plot_{m}.png", title=f"{sw.name}: {m} (mean, 95% CI over seeds)")
+        _publish(tmp, sw.out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _publish(tmp: Path, out: Path) -> None:
+    """Rename every finished file of ``tmp`` into ``out`` (each rename atomic)."""
+    for f in sorted(tmp.iterdir()):
+        if f.is_file() and not f.name.startswith("."):
+            os.replace(f, out / f.name)
 
 
 # ====================================================================== entry point
@@ -763,6 +940,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="auto: MPI when started under mpiexec/srun with mpi4py.futures, processes when "
                          "--workers > 1, else serial")
     ap.add_argument("--dry-run", action="store_true", help="check the file and list the points; run nothing")
+    ap.add_argument("--allow-exec", action="store_true",
+                    help="run code the sweep file names (exec:CMD or module:Class schedulers, a system whose "
+                         "cooling model is an FMU); without it such a file is refused before anything runs")
     ap.add_argument("--quiet", "-q", action="store_true")
     return ap
 
@@ -778,7 +958,8 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None = None) -> int:
     a = build_parser().parse_args(argv)
     try:
-        sw = load_sweep(a.sweep_file, a.out)
+        sw = load_sweep(a.sweep_file, a.out, allow_exec=a.allow_exec)
+        check_sweep_out(sw.out)
         preflight(sw)
     except (SweepError, ValueError) as e:
         print(f"hpctwin sweep: error: {e}", file=sys.stderr)
@@ -791,8 +972,15 @@ def _main(argv: list[str] | None = None) -> int:
         st = execute(sw, a.executor, a.workers, a.quiet)
     except KeyboardInterrupt:
         return 130
+    except ValueError as e:             # the output folder changed since it was checked (RunFolderError)
+        print(f"hpctwin sweep: error: {e}", file=sys.stderr)
+        return 2
     df = collect(sw)
-    report(sw, df, a.quiet)
+    try:
+        report(sw, df, a.quiet)
+    except SweepError as e:
+        print(f"hpctwin sweep: error: {e}", file=sys.stderr)
+        return 2
     if not a.quiet:
         print(f"results: {sw.out / 'results.csv'} ({len(df)} rows); {st['ran']} run now, {st['already']} "
               f"reused, {len(st['failures'])} failed", file=sys.stderr)

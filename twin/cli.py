@@ -80,6 +80,14 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None, metavar="RUN/config.toml",
                    help="re-run a run from its config.toml (or its folder): same config, same jobs.csv bytes; "
                         "options given explicitly override the file's")
+    p.add_argument("--allow-exec", action="store_true",
+                   help="with --config: run code the file names (an exec:CMD or module:Class scheduler, a system "
+                        "whose cooling model is an FMU); without it such a file is refused. A --scheduler given "
+                        "on the command line needs no flag")
+    p.add_argument("--allow-changed-inputs", action="store_true",
+                   help="with --config: run even when an input file (workload, system, slurm.conf, serving trace) "
+                        "differs from the SHA-256 recorded in the file's [inputs]; the rerun will not reproduce "
+                        "the recorded results")
     p.add_argument("--force", action="store_true",
                    help="replace an existing run folder at --out (a folder holding anything hpctwin did not "
                         "write is never deleted)")
@@ -129,7 +137,10 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _config_from_file(a: argparse.Namespace):
-    """``--config RUN/config.toml``: the run's own configuration; options given explicitly override it."""
+    """``--config RUN/config.toml``: the run's own configuration; options given explicitly override it.
+
+    Code the file names is refused unless ``--allow-exec``; an input file that changed since the run is
+    refused unless ``--allow-changed-inputs`` (`twin.rerun.load_run_config`)."""
     from .rerun import load_run_config, run_config_fields  # noqa: PLC0415
     p = argparse.ArgumentParser(add_help=False)
     add_run_arguments(p)
@@ -140,7 +151,8 @@ def _config_from_file(a: argparse.Namespace):
     fields = run_config_fields()
     overrides = {k: v for k, v in vars(a).items()
                  if k in fields and k in defaults and k not in ("out", "force", "quiet") and v != defaults[k]}
-    cfg = load_run_config(a.config, **overrides)
+    cfg = load_run_config(a.config, allow_exec=getattr(a, "allow_exec", False),
+                          allow_changed_inputs=getattr(a, "allow_changed_inputs", False), **overrides)
     if a.failures:
         cfg.options.setdefault("failures", {})["enabled"] = True
     cfg.quiet, cfg.force = a.quiet, a.force

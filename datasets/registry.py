@@ -30,6 +30,12 @@ REGISTRY_FILE = Path(__file__).with_name("registry.toml")
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
+#: the data-directory rule, stated once: every command's ``--data-dir`` help and the docs use it
+DATA_DIR_HELP = ("data directory holding the logs, traces and serving profiles: --data-dir, else $HPCTWIN_DATA, "
+                 "else ../shared/datasets beside the working directory or the hpctwin checkout, else the user "
+                 "cache folder (~/.cache/hpctwin/datasets on Linux), where hpctwin datasets fetch NAME downloads")
+
+
 class DatasetError(ValueError):
     """Unknown dataset name, missing data directory or file, failed checksum or download."""
 
@@ -115,7 +121,8 @@ def resolve(name: str, data_dir: str | os.PathLike | None = None) -> Path:
     p = entry.path(ddir)
     if not p.exists():
         raise DatasetError(f"dataset {entry.name}: {p} not found; run `hpctwin datasets fetch {entry.name} "
-                           f"--data-dir {ddir}` to download it")
+                           f"--data-dir {ddir}` to download it, or point --data-dir (or HPCTWIN_DATA) at the "
+                           "folder that holds it")
     return p
 
 

@@ -25,3 +25,24 @@ def test_kernels_off_and_missing_package_are_reported(monkeypatch, capsys):
     assert "no-such-dist-hpctwin" in out and "MISSING: pip install -e . installs it" in out
     doctor.build_kernels()
     assert "not built (HPCTWIN_AOT=0); runs use numba's JIT kernels" in capsys.readouterr().err
+
+
+def test_top_level_help_lists_every_command_and_the_data_dir_rule(capsys):
+    import pytest
+
+    from hpctwin.twin.cli import main
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for cmd in ("run", "serve", "llm", "doctor", "sweep", "export", "report"):
+        assert f"    {cmd} " in out
+    assert "HPCTWIN_DATA" in out and "hpctwin doctor" in out
+
+
+def test_misspelt_option_gets_a_suggestion(capsys):
+    import pytest
+
+    from hpctwin.twin.cli import main
+    with pytest.raises(SystemExit):
+        main(["run", "--sytem", "frontier"])
+    assert "unrecognized arguments: --sytem frontier (did you mean: --sytem -> --system?)" in capsys.readouterr().err

@@ -60,6 +60,31 @@ def _scheduler_help() -> str:
             "language speaking the JSON-lines protocol of docs/protocol.md) (default: easy)")
 
 
+def _data_dir_help() -> str:
+    from hpctwin.datasets.registry import DATA_DIR_HELP  # noqa: PLC0415
+    return DATA_DIR_HELP
+
+
+class SuggestingParser(argparse.ArgumentParser):
+    """An ArgumentParser whose 'unrecognized arguments' error names the closest known option."""
+
+    def error(self, message: str):  # noqa: D401 - argparse's hook
+        if message.startswith("unrecognized arguments:"):
+            import difflib  # noqa: PLC0415
+            parsers = [self] + [sp for a in self._actions if isinstance(a, argparse._SubParsersAction)
+                                for sp in a.choices.values()]
+            known = sorted({s for q in parsers for a in q._actions for s in a.option_strings if s.startswith("--")})
+            hints = []
+            for word in message.split(":", 1)[1].split():
+                if word.startswith("--"):
+                    close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1, cutoff=0.75)
+                    if close:
+                        hints.append(f"{word.split('=', 1)[0]} -> {close[0]}")
+            if hints:
+                message += f" (did you mean: {', '.join(hints)}?)"
+        super().error(message)
+
+
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     from hpctwin.schedulers.ordering import ORDERS  # noqa: PLC0415
     p.add_argument("--workload", "-w", default="synthetic",
@@ -98,9 +123,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="machine size in allocation units; overrides the log header and the system")
     p.add_argument("--seed", type=int, default=0, help="seed of every random source of the run (default 0)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar and no summary table")
-    p.add_argument("--data-dir", default=None,
-                   help="data directory for registry names (default: $HPCTWIN_DATA, else ../shared/datasets, "
-                        "else the user cache folder)")
+    p.add_argument("--data-dir", default=None, help=_data_dir_help())
     p.add_argument("--kill-at-walltime", type=_on_off, default=True, metavar="on|off",
                    help="end a job at its requested time if it runs longer (default on)")
     p.add_argument("--estimate", default="requested",
@@ -332,27 +355,37 @@ def cmd_collectives(a: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hpctwin", description="HPC digital twin and scheduler sandbox")
+    parser = SuggestingParser(prog="hpctwin", description="HPC digital twin and scheduler sandbox",
+                              epilog="Data directory: " + _data_dir_help() + ". `hpctwin doctor` shows the one "
+                                     "in force.")
     parser.add_argument("--version", action="version", version=f"hpctwin {__version__}")
-    sub = parser.add_subparsers(dest="command")
+    sub = parser.add_subparsers(dest="command", parser_class=SuggestingParser)
     p_run = sub.add_parser("run", help="replay a workload against a scheduler and write a run folder",
                            description="Replay a workload against a scheduler; writes config.toml, jobs.csv, "
                                        "timeseries.h5 and summary.json into the run folder.")
     add_run_arguments(p_run)
     p_run.set_defaults(func=cmd_run)
-    p_ds = sub.add_parser("datasets", help="list or download known public logs")
-    p_ds.add_argument("action", choices=["list", "fetch"])
-    p_ds.add_argument("names", nargs="*")
-    p_ds.add_argument("--data-dir", default=None)
+    p_ds = sub.add_parser("datasets", help="list or download known public logs",
+                          description="List the known public logs and whether each is in the data directory "
+                                      "(list), or download and checksum them (fetch NAME ...).")
+    p_ds.add_argument("action", choices=["list", "fetch"], help="list: the registry and what is present; "
+                                                                 "fetch: download NAMES into the data directory")
+    p_ds.add_argument("names", nargs="*", help="dataset names for fetch (see hpctwin datasets list)")
+    p_ds.add_argument("--data-dir", default=None, help=_data_dir_help())
     p_ds.set_defaults(func=cmd_datasets)
-    p_sys = sub.add_parser("systems", help="list built-in machines")
+    p_sys = sub.add_parser("systems", help="list built-in machines",
+                           description="List the built-in machines (twin/systems/*.toml): nodes, CPUs and GPUs "
+                                       "per node, whether a power model and a network are defined.")
     p_sys.set_defaults(func=cmd_systems)
     for name, helptext in (
             ("topology", "show a machine's interconnect (hpctwin topology show SYSTEM)"),
             ("export", "export a workload as SWF, a schedule as sacct or as Batsim's jobs output "
                        "(hpctwin export --format batsim RUN)"),
             ("plot", "figures of a run at paper column width (hpctwin plot gantt RUN [--window A:B])"),
-            ("sweep", "run a sweep file (hpctwin sweep SWEEP.toml [--workers N])")):
+            ("sweep", "run a sweep file (hpctwin sweep SWEEP.toml [--workers N])"),
+            ("serve", "simulate an LLM serving deployment on a request trace (hpctwin serve --trace T --out DIR)"),
+            ("llm", "LLM training estimates: iteration time, FLOP/s, memory (hpctwin llm estimate --model M ...)"),
+            ("doctor", "what this installation has: versions, kernel cache, data directory, MPI, extras")):
         module = DELEGATES[name]
         p = sub.add_parser(name, help=helptext, add_help=False)
         p.add_argument("rest", nargs=argparse.REMAINDER)
@@ -371,6 +404,8 @@ def build_parser() -> argparse.ArgumentParser:
 DELEGATES = {"topology": "hpctwin.topology.show", "export": "hpctwin.datasets.export", "sweep": "hpctwin.experiments.sweep",
              "report": "hpctwin.twin.report", "plot": "hpctwin.twin.plot"}
 DELEGATES["serve"] = "hpctwin.twin.serving.cli"  # hpctwin serve --bundle DIR --out OUT (LLM serving, issue 16)
+DELEGATES["llm"] = "hpctwin.twin.training.cli"   # hpctwin llm estimate ... (LLM training, issue 25)
+DELEGATES["doctor"] = "hpctwin.twin.doctor"      # hpctwin doctor [--build-kernels]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,7 +22,9 @@ Conventions printed with every table:
 Outputs in ``--out``: ``results.csv`` / ``results.md`` / ``results.tex`` (median and mean reduction
 and the share of jobs where Bine sends more, by system, collective pair and size bucket),
 ``traffic_per_job.csv``, ``reduction_boxplot.png``, ``alpha_beta.csv``/``.md`` (modelled times for
-p = 2 ... 4,096) and, if ``topology.presets`` is available, ``link_load.csv``/``.md``.
+p = 2 ... 4,096) and, if ``topology.presets`` is available, ``link_load.csv``/``.md``. ``--out`` is checked
+before the data are read and written atomically: it must not exist, be empty, or be a folder hpctwin
+wrote, replaced only with ``--force``.
 
 Other allocations: ``--jobs-csv RUN_DIR/jobs.csv --group-map FILE`` reads a twin run's ``nodes``
 column (compact ranges such as ``0-3,8,10-11``) and a node -> group file (``node group`` per line, or
@@ -46,7 +48,7 @@ import pandas as pd
 from hpctwin.topology.collectives import PAIRS, AlphaBetaGamma, build_schedule, global_bytes, supports
 from hpctwin.topology.collectives.algorithms import ALGORITHMS
 
-from .tables import write_table_files
+from .tables import FORCE_HELP, OUT_RULE, staged_output, write_table_files
 
 __all__ = ["traffic_by_job", "summarize", "default_data_dir", "load_leonardo", "load_lumi", "parse_compact_ranges",
            "load_group_map", "load_jobs_csv", "alpha_beta_table", "main"]
@@ -367,7 +369,8 @@ def _boxplot(df: pd.DataFrame, out: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Command line: see the module docstring."""
     ap = argparse.ArgumentParser(prog="python -m hpctwin.experiments.bine_traffic", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default="out/bine_traffic", help="output directory")
+    ap.add_argument("--out", default="out/bine_traffic", help=f"output directory; {OUT_RULE}")
+    ap.add_argument("--force", action="store_true", help=FORCE_HELP)
     ap.add_argument("--data-dir", default=None, help="Bine-allocations directory (default: $HPCTWIN_DATA/...)")
     ap.add_argument("--systems", default="leonardo,lumi", help="subset of leonardo,lumi")
     ap.add_argument("--jobs-csv", default=None, help="a twin run's jobs.csv (nodes column) instead of the real data")
@@ -381,34 +384,43 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="seed of the random placement in the link-load table")
     ap.add_argument("--no-linkload", action="store_true", help="skip the link-load table")
     args = ap.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-
-    frames = []
+    loaders = {"leonardo": load_leonardo, "lumi": load_lumi}
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     if args.jobs_csv:
         if not args.group_map:
             ap.error("--jobs-csv needs --group-map")
-        ids, allocs = load_jobs_csv(Path(args.jobs_csv))
-        groups = load_group_map(Path(args.group_map))
-        name = Path(args.jobs_csv).resolve().parent.name
-        frames.append(traffic_by_job(allocs, groups, ids, system=name))
-        systems_text = f"twin run {name}, {len(ids)} jobs"
     else:
+        for sysname in systems:
+            if sysname not in loaders:
+                ap.error(f"unknown system {sysname!r}; supported: {', '.join(loaders)}")
         ddir = Path(args.data_dir) if args.data_dir else default_data_dir()
         if not ddir.is_dir():
             print(f"error: data directory {ddir} not found (set --data-dir or HPCTWIN_DATA)", file=sys.stderr)
             return 2
-        loaders = {"leonardo": load_leonardo, "lumi": load_lumi}
-        parts = []
-        for sysname in [s.strip() for s in args.systems.split(",") if s.strip()]:
-            if sysname not in loaders:
-                ap.error(f"unknown system {sysname!r}; supported: {', '.join(loaders)}")
-            ids, allocs, groups, skipped = loaders[sysname](ddir)
-            print(f"{sysname}: {len(ids)} jobs read, {skipped} skipped (non-compute host names)")
-            frames.append(traffic_by_job(allocs, groups, ids, system=sysname))
-            parts.append(f"{sysname.capitalize()} {len(ids)} jobs")
-        systems_text = ", ".join(parts)
+    t0 = time.perf_counter()
+    with staged_output("python -m hpctwin.experiments.bine_traffic", args.out, args.force) as out:
+        frames = []
+        if args.jobs_csv:
+            ids, allocs = load_jobs_csv(Path(args.jobs_csv))
+            groups = load_group_map(Path(args.group_map))
+            name = Path(args.jobs_csv).resolve().parent.name
+            frames.append(traffic_by_job(allocs, groups, ids, system=name))
+            systems_text = f"twin run {name}, {len(ids)} jobs"
+        else:
+            parts = []
+            for sysname in systems:
+                ids, allocs, groups, skipped = loaders[sysname](ddir)
+                print(f"{sysname}: {len(ids)} jobs read, {skipped} skipped (non-compute host names)")
+                frames.append(traffic_by_job(allocs, groups, ids, system=sysname))
+                parts.append(f"{sysname.capitalize()} {len(ids)} jobs")
+            systems_text = ", ".join(parts)
+        _write_all(args, frames, systems_text, out, t0)
+    print(f"wrote {args.out} in {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+def _write_all(args, frames: list[pd.DataFrame], systems_text: str, out: Path, t0: float) -> None:
+    """traffic_per_job.csv, the tables, the box plot, the alpha-beta and link-load tables into ``out``."""
     df = pd.concat(frames, ignore_index=True)
     df.to_csv(out / "traffic_per_job.csv", index=False, float_format="%.6g")
     summary = summarize(df)
@@ -433,8 +445,6 @@ def main(argv: list[str] | None = None) -> int:
                       f"placements: first p hosts / seeded random (seed {args.seed}); minimal routing with ECMP "
                       f"(topology.routing); "
                       f"step = alpha + max link bytes / bandwidth.", label="tab:link-load", stem="link_load")
-    print(f"wrote {out} in {time.perf_counter() - t0:.1f} s")
-    return 0
 
 
 if __name__ == "__main__":

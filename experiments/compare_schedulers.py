@@ -9,6 +9,9 @@ Example::
     python -m hpctwin.experiments.compare_schedulers --logs KTH-SP2,CTC-SP2 \
         --policies fcfs+none,fcfs+easy,fcfs+conservative,sjf+easy --out results/compare
 
+``--out`` is checked before the first run and written atomically (``hpctwin.twin.runfolder``): it must
+not exist, be empty, or be a folder hpctwin wrote, replaced only with ``--force``.
+
 Runs are independent; ``--workers N`` runs them in N processes (results are identical and in the
 same order whatever N is).
 """
@@ -21,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from hpctwin.experiments.tables import write_table_files
+from hpctwin.experiments.tables import FORCE_HELP, OUT_RULE, staged_output, write_table_files
 
 DEFAULT_POLICIES = "fcfs+none,fcfs+easy,fcfs+conservative,sjf+none,sjf+easy,wfp3+easy,unicep+easy"
 METRICS = ["mean_wait_s", "median_wait_s", "mean_bsld", "utilisation", "makespan_s"]
@@ -94,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--logs", default="KTH-SP2", help="comma-separated logs (registry names or paths)")
     ap.add_argument("--policies", default=DEFAULT_POLICIES, help="comma-separated order+backfill pairs")
-    ap.add_argument("--out", default="results/compare_schedulers")
+    ap.add_argument("--out", default="results/compare_schedulers", help=f"output folder; {OUT_RULE}")
+    ap.add_argument("--force", action="store_true", help=FORCE_HELP)
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--estimate", default="requested")
     ap.add_argument("--seed", type=int, default=0)
@@ -105,22 +109,22 @@ def main(argv: list[str] | None = None) -> int:
         for pol in a.policies.split(","):
             order, _, backfill = pol.partition("+")
             points.append((log.strip(), order.strip(), (backfill or "none").strip(), a.seed, a.data_dir, a.estimate))
-    if a.workers > 1:
-        with ProcessPoolExecutor(a.workers) as ex:
-            rows = list(ex.map(run_point, points))
-    else:
-        rows = []
-        for p in points:
-            rows.append(run_point(p))
-            print(f"{p[0]} {p[1]}+{p[2]}: mean bsld {rows[-1]['mean_bsld']:.2f}", file=sys.stderr)
-    df = pd.DataFrame(rows)
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    write_table_files(df, out, caption(df), by=["log", "policy"], metrics=METRICS,
-                      label="tab:compare-schedulers")
-    plot(df, out / "mean_bsld.png")
-    print((out / "results.md").read_text())
-    print(f"wrote {out}/results.csv, results.md, results.tex, mean_bsld.png")
+    with staged_output("python -m hpctwin.experiments.compare_schedulers", a.out, a.force) as out:
+        if a.workers > 1:
+            with ProcessPoolExecutor(a.workers) as ex:
+                rows = list(ex.map(run_point, points))
+        else:
+            rows = []
+            for p in points:
+                rows.append(run_point(p))
+                print(f"{p[0]} {p[1]}+{p[2]}: mean bsld {rows[-1]['mean_bsld']:.2f}", file=sys.stderr)
+        df = pd.DataFrame(rows)
+        write_table_files(df, out, caption(df), by=["log", "policy"], metrics=METRICS,
+                          label="tab:compare-schedulers")
+        plot(df, out / "mean_bsld.png")
+        table = (out / "results.md").read_text()
+    print(table)
+    print(f"wrote {a.out}/results.csv, results.md, results.tex, mean_bsld.png")
     return 0
 
 

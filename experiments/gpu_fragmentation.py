@@ -59,7 +59,9 @@ Two modes:
   trajectory vs arrived demand is plotted.
 
 Usage: ``python -m hpctwin.experiments.gpu_fragmentation [--mode fill|replay|both] [--out DIR]``; writes
-``results.csv``, ``results.md``, ``results.tex`` and ``fragmentation.png``.
+``results.csv``, ``results.md``, ``results.tex`` and ``fragmentation.png`` into ``--out`` (checked before
+the trace is read, written atomically: it must not exist, be empty, or be a folder hpctwin wrote,
+replaced only with ``--force``).
 """
 from __future__ import annotations
 
@@ -71,7 +73,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hpctwin.experiments.tables import write_table_files
+from hpctwin.experiments.tables import FORCE_HELP, OUT_RULE, staged_output, write_table_files
 
 POLICIES = ("first-fit", "best-fit", "worst-fit", "fgd")
 #: number of typical pod types FGD weighs (the most frequent combinations; assumption of ours,
@@ -534,10 +536,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--policies", nargs="+", default=list(POLICIES))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--out", default="whatif-gpu-fragmentation")
+    ap.add_argument("--out", default="whatif-gpu-fragmentation", help=f"output folder; {OUT_RULE}")
+    ap.add_argument("--force", action="store_true", help=FORCE_HELP)
     a = ap.parse_args(argv)
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
+    with staged_output("python -m hpctwin.experiments.gpu_fragmentation", a.out, a.force) as out:
+        df, text = _run_and_write(a, out)
+    print(df.to_string(index=False))
+    print(text)
+    print(f"wrote {a.out}/results.csv, results.md, results.tex, fragmentation.png")
+    return 0
+
+
+def _run_and_write(a, out: Path) -> tuple[pd.DataFrame, str]:
+    """The packing runs of ``a.mode``, then the table and the plot into the folder ``out``.
+    Returns the results and the conventions' text."""
     pods, state0, info = load_trace(a.data_dir)
     coverage = float(typical_types(pods, 10**9)[1][:TYPICAL_TYPES].sum())
     frames, fser, rser = [], {}, {}
@@ -573,10 +585,7 @@ def main(argv: list[str] | None = None) -> int:
     write_table_files(df, out, "GPU packing policies on the Alibaba GPU 2023 (openb) trace. " + text,
                       label="tab:gpu-fragmentation")
     plot(fser, rser, info["gpus"], out / "fragmentation.png", "Alibaba GPU 2023 (openb)")
-    print(df.to_string(index=False))
-    print(text)
-    print(f"wrote {out}/results.csv, results.md, results.tex, fragmentation.png")
-    return 0
+    return df, text
 
 
 if __name__ == "__main__":

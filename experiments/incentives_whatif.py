@@ -51,7 +51,10 @@ Tables (``results.md``/``.tex``/``.csv``): energy (MWh, facility), jobs' energy 
 power (kW, over 15 s averages), total cost, Gini coefficient of the per-user cost, mean wait (s), mean
 bounded slowdown (tau = 10 s), jobs killed at their requested time, jobs whose emulated hardware ran
 at the node's idle-power floor, and for anchored rows the measured reduction beside the anchor.
-Figure ``facility_power_week.png``: facility power over one week under each scenario.
+Figure ``facility_power_week.png``: facility power over one week under each scenario. ``--out`` (which
+also keeps the system file the runs used, ``<system>-no-network.toml``) is checked before the first
+run and written atomically: it must not exist, be empty, or be a folder hpctwin wrote, replaced only
+with ``--force``.
 
 Usage: ``python -m hpctwin.experiments.incentives_whatif [--log KTH-SP2] [--nodes 100] [--alt-nodes N] [--out DIR]
 [--calibrate]``
@@ -87,7 +90,7 @@ from hpctwin.schedulers.price_aware import YANG2013, tou_periods
 from hpctwin.twin.metrics import summarise
 from hpctwin.twin.run import RunConfig, load_workload, run
 
-from .tables import write_tables
+from .tables import FORCE_HELP, OUT_RULE, staged_output, write_tables
 
 #: illustrative prices (currency units per kWh); time-of-use: cheap night 23:00-07:00 (log clock + t0_hour)
 FLAT = 0.12
@@ -309,15 +312,28 @@ def main(argv=None) -> pd.DataFrame:
     ap.add_argument("--alt-nodes", type=int, default=None,
                     help="nodes of each older-hardware partition of the kamatar2025 row (default: --nodes, "
                          "i.e. the facility keeps an older machine of the same size per option)")
-    ap.add_argument("--out", default="results/incentives_whatif")
+    ap.add_argument("--out", default="results/incentives_whatif", help=f"output folder; {OUT_RULE}")
+    ap.add_argument("--force", action="store_true", help=FORCE_HELP)
     a = ap.parse_args(argv)
-    system_name = a.system
     if a.alt_nodes is None:
         a.alt_nodes = a.nodes
     if a.alt_nodes < 1:
         ap.error(f"--alt-nodes must be >= 1, got {a.alt_nodes}")
+    with staged_output("python -m hpctwin.experiments.incentives_whatif", a.out, a.force) as out:
+        df, ratio_rows = _run_and_write(a, out)
+    with pd.option_context("display.width", 250, "display.max_columns", 20):
+        print(df.drop(columns=["seed", "anchor"]).to_string())
+        if ratio_rows:
+            print(pd.DataFrame(ratio_rows).to_string())
+    return df
+
+
+def _run_and_write(a, out: Path) -> tuple[pd.DataFrame, list[dict]]:
+    """Both parts' runs, then the tables, the system file the runs used and the plot into ``out``.
+    Returns the table's rows and the price-ratio rows."""
+    system_name = a.system
     wl = materialize_profiles(load_workload(a.log, data_dir=a.data_dir, seed=a.seed), a.seed)
-    a.system = power_only_system(a.system, a.out)
+    a.system = power_only_system(a.system, out)
     R = rules()
     rows, series = [], {}
 
@@ -439,25 +455,22 @@ def main(argv=None) -> pd.DataFrame:
            f"power spread {YANG2013['power_spread']:g}x, tariff {tou_periods(YANG2013['price_ratios'][1])} "
            f"(price units), window {YANG2013['window']}, EASY backfilling. Cost Gini over users. "
            "wait = start - submit; bsld = max(1, (wait + run) / max(run, 10 s)).")
-    write_tables(df, a.out, ["rule", "response", "scheduler", "partitions"],
+    write_tables(df, out, ["rule", "response", "scheduler", "partitions"],
                  ["energy_mwh", "job_energy_mwh", "peak_facility_kw", "total_cost", "cost_gini_user", "mean_wait_s",
                   "mean_bsld", "killed_jobs", "below_idle_jobs", "measured_pct", "facility_pct", "anchor_pct"], cap)
     if ratio_rows:
-        write_tables(pd.DataFrame(ratio_rows), a.out, ["scheduler", "price_ratio"],
+        write_tables(pd.DataFrame(ratio_rows), out, ["scheduler", "price_ratio"],
                      ["jobs_bill_red_pct", "facility_bill_red_pct", "mean_wait_s"],
                      f"Price-aware scheduling (Yang et al. SC'13 setting, {a.log} on {a.nodes} {sysname} nodes): "
                      "reduction of the jobs' and the facility's electricity bill against EASY on the same workload, "
                      "for on-peak (08:00-20:00) to off-peak price ratios 2, 3, 5. Anchor: up to 23 %.",
                      stem="yang_ratios")
-    _plot(a, series, yang_series)
-    with pd.option_context("display.width", 250, "display.max_columns", 20):
-        print(df.drop(columns=["seed", "anchor"]).to_string())
-        if ratio_rows:
-            print(pd.DataFrame(ratio_rows).to_string())
-    return df
+    _plot(a, series, yang_series, out)
+    return df, ratio_rows
 
 
-def _plot(a, series: dict, yang_series: dict) -> None:
+def _plot(a, series: dict, yang_series: dict, out: str | Path | None = None) -> None:
+    """``facility_power_week.png`` into ``out`` (default ``a.out``)."""
     from hpctwin.twin.plot import figure, save_png  # noqa: PLC0415
     first = next(iter(series.values()))
     t = first.timeseries["time"][0]
@@ -474,7 +487,7 @@ def _plot(a, series: dict, yang_series: dict) -> None:
         ax.set_title(title)
         ax.legend(fontsize=5)
     axes[-1, 0].set_xlabel(f"days after day {d0 / 86400:.1f} of the log")
-    save_png(fig, f"{a.out}/facility_power_week.png")
+    save_png(fig, Path(a.out if out is None else out) / "facility_power_week.png")
 
 
 if __name__ == "__main__":

@@ -75,6 +75,8 @@ the policies differ in iteration slowdown and groups spanned and the regimes in 
 waits and requeue waits are informative on ``dgx-h100``.
 
 Usage: ``python -m hpctwin.experiments.llm_placement [--systems dgx-h100 frontier] [--days D] [--out DIR]``
+(``--out`` is checked before the first run and written atomically: it must not exist, be empty, or be a
+folder hpctwin wrote, replaced only with ``--force``).
 """
 from __future__ import annotations
 
@@ -88,7 +90,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hpctwin.experiments.tables import write_table_files
+from hpctwin.experiments.tables import FORCE_HELP, OUT_RULE, staged_output, write_table_files
 from hpctwin.twin.failures import (
     DEFAULT_CHECKPOINT_S,
     DEFAULT_REGIMES,
@@ -493,15 +495,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-baseline", action="store_true", help="skip the no-failure runs")
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="whatif-llm-placement")
+    ap.add_argument("--out", default="whatif-llm-placement", help=f"output folder; {OUT_RULE}")
+    ap.add_argument("--force", action="store_true", help=FORCE_HELP)
     a = ap.parse_args(argv)
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
     days = {s: (a.days if a.days is not None else DEFAULT_DAYS.get(s, 3.0)) for s in a.systems}
-    t0 = time.perf_counter()
-    df, sizes = run_grid(a.systems, days, a.mtbf_days, a.seed, a.policies, a.regimes, a.power == "on",
-                         a.requeue, a.workers, not a.no_baseline)
-    elapsed = time.perf_counter() - t0
+    with staged_output("python -m hpctwin.experiments.llm_placement", a.out, a.force) as out:
+        t0 = time.perf_counter()
+        df, sizes = run_grid(a.systems, days, a.mtbf_days, a.seed, a.policies, a.regimes, a.power == "on",
+                             a.requeue, a.workers, not a.no_baseline)
+        elapsed = time.perf_counter() - t0
+        df, conv = _write(a, days, df, sizes, out)
+    _print(a, df, conv, elapsed)
+    return 0
+
+
+def _write(a, days: dict, df: pd.DataFrame, sizes: dict, out: Path) -> tuple[pd.DataFrame, str]:
+    """timings.csv, the tables and the plot into the folder ``out``; returns the table and its conventions."""
     energy = ("energy of lost work = the job's node energy (power model, no cooling) x (1 - ETTR)"
               if a.power == "on" else "energy of lost work = lost GPU-hours x GPU max power x class gpu_util (GPU only)")
     conv = (f"Synthetic LLM-cluster workload (AcmeTrace Seren calibration, seed {a.seed}; days: "
@@ -526,6 +535,10 @@ def main(argv: list[str] | None = None) -> int:
     df = df.drop(columns="sim_seconds")
     write_table_files(df, out, "LLM placement and recovery what-if. " + conv, label="tab:llm-placement")
     plot_goodput(sizes, a.systems, a.mtbf_days, out / "goodput_vs_size.png")
+    return df, conv
+
+
+def _print(a, df: pd.DataFrame, conv: str, elapsed: float) -> None:
     show = ["machine", "policy", "regime", "node_mtbf_days", "mean_wait_s", "mean_bsld", "mean_iter_slowdown",
             "mean_groups_spanned", "interruptions", "goodput", "model_goodput", "lost_gpu_hours",
             "lost_energy_kwh", "requeue_wait_h"]
@@ -533,8 +546,7 @@ def main(argv: list[str] | None = None) -> int:
         print(df[show].to_string(index=False))
     print(conv)
     print(f"{len(df)} engine runs in {elapsed:.1f} s ({a.workers} workers); "
-          f"wrote {out}/results.csv, results.md, results.tex, goodput_vs_size.png, timings.csv")
-    return 0
+          f"wrote {a.out}/results.csv, results.md, results.tex, goodput_vs_size.png, timings.csv")
 
 
 if __name__ == "__main__":

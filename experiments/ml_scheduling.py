@@ -14,7 +14,8 @@ The kill time is always the user's request. Table columns: mean wait (s), mean b
 (tau = 10 s), prediction accuracy (mean over jobs of min(p, r) / max(p, r), p the estimate or the
 prediction made at submit, r the run length) and under-estimate rate (fraction with p < r).
 Writes ``results.csv``, ``results_summary.csv``, ``results.md``, ``results.tex`` and
-``mean_bsld.png`` into ``--out``.
+``mean_bsld.png`` into ``--out`` (checked before the first run, written atomically: it must not exist,
+be empty, or be a folder hpctwin wrote, replaced only with ``--force``).
 
 Usage: ``python -m hpctwin.experiments.ml_scheduling [--logs KTH-SP2 SDSC-SP2] [--gbm] [--out DIR]``
 """
@@ -28,7 +29,7 @@ import pandas as pd
 
 from hpctwin.twin.run import RunConfig, run
 
-from .tables import bar_plot, write_tables
+from .tables import FORCE_HELP, OUT_RULE, bar_plot, staged_output, write_tables
 
 POLICIES = [("easy", "easy", "requested"), ("easy-pred", "hpctwin.schedulers.predictive:EasyPred", "requested"),
             ("easy++", "hpctwin.schedulers.predictive:EasyPlusPlus", "requested"),
@@ -63,11 +64,20 @@ def main(argv=None) -> pd.DataFrame:
     ap.add_argument("--logs", nargs="+", default=["KTH-SP2", "SDSC-SP2"])
     ap.add_argument("--gbm", action="store_true", help="also run the gradient-boosted predictor (scikit-learn)")
     ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--out", default="results/ml_scheduling")
+    ap.add_argument("--out", default="results/ml_scheduling", help=f"output folder; {OUT_RULE}")
+    ap.add_argument("--force", action="store_true", help=FORCE_HELP)
     a = ap.parse_args(argv)
     pol = list(POLICIES)
     if a.gbm:
         pol.insert(3, ("easy-pred-gbm", "hpctwin.schedulers.predictive:EasyPredGBM", "requested"))
+    with staged_output("python -m hpctwin.experiments.ml_scheduling", a.out, a.force) as out:
+        df = _run_and_write(a, pol, out)
+    print(df.to_string())
+    return df
+
+
+def _run_and_write(a, pol: list[tuple[str, str, str]], out) -> pd.DataFrame:
+    """Every (log, policy) run, then the tables and the plot into the folder ``out``."""
     rows = []
     for log in a.logs:
         for label, sched, est in pol:
@@ -82,9 +92,8 @@ def main(argv=None) -> pd.DataFrame:
            "jobs are killed at their requested time in every case. wait = start - submit; bsld = max(1, (wait + "
            "run) / max(run, 10 s)); accuracy = mean min(p, r) / max(p, r); under-estimate rate = fraction p < r.")
     metrics = ["mean_wait_s", "mean_bsld", "prediction_accuracy", "underestimate_rate"]
-    agg = write_tables(df, a.out, ["log", "policy"], metrics, cap)
-    bar_plot(agg, ["log", "policy"], "mean_bsld", f"{a.out}/mean_bsld.png", "mean bounded slowdown (tau = 10 s)")
-    print(df.to_string())
+    agg = write_tables(df, out, ["log", "policy"], metrics, cap)
+    bar_plot(agg, ["log", "policy"], "mean_bsld", out / "mean_bsld.png", "mean bounded slowdown (tau = 10 s)")
     return df
 
 

@@ -4,7 +4,9 @@ For each (machine, placement policy) the same real log is replayed with EASY bac
 ``--network on`` and the script tabulates: mean wait (s), mean bounded slowdown (tau = 10 s), mean
 groups spanned per job (Dragonfly groups / fat-tree pods), total bytes crossing group boundaries,
 mean runtime stretch from contention, and utilisation. It writes ``results.csv``, ``results.md``,
-``results.tex`` and ``groups_spanned.png`` (distribution of groups spanned per policy and machine).
+``results.tex`` and ``groups_spanned.png`` (distribution of groups spanned per policy and machine) into
+``--out``, checked before the first run and written atomically (it must not exist, be empty, or be a
+folder hpctwin wrote, replaced only with ``--force``).
 
 Defaults: the CTC-SP2 log (338 nodes, one processor per node, so sizes are nodes) on ``adastra``
 (Slingshot Dragonfly, 384 nodes in 3 groups) and on ``lassen`` (EDR fat-tree with a 2:1 edge taper,
@@ -22,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hpctwin.experiments.tables import write_table_files
+from hpctwin.experiments.tables import FORCE_HELP, OUT_RULE, staged_output, write_table_files
 
 POLICIES = ("first-fit", "contiguous", "group-packed", "spread")
 
@@ -77,20 +79,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--systems", nargs="+", default=["adastra", "lassen"])
     ap.add_argument("--jobs", type=int, default=None, help="first N jobs of the log only")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="whatif-placement")
+    ap.add_argument("--out", default="whatif-placement", help=f"output folder; {OUT_RULE}")
+    ap.add_argument("--force", action="store_true", help=FORCE_HELP)
     a = ap.parse_args(argv)
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    df, spans = run_grid(a.log, a.systems, a.jobs, a.seed)
     conv = ("EASY backfilling, requested times as estimates, kill at walltime; wait = start - submit; "
             "bsld = max(1, (wait + run) / max(run, 10 s)); stretch = wall time / isolated runtime from "
             "max-min link sharing; communication fractions and kinds drawn from the network model's "
             "default distribution (assumption), seed %d." % a.seed)
-    write_table_files(df, out, f"Placement what-if on {a.log}. " + conv, label="tab:placement-whatif")
-    plot_spans(spans, out / "groups_spanned.png")
+    with staged_output("python -m hpctwin.experiments.placement_whatif", a.out, a.force) as out:
+        df, spans = run_grid(a.log, a.systems, a.jobs, a.seed)
+        write_table_files(df, out, f"Placement what-if on {a.log}. " + conv, label="tab:placement-whatif")
+        plot_spans(spans, out / "groups_spanned.png")
     print(df.to_string(index=False))
     print(conv)
-    print(f"wrote {out}/results.csv, results.md, results.tex, groups_spanned.png")
+    print(f"wrote {a.out}/results.csv, results.md, results.tex, groups_spanned.png")
     return 0
 
 

@@ -19,7 +19,8 @@ Conventions: wait = start - submit; bsld = max(1, (wait + run) / max(run, 10 s))
 power are the facility's (IT + conversion losses + cooling); peak = max over 15 s averages.
 
 Usage: ``python -m hpctwin.experiments.power_cap_whatif [--log KTH-SP2] [--out DIR] [--jobs N]``
-(``--jobs N``: the first N jobs of the log only).
+(``--jobs N``: the first N jobs of the log only). ``--out`` is checked before the first run and written
+atomically: it must not exist, be empty, or be a folder hpctwin wrote, replaced only with ``--force``.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hpctwin.experiments.tables import write_table_files
+from hpctwin.experiments.tables import FORCE_HELP, OUT_RULE, staged_output, write_table_files
 
 from hpctwin.power.chain import Chain
 from hpctwin.power.config import parse_power
@@ -80,16 +81,23 @@ def main(argv=None) -> pd.DataFrame:
     ap.add_argument("--system", default="frontier")
     ap.add_argument("--nodes", type=int, default=100, help="machine size (units of the log)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="results/power_cap_whatif")
+    ap.add_argument("--out", default="results/power_cap_whatif", help=f"output folder; {OUT_RULE}")
+    ap.add_argument("--force", action="store_true", help=FORCE_HELP)
     ap.add_argument("--jobs", type=int, default=None, help="replay only the first N jobs of the log")
     args = ap.parse_args(argv)
+    with staged_output("python -m hpctwin.experiments.power_cap_whatif", args.out, args.force) as out:
+        df = _run_and_write(args, out)
+    print(df.to_string())
+    return df
+
+
+def _run_and_write(args, out: Path) -> pd.DataFrame:
+    """Every (cap, mode) run, then the table and the plot into the folder ``out``."""
     log = args.log
     if args.jobs is not None:
         from hpctwin.twin.run import load_workload  # noqa: PLC0415
         wl = load_workload(args.log)
         log = wl.take(np.arange(min(args.jobs, len(wl))))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     peak = machine_peak_w(args.system, args.nodes)
     rows, series = [], {}
     for frac in CAPS:
@@ -122,7 +130,6 @@ def main(argv=None) -> pd.DataFrame:
     ax.legend()
     fig.tight_layout()
     fig.savefig(out / "facility_power.png", dpi=130)
-    print(df.to_string())
     return df
 
 

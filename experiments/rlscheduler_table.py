@@ -6,7 +6,8 @@ sequence's mean bounded slowdown (tau 10 s), computed by the compat replay
 (`schedulers.rlscheduler_compat`) with the settings of the harness's ``make_table_script.py``
 (starts of SDSC-SP2 and HPC2N sequences drawn within the first 10,000 jobs).
 
-Writes into ``--out`` (default ``results/rlscheduler_table``):
+Writes into ``--out`` (default ``results/rlscheduler_table``; checked before the replay and written
+atomically: it must not exist, be empty, or be a folder hpctwin wrote, replaced only with ``--force``):
 
 * ``table.csv/.md/.tex``: the wide table of the replay's cells;
 * ``cells.csv/.md/.tex``: one row per cell with the replay, the harness reference (``HARNESS``:
@@ -35,7 +36,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from hpctwin.experiments.tables import write_table_files
+from hpctwin.experiments.tables import FORCE_HELP, OUT_RULE, staged_output, write_table_files
 
 #: table column -> (registry name, batch_job_slice) as in make_table_script.py
 TRACES = {"Lublin-1": ("Lublin-256", 0), "SDSC-SP2": ("SDSC-SP2", 10000), "HPC2N": ("HPC2N", 10000),
@@ -118,15 +119,17 @@ def wide_table(cells: pd.DataFrame) -> pd.DataFrame:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--out", default="results/rlscheduler_table")
+    p.add_argument("--out", default="results/rlscheduler_table", help=f"output folder; {OUT_RULE}")
+    p.add_argument("--force", action="store_true", help=FORCE_HELP)
     p.add_argument("--data-dir", default=None)
     p.add_argument("--traces", default=",".join(TRACES), help="comma-separated columns (default: all four)")
     a = p.parse_args(argv)
     t0 = time.process_time()
-    cells = compute_cells(a.data_dir, [t.strip() for t in a.traces.split(",") if t.strip()])
-    write_table_files(wide_table(cells), a.out, CAPTION, by=["heuristic"], stem="table", label="tab:rlscheduler")
-    write_table_files(cells, a.out, CAPTION + " harness = the harness's own code on the same files.",
-                      by=["trace", "backfill", "heuristic"], stem="cells", label="tab:rlscheduler-cells")
+    with staged_output("python -m hpctwin.experiments.rlscheduler_table", a.out, a.force) as out:
+        cells = compute_cells(a.data_dir, [t.strip() for t in a.traces.split(",") if t.strip()])
+        write_table_files(wide_table(cells), out, CAPTION, by=["heuristic"], stem="table", label="tab:rlscheduler")
+        write_table_files(cells, out, CAPTION + " harness = the harness's own code on the same files.",
+                          by=["trace", "backfill", "heuristic"], stem="cells", label="tab:rlscheduler-cells")
     worst = float(cells["replay_minus_harness"].abs().max())
     pub = cells["replay_minus_published"].abs()
     print(wide_table(cells).to_string(index=False, float_format=lambda v: f"{v:.2f}"))

@@ -12,6 +12,9 @@ throughput utilisation (decode tokens / (capacity x billed instance-seconds)), S
 (TTFT <= ``--ttft-slo``, TPOT <= ``--tpot-slo``), TTFT P99.
 
     python -m hpctwin.experiments.serving_autoscale [--hours 24] [--rate 2] [--out runs/serving_autoscale]
+
+``--out`` (``results.csv``, ``table.md``) is checked before the runs and written atomically: it must not
+exist, be empty, or be a folder hpctwin wrote, replaced only with ``--force``.
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from hpctwin.datasets.serving_traces import diurnal_trace, read_azure
-from hpctwin.experiments.tables import markdown_table, write_results_csv
+from hpctwin.experiments.tables import FORCE_HELP, OUT_RULE, markdown_table, staged_output, write_results_csv
 from hpctwin.twin.serving.autoscale import (DecodeTPSPolicy, FixedPolicy, UtilizationPolicy, cold_start_s,
                                             simulate_autoscaled)
 from hpctwin.twin.serving.bundle import find_data_dir
@@ -106,10 +109,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tpot-slo", type=float, default=0.15)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data-dir", default=None)
-    p.add_argument("--out", default="runs/serving_autoscale")
+    p.add_argument("--out", default="runs/serving_autoscale", help=f"output folder; {OUT_RULE}")
+    p.add_argument("--force", action="store_true", help=FORCE_HELP)
     a = p.parse_args(argv)
-    run(a.out, a.hours, a.rate, a.peak_to_trough, a.max, a.peak, a.ttft_slo, a.tpot_slo, a.seed, a.data_dir)
-    print((Path(a.out) / "table.md").read_text())
+    with staged_output("python -m hpctwin.experiments.serving_autoscale", a.out, a.force) as out:
+        run(out, a.hours, a.rate, a.peak_to_trough, a.max, a.peak, a.ttft_slo, a.tpot_slo, a.seed, a.data_dir)
+        table = (out / "table.md").read_text()
+    print(table)
     return 0
 
 

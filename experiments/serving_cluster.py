@@ -27,6 +27,9 @@ and max), node-hours held by the deployment (a dedicated partition holds its nod
 serving GPU energy (per-phase power, `twin.serving.energy`; a partition's GPUs idle when no instance runs).
 
     python -m hpctwin.experiments.serving_cluster [--log KTH-SP2] [--days 2] [--out runs/serving_cluster]
+
+``--out`` (``results.csv``, ``results.md``, ``results.tex``) is checked before the runs and written
+atomically: it must not exist, be empty, or be a folder hpctwin wrote, replaced only with ``--force``.
 """
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hpctwin.experiments.tables import write_table_files
+from hpctwin.experiments.tables import FORCE_HELP, OUT_RULE, staged_output, write_table_files
 from hpctwin.twin.run import RunConfig, load_workload, simulate
 from hpctwin.twin.serving.bundle import find_data_dir
 from hpctwin.twin.serving.energy import power_for
@@ -152,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tpot-slo", type=float, default=0.1)
     p.add_argument("--pd", default="2:2", help="P:D fixed prefill:decode instances of the shared-pd row (\"\": none)")
     p.add_argument("--data-dir", default=None)
-    p.add_argument("--out", default="runs/serving_cluster")
+    p.add_argument("--out", default="runs/serving_cluster", help=f"output folder; {OUT_RULE}")
+    p.add_argument("--force", action="store_true", help=FORCE_HELP)
     a = p.parse_args(argv)
     split = None
     if a.pd:
@@ -162,9 +166,11 @@ def main(argv: list[str] | None = None) -> int:
             split = ()
         if len(split) != 2 or min(split) < 1:
             p.error(f"--pd {a.pd!r}: expected P:D, two positive instance counts (e.g. 2:2)")
-    run(a.out, a.log, a.day0, a.days, a.offset_h, a.time_scale, a.max_requests, a.static, a.max, a.tps, a.lease_h,
-        a.gpus_per_node, ttft=a.ttft_slo, tpot=a.tpot_slo, pd_split=split, data_dir=a.data_dir)
-    print((Path(a.out) / "results.md").read_text())
+    with staged_output("python -m hpctwin.experiments.serving_cluster", a.out, a.force) as out:
+        run(out, a.log, a.day0, a.days, a.offset_h, a.time_scale, a.max_requests, a.static, a.max, a.tps,
+            a.lease_h, a.gpus_per_node, ttft=a.ttft_slo, tpot=a.tpot_slo, pd_split=split, data_dir=a.data_dir)
+        table = (out / "results.md").read_text()
+    print(table)
     return 0
 
 

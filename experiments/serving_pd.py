@@ -11,6 +11,9 @@ DistServe definition), energy. Goodput = the highest replayed rate whose attainm
     python -m hpctwin.experiments.serving_pd [--trace conv] [--minutes 20] [--gpus 16] [--out runs/serving_pd]
         [--kv-systems dgx-h100,marconi100] [--kv-placement pools]
 
+``--out`` (``results.csv``, ``goodput.csv``, ``table.md``, ``attainment.png``) is checked before the runs and
+written atomically: it must not exist, be empty, or be a folder hpctwin wrote, replaced only with ``--force``.
+
 KV transfer: the P/D rows without a system use the fixed 25 GB/s per GPU link (`pd.kv_transfer_s`); every
 system of ``--kv-systems`` adds the P/D rows again (``P3:D1 @system``) with the transfers as flows on
 that system's topology (`twin.serving.kvflow`: instances placed by pool on its nodes, links shared
@@ -32,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from hpctwin.datasets.serving_traces import ServingRequest, read_azure
-from hpctwin.experiments.tables import markdown_table, write_results_csv
+from hpctwin.experiments.tables import FORCE_HELP, OUT_RULE, markdown_table, staged_output, write_results_csv
 from hpctwin.twin.serving import BlockManager, Instance, simulate
 from hpctwin.twin.serving.bundle import find_data_dir
 from hpctwin.twin.serving.energy import fleet_energy, power_for
@@ -160,16 +163,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ttft-slo", type=float, default=2.0)
     p.add_argument("--tpot-slo", type=float, default=0.1)
     p.add_argument("--data-dir", default=None)
-    p.add_argument("--out", default="runs/serving_pd")
+    p.add_argument("--out", default="runs/serving_pd", help=f"output folder; {OUT_RULE}")
+    p.add_argument("--force", action="store_true", help=FORCE_HELP)
     p.add_argument("--kv-systems", default="",
                    help="comma-separated systems (e.g. dgx-h100,marconi100): add the P/D rows with the KV "
                         "transfers as flows on each system's topology")
     p.add_argument("--kv-placement", default="pools", choices=["pools", "packed"])
     a = p.parse_args(argv)
-    run(a.out, a.trace, a.minutes, a.gpus, a.tp, rates=tuple(float(x) for x in a.rates.split(",")),
-        ttft=a.ttft_slo, tpot=a.tpot_slo, data_dir=a.data_dir,
-        kv_systems=tuple(x for x in a.kv_systems.split(",") if x), kv_placement=a.kv_placement)
-    print((Path(a.out) / "table.md").read_text())
+    try:
+        rates = tuple(float(x) for x in a.rates.split(","))
+    except ValueError:
+        p.error(f"--rates {a.rates!r}: expected comma-separated numbers (e.g. 1,2,3)")
+    with staged_output("python -m hpctwin.experiments.serving_pd", a.out, a.force) as out:
+        run(out, a.trace, a.minutes, a.gpus, a.tp, rates=rates, ttft=a.ttft_slo, tpot=a.tpot_slo,
+            data_dir=a.data_dir, kv_systems=tuple(x for x in a.kv_systems.split(",") if x),
+            kv_placement=a.kv_placement)
+        table = (out / "table.md").read_text()
+    print(table)
     return 0
 
 

@@ -11,7 +11,9 @@ the simulated arrival is the time the engine receives the request (``requests.cs
 
     python -m hpctwin.experiments.serving_validation [--data-dir D] [--out runs/serving_validation]
 
-Writes ``results.csv`` (one row per bundle x metric x statistic), ``table.md`` and ``errors.png``.
+Writes ``results.csv`` (one row per bundle x metric x statistic), ``table.md`` and ``errors.png`` into
+``--out`` (checked before the runs and written atomically: it must not exist, be empty, or be a folder
+hpctwin wrote, replaced only with ``--force``).
 
 The bundles without per-request measurements (RTX PRO 6000 Llama-3.1-8B TP1 and Qwen3-30B-A3B DP2 x EP2)
 are compared with the measured vLLM statistics that LLMServingSim documents for them (``DOCUMENTED``:
@@ -28,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hpctwin.experiments.tables import markdown_table, write_results_csv
+from hpctwin.experiments.tables import FORCE_HELP, OUT_RULE, markdown_table, staged_output, write_results_csv
 from hpctwin.twin.serving.bundle import find_data_dir, load_bundle
 from hpctwin.twin.serving.cli import run_bundle
 from hpctwin.twin.serving.metrics import METRICS, STATS, fifteen, latencies
@@ -179,14 +181,16 @@ def run(out: str | Path, data_dir: str | Path | None = None) -> pd.DataFrame:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data-dir", default=None)
-    p.add_argument("--out", default="runs/serving_validation")
+    p.add_argument("--out", default="runs/serving_validation", help=f"output folder; {OUT_RULE}")
+    p.add_argument("--force", action="store_true", help=FORCE_HELP)
     a = p.parse_args(argv)
-    df = run(a.out, a.data_dir)
+    with staged_output("python -m hpctwin.experiments.serving_validation", a.out, a.force) as out:
+        df = run(out, a.data_dir)
+        doc = pd.read_csv(out / "documented.csv") if (out / "documented.csv").is_file() else None
     for _, r in error_summary(df).iterrows():
         print(f"{r['bundle']}: mean |error| {100 * r['mean_abs_error']:.2f} %, max {100 * r['max_abs_error']:.2f} %")
-    doc = Path(a.out) / "documented.csv"
-    if doc.is_file():
-        for _, r in error_summary(pd.read_csv(doc)).iterrows():
+    if doc is not None:
+        for _, r in error_summary(doc).iterrows():
             print(f"{r['bundle']} (vs documented vLLM figures): mean |error| {100 * r['mean_abs_error']:.2f} %, "
                   f"max {100 * r['max_abs_error']:.2f} %")
     print(f"wrote {a.out}/results.csv, documented.csv, table.md, errors.png")

@@ -10,7 +10,9 @@ waits and Jain's index of those means (1 = all users wait the same).
 
 Writes ``results.csv``, ``results.md`` (Markdown table), ``results.tex`` (LaTeX, booktabs) through
 :mod:`hpctwin.experiments.tables`, and ``slurm_tuning.png`` to ``--out``; run times go to
-``timings.csv`` so the tables are the same bytes for the same options. Usage::
+``timings.csv`` so the tables are the same bytes for the same options. ``--out`` is checked before the
+first run and written atomically: it must not exist, be empty, or be a folder hpctwin wrote, replaced
+only with ``--force``. Usage::
 
     python -m hpctwin.experiments.slurm_tuning --log KTH-SP2 --max-jobs 10000 --out runs/slurm_tuning
     python -m hpctwin.experiments.slurm_tuning --log synthetic:jobs=300,nodes=64 --out /tmp/st   # a tiny check
@@ -29,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hpctwin.experiments.tables import write_table_files
+from hpctwin.experiments.tables import FORCE_HELP, OUT_RULE, staged_output, write_table_files
 
 # fair-share and age apply only with slurmdbd accounting (priority_multifactor.c), and the Slurm
 # 22.05 default PriorityType is priority/basic: both are set explicitly
@@ -108,12 +110,20 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--log", default="KTH-SP2", help="registry name or SWF/sacct path")
     ap.add_argument("--max-jobs", type=int, default=0, help="first N jobs only (0 = all)")
-    ap.add_argument("--out", default="runs/slurm_tuning")
+    ap.add_argument("--out", default="runs/slurm_tuning", help=f"output folder; {OUT_RULE}")
+    ap.add_argument("--force", action="store_true", help=FORCE_HELP)
     ap.add_argument("--workers", type=int, default=1, help="parallel runs (processes)")
     ap.add_argument("--data-dir", default=None)
     a = ap.parse_args(argv)
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
+    with staged_output("python -m hpctwin.experiments.slurm_tuning", a.out, a.force) as out:
+        df, conv = _run_and_write(a, out)
+    print(conv)
+    print(df.drop(columns=["jobs", "machine_nodes"]).to_string(index=False))
+    return df
+
+
+def _run_and_write(a, out: Path) -> tuple[pd.DataFrame, str]:
+    """The baseline and every knob's runs, then timings.csv, the table and the plot into ``out``."""
     tasks = [(a.log, a.max_jobs, None, None, a.data_dir)]
     for p, values in SWEEP.items():
         tasks += [(a.log, a.max_jobs, p, v, a.data_dir) for v in values if v != DEFAULTS[p]]
@@ -148,9 +158,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     write_table_files(df.drop(columns=["wall_s"]), out, conv, by=["parameter", "value"], metrics=TABLE_METRICS,
                       label="tab:slurm-tuning")
     plot(df, out / "slurm_tuning.png", f"{Path(a.log).name if '/' in a.log else a.log}: Slurm backfill and fair-share knobs")
-    print(conv)
-    print(df.drop(columns=["jobs", "machine_nodes"]).to_string(index=False))
-    return df
+    return df, conv
 
 
 if __name__ == "__main__":

@@ -14,6 +14,9 @@ metric definitions), because a number without its conventions cannot be defended
 * `write_tables(df, out, by, metrics, caption)`: all of the above into ``out`` (replicas aggregated);
   `write_table_files(df, out, caption)`: ``<stem>.csv``, ``<stem>.md`` and ``<stem>.tex`` of a table
   with one row per configuration.  Every experiment script writes its tables through these two.
+* `staged_output(prog, out, force)`: the output folder of an experiment script's ``main``, through the
+  one output contract of `hpctwin.twin.runfolder` (checked before any work, written into a hidden
+  partial folder, published by one atomic rename), with one-line errors (exit 2) and Ctrl-C (exit 130).
 
 The LaTeX uses the booktabs rules (``\toprule``, ``\midrule``, ``\bottomrule``): the file's first
 line says so (``% needs \usepackage{booktabs}``) and the caption sits above the tabular, as
@@ -22,6 +25,10 @@ journals ask.  No jinja2 or other optional dependency is needed (``DataFrame.to_
 from __future__ import annotations
 
 import math
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Sequence
 
@@ -30,6 +37,69 @@ import pandas as pd
 from scipy import stats
 
 FLOAT_FORMAT = "%.10g"
+#: help of every experiment script's ``--force``
+FORCE_HELP = "replace an existing output folder written by hpctwin (never any other folder)"
+#: how the experiment scripts describe ``--out`` (after what the folder holds)
+OUT_RULE = "must not exist, be empty, or be a folder hpctwin wrote (replaced only with --force)"
+
+
+class InputReadError(ValueError):
+    """An input file (log, trace, data set) could not be read while an output folder was being filled."""
+
+
+def _input_error(e: OSError, folder: Path) -> InputReadError | None:
+    """The `InputReadError` for an ``OSError`` raised while filling ``folder``, or None when it is an
+    error writing ``folder`` itself: a file named outside ``folder`` is an input that cannot be read;
+    an error with no errno (raised by code with a message, e.g. a missing data set) is an input error
+    too; an OS error on no named file (a ``write`` on a full disk) or on files inside is the folder's."""
+    for name in (e.filename, e.filename2):
+        if name is None:
+            continue
+        p = Path(os.path.abspath(os.fsdecode(name)))
+        if p != folder and folder not in p.parents:
+            return InputReadError(f"cannot read {os.fsdecode(name)}: {e.strerror or e}")
+    if e.errno is None and e.filename is None:
+        msg = str(e)
+        if isinstance(e, FileNotFoundError) and msg and not any(c.isspace() for c in msg):
+            msg = f"cannot read {msg}: no such file"          # pyarrow's FileNotFoundError(path)
+        return InputReadError(msg)
+    return None
+
+
+@contextmanager
+def staged_output(prog: str, out: str | os.PathLike, force: bool = False) -> Iterator[Path]:
+    """The output folder of an experiment script: ``with staged_output(PROG, a.out, a.force) as tmp:``.
+
+    ``out`` is checked on entry, before any work (`hpctwin.twin.runfolder.staged_folder`: a folder
+    hpctwin did not write, a file, the working directory... are refused; an earlier folder written by
+    hpctwin only with ``force``). The block writes every file into ``tmp`` (a hidden partial folder
+    beside ``out``); when it ends normally ``tmp`` is published as ``out`` by one atomic rename, and on
+    an error or a kill ``out`` keeps its old content. Errors end the script the command-line way:
+
+    * a ``ValueError`` (a refused ``--out``, bad input, `InputReadError`) prints one line
+      ``PROG: error: ...`` on stderr and raises ``SystemExit(2)``;
+    * an ``OSError`` on a file outside ``tmp`` (an input that cannot be read), or one raised with a
+      message only (a missing data set), becomes such a line too, naming that file; one on files inside
+      ``tmp`` or on no file (disk full, read-only...) names ``out`` (`RunFolderError`);
+    * Ctrl-C (``KeyboardInterrupt``) prints that nothing was written and raises ``SystemExit(130)``.
+    """
+    from hpctwin.twin.runfolder import staged_folder  # noqa: PLC0415
+    try:
+        with staged_folder(out, force=force) as tmp:
+            try:
+                yield tmp
+            except OSError as e:
+                err = _input_error(e, tmp)
+                if err is None:
+                    raise                                       # writing the folder: a RunFolderError
+                raise err from None
+    except ValueError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted; nothing was written to {out} (an earlier folder there is unchanged)",
+              file=sys.stderr)
+        raise SystemExit(130) from None
 
 
 def write_results_csv(df: pd.DataFrame, path: str | Path) -> Path:

@@ -18,7 +18,9 @@ Writes ``results.csv`` (the time series), ``summary.json``, the table ``validati
 
 Usage: ``python -m hpctwin.experiments.validate_power [--data DIR] [--out DIR] [--calib-days 2]
 [--max-days D]`` (``--max-days`` keeps the first D days only, e.g. ``--calib-days 0.25 --max-days 0.5``
-for a quick check; the published figure uses the whole week).
+for a quick check; the published figure uses the whole week). ``--out`` is checked before the data
+are read and written atomically: it must not exist, be empty, or be a folder hpctwin wrote, replaced
+only with ``--force``.
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ from hpctwin.power.model import PowerModel
 from hpctwin.power.replay import context, replay
 from hpctwin.twin.system import SystemSpec
 
-from .tables import write_table_files
+from .tables import FORCE_HELP, OUT_RULE, staged_output, write_table_files
 
 STEP = 30.0  # s, the consumption and fragment sampling period
 
@@ -93,15 +95,22 @@ def count_hosts(s: str) -> int:
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=None)
-    ap.add_argument("--out", default="results/validate_power")
+    ap.add_argument("--out", default="results/validate_power", help=f"output folder; {OUT_RULE}")
+    ap.add_argument("--force", action="store_true", help=FORCE_HELP)
     ap.add_argument("--calib-days", type=float, default=2.0, help="days of the calibration window")
     ap.add_argument("--max-days", type=float, default=None,
                     help="keep only the first D days of the trace (default: all 7)")
     args = ap.parse_args(argv)
     if args.max_days is not None and args.max_days <= args.calib_days:
         ap.error(f"--max-days {args.max_days:g} must exceed --calib-days {args.calib_days:g} (nothing left to predict)")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    with staged_output("python -m hpctwin.experiments.validate_power", args.out, args.force) as out:
+        res = _run_and_write(args, out)
+    print(json.dumps(res, indent=2))
+    return res
+
+
+def _run_and_write(args, out: Path) -> dict:
+    """Calibrate, predict, and write results.csv, summary.json, the table and the plot into ``out``."""
     w0 = time.perf_counter()
     tasks, frags, cons = load(data_dir(args.data))
     if args.max_days is not None:
@@ -157,7 +166,6 @@ def main(argv=None) -> dict:
     ax.set_title(f"SURF: fit on {args.calib_days:g} d (left of dashes); MAPE {mape:.2f} %, r = {corr:.3f}")
     ax.legend(loc="lower right")
     save_png(fig, out / "power_validation.png")
-    print(json.dumps(res, indent=2))
     return res
 
 

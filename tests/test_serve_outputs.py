@@ -117,3 +117,10 @@ def test_kill_at_any_moment_leaves_old_or_new_folder(tmp_path):
         seen.add("new" if "timeseries.csv" in now else "old")
         old = now
     assert "old" in seen or "new" in seen
+
+
+def test_missing_input_is_named_not_blamed_on_out(tmp_path, capsys):
+    assert _serve(tmp_path / "nope.csv", tmp_path / "o") == 2
+    err = capsys.readouterr().err
+    assert "nope.csv" in err and "cannot write" not in err
+    assert not (tmp_path / "o").exists()

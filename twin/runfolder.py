@@ -168,6 +168,10 @@ def staged_folder(out: str | os.PathLike, *, force: bool = False) -> Iterator[Pa
         yield tmp
     except OSError as e:
         discard(tmp)
+        name = os.fsdecode(e.filename) if e.filename is not None else None
+        if name is not None and not os.path.abspath(name).startswith(str(tmp)):
+            # an input the block read (a trace, a log): say which, not that --out failed
+            raise RunFolderError(f"cannot read {name}: {e.strerror or e}") from None
         raise RunFolderError(f"--out {os.path.abspath(out)}: cannot write the folder: {e.strerror or e}") from None
     except BaseException:
         discard(tmp)

@@ -37,13 +37,11 @@ Mapping from hpctwin's columns:
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
-from hpctwin.twin.workload import upgrade_jobs_table
 
 __all__ = ["main", "BATSIM_COLUMNS", "batsim_jobs", "write_batsim_jobs", "interval_set_text"]
 
@@ -107,20 +105,38 @@ def write_batsim_jobs(run_dir: str | Path, out: str | Path | None = None) -> tup
 
     Returns (path, rows). The workload name is the run's workload (from summary.json), with
     characters CSV or Batsim ids do not take (``,`` ``!`` spaces) replaced by ``_``."""
-    import json  # noqa: PLC0415
     run_dir = Path(run_dir)
     jobs_csv = run_dir / "jobs.csv"
-    if not jobs_csv.is_file():
-        raise FileNotFoundError(f"{jobs_csv}: not found (is {run_dir} a finished run folder?)")
-    summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").is_file() else {}
+    summary, df = _read_run(run_dir, _NEEDED)
     name = str(summary.get("workload") or "w0")
     name = "".join("_" if ch in ",! \t\"'" else ch for ch in name)
-    df = upgrade_jobs_table(pd.read_csv(jobs_csv, keep_default_na=False, na_values=[""]))
     table = batsim_jobs(df, name, source=str(jobs_csv))
     path = Path(out) if out is not None else run_dir / "out_jobs.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(path, index=False, float_format="%.6f", lineterminator="\n")
     return path, len(table)
+
+
+def _read_run(run_dir: Path, columns: tuple[str, ...]) -> tuple[dict, pd.DataFrame]:
+    """(summary, jobs) of a run folder, checked (`twin.runread`): a missing, truncated or corrupt
+    folder is a `RunReadError` naming the file."""
+    from hpctwin.twin.runread import check_run_folder, read_jobs, read_summary  # noqa: PLC0415
+    check_run_folder(run_dir)
+    summary = read_summary(run_dir, required=False)
+    return summary, read_jobs(run_dir, columns, summary, keep_default_na=False, na_values=[""])
+
+
+def _epoch(run_dir: Path, summary: dict) -> float:
+    """The Unix time (s) of the log's time 0, from the summary's ``unix_start_time`` (0 without one)."""
+    import math  # noqa: PLC0415
+    from hpctwin.twin.runread import RunReadError, rerun_hint  # noqa: PLC0415
+    v = summary.get("unix_start_time")
+    if v is None:
+        return 0.0
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise RunReadError(f"{run_dir / 'summary.json'}: field 'unix_start_time': {v!r} is not a Unix time; "
+                           f"{rerun_hint(run_dir)} (or give --epoch)")
+    return float(v)
 
 
 def _format_to_subcommand(argv: list[str] | None) -> list[str] | None:
@@ -154,8 +170,20 @@ def main(argv: list[str] | None = None) -> int:
     p_bat.add_argument("--force", action="store_true", help="replace an existing --out file (never a folder, a link or the input)")
     p_bat.add_argument("--out", "-o", default=None, help="CSV file (default: RUN_DIR/out_jobs.csv)")
     a = ap.parse_args(_format_to_subcommand(argv))
+    from hpctwin.twin.runread import RunReadError  # noqa: PLC0415
+    try:
+        return _export(a)
+    except RunReadError as e:                 # a damaged run folder: one line, as argparse's own errors
+        print(f"hpctwin export: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _export(a: argparse.Namespace) -> int:
+    """The subcommand ``a.what`` of `main`."""
     from hpctwin.twin.runfolder import staged_file  # noqa: PLC0415
     if a.what == "batsim":
+        from hpctwin.twin.runread import check_run_folder  # noqa: PLC0415
+        check_run_folder(Path(a.run_dir))     # before anything is created next to or inside it
         target = Path(a.out) if a.out is not None else Path(a.run_dir) / "out_jobs.csv"
         # the default target is a file derived from the run folder's own jobs.csv, inside it: exporting
         # again regenerates it, so it is replaced without --force (any other existing --out needs it)
@@ -176,14 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     from .sacct import export_sacct, run_name_tables  # noqa: PLC0415
     run_dir = Path(a.run_dir)
     jobs_csv = run_dir / "jobs.csv"
-    if not jobs_csv.exists():
-        raise FileNotFoundError(f"{jobs_csv}: not found (is {run_dir} a finished run folder?)")
+    summary, df = _read_run(run_dir, ("job_id", "submit", "start", "end", "procs"))
+    epoch = a.epoch if a.epoch is not None else _epoch(run_dir, summary)
     with staged_file(a.out, force=a.force, inputs=(jobs_csv,)) as tmp:
-        epoch = a.epoch
-        if epoch is None:
-            summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").exists() else {}
-            epoch = float(summary.get("unix_start_time") or 0.0)
-        df = upgrade_jobs_table(pd.read_csv(jobs_csv, keep_default_na=False, na_values=[""]))
         n = export_sacct(df, tmp, epoch=epoch, names=run_name_tables(run_dir))   # user/account names, not ids
     print(f"wrote {n} jobs to {a.out}")
     return 0

@@ -72,6 +72,11 @@ ALIBABA_2025_FILE = "disaggregated_DLRM_trace.csv.gz"
 #: The READMEs of both traces say TIMEOUT and NODE_FAIL "are regarded as failed".
 SLURM_STATUS = {"COMPLETED": 1, "CANCELLED": 5, "FAILED": 0, "TIMEOUT": 0, "NODE_FAIL": 0,
                 "OUT_OF_MEMORY": 0, "PREEMPTED": 0}
+#: Slurm states of jobs that had not ended when the trace was taken (status -1; without a start and
+#: an end such a job is dropped, counted)
+UNFINISHED_STATES = ("PENDING", "RUNNING", "REQUEUED", "SUSPENDED", "COMPLETING", "CONFIGURING")
+#: other Slurm end states, known but not mapped to an SWF status (status -1, as before this list existed)
+OTHER_END_STATES = ("BOOT_FAIL", "DEADLINE", "REVOKED", "SPECIAL_EXIT")
 #: Philly job status -> SWF status.
 PHILLY_STATUS = {"Pass": 1, "Killed": 5, "Failed": 0}
 #: Alibaba 2023 pod phase -> SWF status (Running/Pending: -1, the pod had not ended or never ran).
@@ -96,13 +101,60 @@ def _data_file(path, data_dir, subdir: str, name: str) -> Path:
     return d / subdir / name
 
 
+def _check_csv_shape(path: Path) -> None:
+    """Refuse, naming the line, what pandas would read silently or with an unlocated message: an empty
+    file, text that is not UTF-8, a header naming a field twice (pandas renames it ``x.1``), and a
+    line with fewer or more fields than the header (pandas pads a short line with empty fields, which
+    a reader would take for "unknown")."""
+    import csv  # noqa: PLC0415
+    import io  # noqa: PLC0415
+    import zlib  # noqa: PLC0415
+    try:
+        raw = path.read_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error) as e:
+        raise GPUTraceError(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise GPUTraceError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x}); a CSV trace is UTF-8") from None
+    if not text.strip():
+        raise GPUTraceError(f"{path}: empty file (expected a CSV header line)")
+    if '"' in text:                        # quoted fields may hold commas and line ends: the csv module counts
+        reader = csv.reader(io.StringIO(text))
+        rows = ((reader.line_num, r) for r in reader)
+    else:
+        rows = ((i, ln.split(",")) for i, ln in enumerate(text.splitlines(), start=1))
+    want = None
+    try:
+        for lineno, fields in rows:
+            if not fields or (len(fields) == 1 and not fields[0].strip()):
+                continue                   # blank lines are skipped, as pandas does
+            if want is None:
+                names = [f.strip() for f in fields]
+                rep = next((x for x in names if names.count(x) > 1), None)
+                if rep is not None:
+                    raise GPUTraceError(f"{path}:{lineno}: header names field {rep!r} twice")
+                want = len(fields)
+            elif len(fields) != want:
+                raise GPUTraceError(f"{path}:{lineno}: {len(fields)} fields, the header has {want} "
+                                    f"({'a truncated line?' if len(fields) < want else 'a comma inside a field?'})")
+    except csv.Error as e:
+        raise GPUTraceError(f"{path}: not a readable CSV file: {e}") from None
+
+
 def _read_csv(path: Path, required: tuple[str, ...]) -> pd.DataFrame:
     from .textio import check_input_path  # noqa: PLC0415
     check_input_path(path, GPUTraceError)     # missing, a directory, a FIFO or device: one error line
+    _check_csv_shape(path)
     try:
         df = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True,
                          compression="gzip" if path.suffix == ".gz" else None)
-    except (pd.errors.ParserError, UnicodeDecodeError, EOFError, OSError) as e:
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, EOFError, OSError) as e:
         raise GPUTraceError(f"{path}: not a readable CSV file: {e}") from None
     df.columns = [c.strip() for c in df.columns]
     missing = [c for c in required if c not in df.columns]
@@ -327,13 +379,17 @@ def _slurm_like(p: Path, df: pd.DataFrame, name: str, *, has_type: bool, vc_col:
             else np.full(len(df), np.nan))
     state = df["state"].astype(str).str.strip().str.upper().to_numpy(dtype=object)
     _bad(p, df, state == "", "state", "empty")
+    word = np.array([x.split()[0] if x else "" for x in state], dtype=object)   # "CANCELLED BY 42" -> CANCELLED
+    _bad(p, df, (word != "") & ~np.isin(word, [*SLURM_STATUS, *UNFINISHED_STATES, *OTHER_END_STATES]), "state",
+         f"unknown state (known: {', '.join([*SLURM_STATUS, *OTHER_END_STATES])}, and the unfinished states "
+         f"{', '.join(UNFINISHED_STATES)})")
     _bad(p, df, start < submit, "start_time", "earlier than submit_time")
     _bad(p, df, end < start, "end_time", "earlier than start_time")
     ran = ~np.isnan(start) & ~np.isnan(end)
     dropped = int((~ran).sum())
     keep = np.flatnonzero(ran)
     t0 = float(np.min(submit)) if len(submit) else 0.0
-    status = np.array([SLURM_STATUS.get(s, -1) for s in state], dtype=np.int64)
+    status = np.array([SLURM_STATUS.get(s, -1) for s in word], dtype=np.int64)
     user_id, users = _ids(df["user"].to_numpy(dtype=object))
     group_id, vcs = _ids(df[vc_col].to_numpy(dtype=object)) if vc_col else (np.full(len(df), -1), [])
     if has_type:
@@ -420,11 +476,17 @@ def read_philly(path: str | os.PathLike, *, name: str = "Philly") -> Workload:
     def ts(v, i, key):
         if v is None or v == "None" or v == "":
             return np.nan
+        where = f"{p}: job #{i} ({data[i].get('jobid', '?')}): field {key!r}"
+        if not isinstance(v, str) or not v.strip()[:1].isdigit():
+            # pd.Timestamp(5) is 5 ns after 1970 and pd.Timestamp("now") the clock: not trace times
+            raise GPUTraceError(f"{where}: not a date-time string YYYY-MM-DD HH:MM:SS (value {str(v)[:40]!r})")
         try:
-            return pd.Timestamp(v, tz="UTC").timestamp()
-        except (ValueError, TypeError):
-            raise GPUTraceError(f"{p}: job #{i} ({data[i].get('jobid', '?')}): field {key!r}: "
-                                f"not a date-time (value {v!r})") from None
+            t = pd.Timestamp(v, tz="UTC").timestamp()
+        except (ValueError, TypeError, OverflowError):
+            raise GPUTraceError(f"{where}: not a date-time (value {v[:40]!r})") from None
+        if not np.isfinite(t) or abs(t) > MAX_SECONDS:
+            raise GPUTraceError(f"{where}: not a date-time within {MAX_SECONDS:g} s of 1970 (value {v[:40]!r})")
+        return t
 
     rows = []
     dropped = 0
@@ -434,7 +496,11 @@ def read_philly(path: str | os.PathLike, *, name: str = "Philly") -> Workload:
         for key in ("jobid", "user", "vc", "status", "submitted_time", "attempts"):
             if key not in job:
                 raise GPUTraceError(f"{p}: job #{i} ({job.get('jobid', '?')}): missing field {key!r}")
-        if job["status"] not in PHILLY_STATUS:
+        for key in ("jobid", "user", "vc"):
+            if not isinstance(job[key], (str, int)) or isinstance(job[key], bool):
+                raise GPUTraceError(f"{p}: job #{i}: field {key!r}: expected a string, got "
+                                    f"{type(job[key]).__name__} ({str(job[key])[:40]})")
+        if not isinstance(job["status"], str) or job["status"] not in PHILLY_STATUS:
             raise GPUTraceError(f"{p}: job #{i} ({job['jobid']}): field 'status': unknown value "
                                 f"{job['status']!r} (known: {', '.join(PHILLY_STATUS)})")
         sub = ts(job["submitted_time"], i, "submitted_time")
@@ -445,6 +511,9 @@ def read_philly(path: str | os.PathLike, *, name: str = "Philly") -> Workload:
             raise GPUTraceError(f"{p}: job #{i} ({job['jobid']}): field 'attempts': expected a list")
         spans, machines, gpus = [], 0, 0
         for k, a in enumerate(att):
+            if not isinstance(a, dict):
+                raise GPUTraceError(f"{p}: job #{i} ({job['jobid']}): attempt {k}: expected an object, got "
+                                    f"{type(a).__name__}")
             for key in ("start_time", "end_time", "detail"):
                 if key not in a:
                     raise GPUTraceError(f"{p}: job #{i} ({job['jobid']}): attempt {k}: missing field {key!r}")
@@ -454,10 +523,14 @@ def read_philly(path: str | os.PathLike, *, name: str = "Philly") -> Workload:
                     raise GPUTraceError(f"{p}: job #{i} ({job['jobid']}): attempt {k}: field 'end_time' "
                                         f"earlier than 'start_time' ({a['end_time']!r} < {a['start_time']!r})")
                 spans.append((s, e))
+            det = a["detail"] or []
+            if not isinstance(det, list) or not all(isinstance(d, dict) and isinstance(d.get("gpus", []), list)
+                                                   for d in det):
+                raise GPUTraceError(f"{p}: job #{i} ({job['jobid']}): attempt {k}: field 'detail': expected a "
+                                    "list of {\"ip\", \"gpus\": [...]} objects")
             if k == 0:
-                det = a["detail"] or []
                 machines = len(det)
-                gpus = sum(len(d.get("gpus", [])) for d in det if isinstance(d, dict))
+                gpus = sum(len(d.get("gpus", [])) for d in det)
         if not spans or machines == 0:
             dropped += 1
             continue
@@ -483,5 +556,6 @@ def read_philly(path: str | os.PathLike, *, name: str = "Philly") -> Workload:
         source=str(p), header={"UnixStartTime": f"{t0:.0f}", "Users": ",".join(users), "VCs": ",".join(vcs)})
     if dropped:
         wl.notes.append(f"{dropped} jobs have no complete attempt: dropped")
+        wl.dropped["no_complete_attempt"] = dropped
     wl.notes.append("runtime = sum of attempt durations; procs = machines of the first attempt")
     return wl

@@ -14,8 +14,10 @@ A spec is one of:
   (OpenDC tasks), a JSON list (Philly). A file that is none of these is refused with the list.
 
 Reader options (``--set workload.KEY=VALUE``): ``duplicate_ids`` (error | renumber, SWF and sacct),
-``header_check`` (SWF: refuse a header contradicting the data, default true), ``unit`` (sacct:
-nodes | cpus).
+``header_check`` (SWF: check the jobs against the header's machine size, default true; a job that ran
+on more processors is skipped and counted), ``strict`` (SWF: refuse, with the located error, a job line
+that would otherwise be skipped and counted: a negative value other than -1, a job larger than the
+header's machine; default false), ``unit`` (sacct: nodes | cpus).
 """
 from __future__ import annotations
 
@@ -42,7 +44,8 @@ class Format:
 def _swf(p, name, o):
     from .swf import read_swf  # noqa: PLC0415
     return read_swf(p, size_field=o.get("size_field", "auto"), name=name,
-                    duplicate_ids=o.get("duplicate_ids", "error"), header_check=o.get("header_check", True))
+                    duplicate_ids=o.get("duplicate_ids", "error"), header_check=o.get("header_check", True),
+                    strict=o.get("strict", False))
 
 
 def _sacct(p, name, o):
@@ -176,8 +179,9 @@ def read_file(path: str | Path, fmt: str | None = None, *, name: str | None = No
     opts = dict(options or {})
     if fmt != "swf" and opts.get("size_field", "auto") != "auto":
         raise DatasetError(f"--size-field {opts['size_field']}: applies to SWF logs only, not to {p.name} ({fmt})")
-    if fmt not in ("swf",) and "header_check" in opts:
-        raise DatasetError(f"--set workload.header_check: applies to SWF logs only, not to {p.name} ({fmt})")
+    for key in ("header_check", "strict"):
+        if fmt != "swf" and key in opts:
+            raise DatasetError(f"--set workload.{key}: applies to SWF logs only, not to {p.name} ({fmt})")
     if fmt != "sacct" and "unit" in opts:
         raise DatasetError(f"--set workload.unit: applies to sacct dumps only, not to {p.name} ({fmt})")
     if fmt not in ("swf", "sacct") and "duplicate_ids" in opts:

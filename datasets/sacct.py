@@ -29,8 +29,17 @@ Conventions of this reader (also written to ``Workload.notes``):
   ``Partition_Limit``, empty -> NaN (the run then uses the estimate model's fallback).
 * **Size**: ``unit="nodes"`` (default; Slurm allocates whole nodes) -> ``procs`` = NNodes; ``"cpus"``
   -> NCPUS. Both are kept in ``columns["nnodes"]`` / ``["ncpus"]`` when present.
-* **GPUs**: ``gres/gpu=N`` (or ``gres/gpu:type=N`` summed) from AllocTRES, else ReqTRES, divided by
-  the node count -> ``columns["gpus_per_node"]``.
+* **TRES** (ReqTRES, AllocTRES: ``name=count`` items, comma-separated, job totals) are parsed
+  strictly (`parse_tres`): ``cpu``, ``node``, ``billing`` and ``gres/gpu[:TYPE]`` counts are non-negative
+  integers, ``mem`` a size with an optional K/M/G/T/P suffix (binary multiples; no suffix = MiB,
+  Slurm's unit), any other item a non-negative number with an optional suffix; a malformed item is a
+  `SacctError` naming file:line and field. AllocTRES ``node``/``cpu`` must agree with NNodes/NCPUS.
+* **GPUs**: the job's GPU count is ReqTRES's (what the job asked for) when ReqTRES names GPUs, else
+  AllocTRES's (an ``--exclusive`` job's AllocTRES lists every GPU of its nodes: the request wins when
+  both are there). In one TRES string the untyped ``gres/gpu=N`` is the total (Slurm writes it beside
+  the typed ``gres/gpu:a100=N`` for the same GPUs); without it the typed ``gres/gpu:TYPE=N`` are
+  summed. -> ``columns["gpus"]`` (per job, what ``--allocation gpu`` schedules) and
+  ``columns["gpus_per_node"]`` (divided by NNodes).
 * **Names**: User -> ``user``, Account -> ``group`` (Slurm's account plays the SWF group role),
   Partition -> ``partition``, QOS -> ``columns["qos"]``, each an int id in order of first
   appearance; the name tables are in ``header["Users"]``, ``["Accounts"]``, ``["Partitions"]``,
@@ -85,7 +94,12 @@ UNFINISHED_STATES = {"PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED", 
 _NO_VALUE = {"", "unknown", "none", "n/a"}
 _UNLIMITED = {"unlimited", "partition_limit", "infinite"}
 _JOBID_RE = re.compile(r"^([0-9]{1,19})(?:_([0-9]{1,19}|\[[^\]]*\]))?(?:\+([0-9]{1,9}))?(?:\.(.+))?$")
-_GPU_RE = re.compile(r"gres/gpu(?::[^=,]+)?=([0-9]+)")
+_TRES_COUNT_RE = re.compile(r"[0-9]{1,18}\Z")
+_TRES_SIZE_RE = re.compile(r"([0-9]{1,18})(?:\.([0-9]{1,9}))?([KMGTPkmgtp]?)\Z")
+#: TRES items whose value is a count (non-negative integer); ``gres/gpu[:TYPE]`` are counts too
+_TRES_COUNTS = {"cpu", "node", "billing"}
+#: binary multiples of a TRES size suffix; Slurm's ``mem`` without a suffix is in MiB
+_TRES_MULT = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 _INT_RE = re.compile(r"([0-9]{1,18})(?:\.([0-9]+))?([KMGTkmgt]?)\Z")
 _FLOAT_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\Z")
 _DUR_NUM_RE = re.compile(r"[0-9]{1,12}\Z")
@@ -93,6 +107,8 @@ _SEC_RE = re.compile(r"[0-9]{1,12}(?:\.[0-9]*)?\Z")
 _INT64_MAX = 2 ** 63 - 1
 #: longest TRES list read (characters): a node's TRES list is a few hundred characters
 _MAX_TRES = 1 << 16
+#: largest GPU count of one job (the engine's unit limit, 2**26)
+_MAX_GPUS = 1 << 26
 #: largest accepted time or duration (s), as for SWF logs (about 3,170 years)
 MAX_SECONDS = 1e11
 
@@ -150,6 +166,59 @@ def format_slurm_duration(seconds: float) -> str:
     h, s = divmod(s, 3600)
     m, s = divmod(s, 60)
     return f"{d}-{h:02d}:{m:02d}:{s:02d}" if d else f"{h:02d}:{m:02d}:{s:02d}"
+
+
+def parse_tres(text: str) -> dict[str, float]:
+    """A Slurm TRES string (``billing=64,cpu=64,gres/gpu=8,mem=100G,node=2``) -> {name: value}.
+
+    Counts (``cpu``, ``node``, ``billing``, ``gres/gpu[:TYPE]``) are non-negative integers; ``mem`` is
+    returned in bytes (K/M/G/T/P are binary multiples; no suffix = MiB, Slurm's unit); any other
+    item (``energy``, ``fs/disk``, ``license/...``, ``gres/gpumem``) is a non-negative number with an optional
+    suffix, kept as written times its multiple. Empty text -> {}. Raises ValueError saying which item
+    is malformed (the caller adds file, line and field).
+    """
+    out: dict[str, float] = {}
+    s = text.strip()
+    if not s:
+        return out
+    if len(s) > _MAX_TRES:
+        raise ValueError(f"{len(s):,} characters, longer than any TRES list")
+    for item in s.split(","):
+        name, eq, value = item.strip().partition("=")
+        name, value = name.strip(), value.strip()
+        if not eq or not name or not value or any(c.isspace() for c in name) or not name.isascii():
+            raise ValueError(f"{item.strip()[:40]!r} is not a TRES item (name=count)")
+        key = name.lower()
+        if key in out:
+            raise ValueError(f"names {name!r} twice")
+        if key == "gres/gpu:":
+            raise ValueError(f"{item.strip()[:40]!r}: empty GPU type")
+        if key in _TRES_COUNTS or key == "gres/gpu" or key.startswith("gres/gpu:"):
+            if not _TRES_COUNT_RE.match(value):
+                raise ValueError(f"{name}={value[:40]!r}: the count is not a non-negative integer")
+            out[key] = float(int(value))
+            continue
+        m = _TRES_SIZE_RE.match(value)
+        if not m:
+            raise ValueError(f"{name}={value[:40]!r}: not a non-negative number (with an optional K/M/G/T/P suffix)")
+        mult = _TRES_MULT[m.group(3).lower()]
+        if key == "mem" and not m.group(3):
+            mult = _TRES_MULT["m"]
+        out[key] = (int(m.group(1)) + (float("0." + m.group(2)) if m.group(2) else 0.0)) * mult
+    return out
+
+
+def tres_gpus(tres: dict[str, float]) -> float | None:
+    """GPUs in a parsed TRES dict: the untyped ``gres/gpu`` total when present, else the sum of the
+    typed ``gres/gpu:TYPE`` counts; None when the string names no GPU. Raises ValueError when the
+    typed counts add up to more than the untyped total (the string contradicts itself)."""
+    typed = [v for k, v in tres.items() if k.startswith("gres/gpu:")]
+    total = tres.get("gres/gpu")
+    if total is None:
+        return sum(typed) if typed else None
+    if sum(typed) > total:
+        raise ValueError(f"gres/gpu={total:.0f} but its typed counts (gres/gpu:TYPE) add up to {sum(typed):.0f}")
+    return total
 
 
 def _parse_time(text: str, tz) -> float:
@@ -250,19 +319,49 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
     users, accounts, parts, qoss = _Names(), _Names(), _Names(), _Names()
     rec: dict[str, list] = {k: [] for k in (
         "job_id", "submit", "runtime", "req", "procs", "user", "account", "partition", "qos",
-        "status", "state", "start", "eligible", "nnodes", "ncpus", "gpus", "prio", "energy",
+        "status", "state", "start", "eligible", "nnodes", "ncpus", "gpus", "gpn", "prio", "energy",
         "array_job", "array_task", "line", "nodelist")}
     skipped_steps = 0
     dropped_unstarted = 0
     dropped_running = 0
     unlimited = 0
     het = 0
+    more_gpus = 0                  # jobs allocated more GPUs than they asked for (AllocTRES > ReqTRES)
+    counts = {"gpus_from_alloc": 0}   # jobs whose ReqTRES names no GPU but whose AllocTRES does
     seen_ids: dict[int, int] = {}
     renumber: list[int] = []       # rows whose repeated id is replaced after the loop
 
     def field(values: list[str], key: str) -> str | None:
         i = col.get(key)
         return None if i is None else values[i]
+
+    def job_gpus(values: list[str], lineno: int, nn: int, nc: int) -> tuple[float, float | None]:
+        """(GPUs the job counts as: ReqTRES's when it names GPUs, else AllocTRES's, else 0; AllocTRES's
+        GPUs or None), after parsing both TRES fields strictly and checking AllocTRES against
+        NNodes/NCPUS (``nn``, ``nc``; -1 when unknown)."""
+        found: dict[str, float | None] = {}
+        for key in ("reqtres", "alloctres"):
+            text = field(values, key)
+            if text is None:
+                continue
+            name = raw_cols[col[key]]
+            try:
+                tres = parse_tres(text)
+                found[key] = tres_gpus(tres)
+            except ValueError as e:
+                raise SacctError(f"{p}:{lineno}: field {name}: {e}") from None
+            if found[key] is not None and found[key] > _MAX_GPUS:
+                raise SacctError(f"{p}:{lineno}: field {name}: {found[key]:.0f} GPUs is out of range "
+                                 f"(at most {_MAX_GPUS:,})")
+            if key == "alloctres":
+                for item, want, label in (("node", nn, "NNodes"), ("cpu", nc, "NCPUS")):
+                    if item in tres and want >= 0 and tres[item] != want:
+                        raise SacctError(f"{p}:{lineno}: field {name}: {item}={tres[item]:.0f}, but {label} says "
+                                         f"{want} (the line contradicts itself)")
+        req, alloc = found.get("reqtres"), found.get("alloctres")
+        if req is None and alloc and (field(values, "reqtres") or "").strip():
+            counts["gpus_from_alloc"] += 1      # ReqTRES is there but names no GPU: the allocation's
+        return (req if req is not None else alloc if alloc is not None else 0.0), alloc
 
     for ln in range(hl + 1, len(lines)):
         line = lines[ln]
@@ -276,6 +375,9 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
             raise SacctError(f"{p}:{lineno}: {len(values)} fields, the header has {ncol} "
                              f"(a '|' inside a field, or a truncated line?)")
         jid = values[col["jobid"]].strip()
+        if jid.lower() == "jobid" and [v.strip().lower() for v in values] == cols:
+            raise SacctError(f"{p}:{lineno}: the header line again (line {hl + 1}): two dumps concatenated? "
+                             "keep one header line")
         m = _JOBID_RE.match(jid)
         if not m:
             big = re.match(r"[0-9]{20,}", jid)
@@ -401,17 +503,9 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
         if size < 1:
             raise SacctError(f"{p}:{lineno}: field {size_col.upper()}: {size} (a job that ran "
                              "holds at least one)")
-        tres = field(values, "alloctres")
-        if tres is None or not tres.strip():
-            tres = field(values, "reqtres") or ""
-        if len(tres) > _MAX_TRES:
-            raise SacctError(f"{p}:{lineno}: field {'AllocTRES' if 'alloctres' in col else 'ReqTRES'}: "
-                             f"{len(tres):,} characters, longer than any TRES list")
-        gl = _GPU_RE.findall(tres) if tres else []
-        if any(len(x) > 9 for x in gl):
-            raise SacctError(f"{p}:{lineno}: field {'AllocTRES' if 'alloctres' in col else 'ReqTRES'}: "
-                             "GPU count out of range")
-        g = sum(int(x) for x in gl)
+        g, g_alloc = job_gpus(values, lineno, nn, nc)
+        if g_alloc is not None and g is not None and g_alloc > g:
+            more_gpus += 1
         nl = field(values, "nodelist")
         try:
             hosts = expand_hostlist(nl) if nl is not None else []
@@ -436,7 +530,8 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
         rec["eligible"].append(num_time("eligible"))
         rec["nnodes"].append(nn)
         rec["ncpus"].append(nc)
-        rec["gpus"].append(g / nn if nn > 0 else float(g))
+        rec["gpus"].append(float(g))
+        rec["gpn"].append(g / nn if nn > 0 else float(g))
         rec["prio"].append(integer("priority"))
         en = field(values, "consumedenergyraw")
         if en is None or not en.strip():
@@ -474,7 +569,8 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
     if "ncpus" in col:
         columns["ncpus"] = np.array(rec["ncpus"], dtype=np.int64)
     if "alloctres" in col or "reqtres" in col:
-        columns["gpus_per_node"] = np.array(rec["gpus"])
+        columns["gpus"] = np.array(rec["gpus"], dtype=np.float64)
+        columns["gpus_per_node"] = np.array(rec["gpn"], dtype=np.float64)
     if "priority" in col:
         columns["recorded_priority"] = np.array(rec["prio"], dtype=np.int64)
     if "consumedenergyraw" in col:
@@ -506,6 +602,12 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
         "account -> group; QOS -> columns['qos']; State -> status (1 COMPLETED, 5 CANCELLED, "
         "0 other ends)",
     ]
+    if more_gpus:
+        notes.append(f"{more_gpus} jobs were allocated more GPUs than they asked for (AllocTRES > ReqTRES, e.g. "
+                     "--exclusive): their requested GPUs are used")
+    if counts["gpus_from_alloc"]:
+        notes.append(f"{counts['gpus_from_alloc']} jobs' ReqTRES names no GPU but their AllocTRES does: their GPUs "
+                     "are AllocTRES's (an exclusive CPU job on a GPU node would be counted with the node's GPUs)")
     if het:
         notes.append(f"{het} heterogeneous-job components kept as separate jobs")
     if renumber:

@@ -44,6 +44,12 @@ FIELDS = ("job", "submit", "wait", "run", "alloc_procs", "avg_cpu", "used_mem", 
 _FLOAT_OK = {"avg_cpu"}
 #: fields in seconds: their magnitude is bounded by `MAX_SECONDS`
 _TIME_FIELDS = {"submit", "wait", "run", "avg_cpu", "req_time", "think"}
+#: fields whose only negative value is -1 ("unknown"); another negative value skips the line (counted in
+#: ``Workload.dropped["negative_value"]``; ``strict`` refuses it). Not here: submit (a negative submit
+#: other than -1 is an error), run (a run time <= 0 is the run's ``runtime_le_0`` skip), status (some logs,
+#: Sandia-Ross, hold exit codes there)
+_NONNEGATIVE = ("job", "wait", "alloc_procs", "avg_cpu", "used_mem", "req_procs", "req_time", "req_mem",
+                "user", "group", "exe", "queue", "partition", "prec_job", "think")
 #: largest accepted time (s): about 3,170 years; float64 keeps 1e-5 s resolution up to there.
 MAX_SECONDS = 1e11
 #: integer fields are held as int64
@@ -52,7 +58,9 @@ _INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 _LONG_LINE = 4096
 _NUM_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\Z")   # ASCII digits only
 _DIGITS_RE = re.compile(r"[+-]?[0-9]+\Z")
-_INT_RE = re.compile(r"\s*([+-]?[0-9]+)")
+#: a header value's leading integer, followed by its end, a space or "(" ("338 (batch partition)");
+#: "128abc" or "1\xff28" are not integers (a leading "1" must not be read out of a damaged value)
+_INT_RE = re.compile(r"\s*([+-]?[0-9]+)(?=\s|\(|\Z)")
 _HOSTS_RE = re.compile(r"\{([0-9]+(?:,[0-9]+)*)?\}\Z")
 
 
@@ -273,16 +281,65 @@ def _check_duplicates(path: Path, job: np.ndarray, lineno: np.ndarray, how: str)
     return job, len(later)
 
 
+def _line_anomalies(path: Path, col: dict[str, np.ndarray], lineno: np.ndarray, size: int | None,
+                    size_desc: str) -> list[tuple[str, np.ndarray, str, str]]:
+    """Job lines that make no sense but do not stop the rest of the log from being read, by class:
+    ``[(reason, mask, first line's located error, note)]`` (classes with no line are left out; a line
+    is counted in the first class it falls in). ``size``: the header's machine size (None: no check);
+    ``size_desc``: where it comes from (``"MaxProcs (line 3)"``)."""
+    out = []
+    taken = np.zeros(len(lineno), dtype=bool)
+    neg = np.zeros(len(lineno), dtype=bool)
+    first_field = np.full(len(lineno), -1)
+    for name in _NONNEGATIVE:
+        a = col[name]
+        bad = (a < 0) & (a != -1) & ~neg
+        first_field[bad] = FIELDS.index(name)
+        neg |= bad
+    if neg.any():
+        i = int(np.flatnonzero(neg)[0])
+        k = int(first_field[i])
+        v = col[FIELDS[k]][i]
+        where = f"{path}:{int(lineno[i])}: field {k + 1} ({FIELDS[k]})"
+        fields = sorted({FIELDS[int(x)] for x in first_field[neg]}, key=FIELDS.index)
+        out.append(("negative_value", neg.copy(),
+                    f"{where}: {v:g} is negative (SWF's only negative value is -1, unknown); {int(neg.sum())} "
+                    "such job lines (without strict they are skipped and counted)",
+                    f"{int(neg.sum())} job lines skipped: a negative value other than -1 (SWF's unknown) in "
+                    f"{', '.join(fields)} (first: {where}: {v:g}); strict=true refuses such a log"))
+        taken |= neg
+    if size is not None:
+        alloc = col["alloc_procs"]
+        ran = (col["run"] > 0) & (alloc > size) & ~taken
+        if ran.any():
+            i = int(np.flatnonzero(ran)[0])
+            where = f"{path}:{int(lineno[i])}: field 5 (alloc_procs)"
+            out.append(("larger_than_header_machine", ran,
+                        f"{where}: the job ran on {int(alloc[i])} processors but the header's {size_desc} says "
+                        f"the machine has {size}: the header contradicts the data ({int(ran.sum())} such jobs; fix "
+                        "the header, drop strict to skip and count them, or --set workload.header_check=false "
+                        "to keep them for the run to judge)",
+                        f"{int(ran.sum())} job lines skipped: the job ran on more processors (field 5) than the "
+                        f"header's {size_desc} says the machine has ({size}) (first: {where}: {int(alloc[i])}); "
+                        "strict=true refuses such a log, header_check=false keeps the lines"))
+    return out
+
+
 def read_swf(path: str | os.PathLike, size_field: str = "auto", name: str | None = None, *,
-             duplicate_ids: str = "error", header_check: bool = True) -> Workload:
+             duplicate_ids: str = "error", header_check: bool = True, strict: bool = False) -> Workload:
     """Read an SWF log into a `Workload` (times in seconds relative to the log's time 0).
 
-    Checks that the header agrees with the data, each an `SWFError` naming file:line and field:
-    more job lines than ``MaxRecords`` (or ``MaxJobs``); a job that ran on more processors
-    (field 5, with a run time > 0) than the machine size the header gives (``header_check=False``
-    turns this off); a negative submit time other than -1; a repeated job id (``duplicate_ids=
-    "renumber"`` gives repeats new ids above the largest, said in the notes). Jobs are *not*
-    filtered here: the run decides what to skip (runtime <= 0, too large) and counts it.
+    Refused with an `SWFError` naming file:line and field: a malformed token or line; more job lines
+    than ``MaxRecords`` (or ``MaxJobs``); a header value that is not an integer or machine size; a
+    negative submit time other than -1; a repeated job id (``duplicate_ids="renumber"`` gives repeats
+    new ids above the largest, said in the notes).
+
+    Skipped and counted (``Workload.dropped`` by reason, a note naming the first line), or refused as
+    above when ``strict``: a job line with a negative value other than -1 (SWF's "unknown") in a field
+    that cannot be negative (``negative_value``); a job that ran (run time > 0) on more processors
+    (field 5) than the machine size the header gives (``larger_than_header_machine``;
+    ``header_check=False`` turns this check off and keeps such lines). Other jobs are *not* filtered
+    here: the run decides what to skip (runtime <= 0, too large) and counts it.
 
     The Alea simulator's extended SWF (MetaCentrum) has each job's hosts: with its ``.machines``
     file they fill ``columns["recorded_nodes"]`` (see `alea_placements`).
@@ -299,6 +356,8 @@ def read_swf(path: str | os.PathLike, size_field: str = "auto", name: str | None
     notes: list[str] = []
     for key in ("MaxRecords", "MaxJobs"):
         limit = header_int(header, key, path, hl.get(key))
+        if limit is not None and limit < 0:
+            raise SWFError(f"{path}:{hl.get(key)}: header field {key}: {limit} is not a number of jobs")
         if limit is not None and n > limit:
             raise SWFError(f"{path}:{int(lineno[limit])}: header field {key} (line {hl.get(key)}) says {limit} "
                            f"job lines but this is job line {limit + 1}")
@@ -318,19 +377,6 @@ def read_swf(path: str | os.PathLike, size_field: str = "auto", name: str | None
     if n and submit.min() < -1:      # -1 is SWF's "unknown"; the run skips and counts those jobs
         i = int(np.argmin(submit))
         raise SWFError(f"{path}:{int(lineno[i])}: field 2 (submit): negative submit time {submit[i]:g}")
-    job_id, renumbered = _check_duplicates(path, col["job"].astype(np.int64), lineno, duplicate_ids)
-    if renumbered:
-        notes.append(f"{renumbered} repeated job ids renumbered above the largest id (duplicate_ids=renumber)")
-    req_p = col["req_procs"].astype(np.int64)
-    alloc_p = col["alloc_procs"].astype(np.int64)
-    if size_field == "requested":
-        procs = req_p
-    elif size_field == "allocated":
-        procs = alloc_p
-    else:
-        procs = np.where(req_p > 0, req_p, alloc_p)
-    req_time = col["req_time"].astype(np.float64)
-    req_time[req_time < 0] = np.nan
 
     machines = path.with_name((path.name[:-3] if path.name.endswith(".gz") else path.name) + ".machines")
     clusters = None
@@ -348,15 +394,38 @@ def read_swf(path: str | os.PathLike, size_field: str = "auto", name: str | None
         size, src, size_key = max_nodes, "header MaxNodes", "MaxNodes"
     else:
         size, src, size_key = None, "", ""
-    if size is not None and header_check:
-        ran = (col["run"] > 0) & (alloc_p > size)
-        if ran.any():
-            i = int(np.flatnonzero(ran)[0])
-            where = f"line {hl[size_key]}" if size_key in hl else str(machines)
-            raise SWFError(f"{path}:{int(lineno[i])}: field 5 (alloc_procs): the job ran on {int(alloc_p[i])} "
-                           f"processors but the header's {size_key} ({where}) says the machine has {size}: the "
-                           f"header contradicts the data ({int(ran.sum())} such jobs; fix the header, or "
-                           "--set workload.header_check=off to skip them as larger than the machine)")
+    size_desc = f"{size_key} ({f'line {hl[size_key]}' if size_key in hl else machines})"
+    dropped: dict[str, int] = {}
+    anomalies = _line_anomalies(path, col, lineno, size if header_check else None, size_desc) if n else []
+    if anomalies and strict:
+        first = min(anomalies, key=lambda a: int(np.flatnonzero(a[1])[0]))
+        raise SWFError(first[2])
+    if anomalies:
+        skip = np.zeros(n, dtype=bool)
+        for reason, mask, _, note in anomalies:
+            dropped[reason] = int(mask.sum())
+            notes.append(note)
+            skip |= mask
+        keep = np.flatnonzero(~skip)
+        col = {k: v[keep] for k, v in col.items()}
+        lineno = lineno[keep]
+        for k in ("alea_hosts", "alea_queues", "alea_props"):
+            if k in extra:
+                extra[k] = [extra[k][i] for i in keep.tolist()]
+        submit = col["submit"]
+    job_id, renumbered = _check_duplicates(path, col["job"].astype(np.int64), lineno, duplicate_ids)
+    if renumbered:
+        notes.append(f"{renumbered} repeated job ids renumbered above the largest id (duplicate_ids=renumber)")
+    req_p = col["req_procs"].astype(np.int64)
+    alloc_p = col["alloc_procs"].astype(np.int64)
+    if size_field == "requested":
+        procs = req_p
+    elif size_field == "allocated":
+        procs = alloc_p
+    else:
+        procs = np.where(req_p > 0, req_p, alloc_p)
+    req_time = col["req_time"].astype(np.float64)
+    req_time[req_time < 0] = np.nan
     notes += [f"job size: {'requested processors (field 8), else allocated (field 5)' if size_field == 'auto' else size_field + ' processors'}",
               "requested time (field 9) is the estimate and the kill limit"]
     cols_extra: dict[str, np.ndarray] = {}
@@ -386,6 +455,7 @@ def read_swf(path: str | os.PathLike, size_field: str = "auto", name: str | None
                  "req_mem": col["req_mem"].astype(np.float64),
                  "executable": col["exe"].astype(np.int64), "line": lineno, **cols_extra},
         machine_size=size, machine_size_source=src, header=header, notes=notes, source=str(path),
+        dropped=dropped,
     )
     return wl
 

@@ -72,7 +72,7 @@ RUN_CASES = [
     ("swf-negative-submit", {"w.swf": HDR + swf_line(f2="-30") + "\n"}, [], "w.swf:2: field 2 (submit): negative submit time"),
     # ---------------------------------------------------------------- SWF: ids and header
     ("swf-duplicate-id", {"w.swf": HDR + J1 + "\n" + J1 + "\n"}, [], "w.swf:3: field 1 (job): job id 1 repeats line 2"),
-    ("swf-header-contradicts-data", {"w.swf": "; MaxProcs: 2\n" + J1 + "\n"}, [],
+    ("swf-header-contradicts-data", {"w.swf": "; MaxProcs: 2\n" + J1 + "\n"}, ["--set", "workload.strict=true"],
      "w.swf:2: field 5 (alloc_procs): the job ran on 4 processors but the header's MaxProcs (line 1) says the "
      "machine has 2: the header contradicts the data"),
     ("swf-maxrecords-too-small", {"w.swf": "; MaxRecords: 1\n" + HDR + J1 + "\n" + J2 + "\n"}, [],

@@ -139,3 +139,14 @@ def test_default_names_distinguish_options(tmp_path, monkeypatch):
     assert "synthetic_jobs_60_nodes_16-easy-seed0" in names
     assert "synthetic_jobs_60_nodes_16-easy-sjf-seed0" in names
     assert "synthetic_jobs_60_nodes_16-easy-bfconservative-seed0" in names
+
+
+@pytest.mark.parametrize("marker", ['{"files": 3}', '{"files": [1, 2]}', '[]', 'not json', '{"files": "jobs.csv"}'])
+def test_damaged_marker_is_not_a_run_folder(tmp_path, marker, capsys):
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / MARKER).write_text(marker)
+    (out / "jobs.csv").write_text("x")
+    assert not is_run_folder(out)
+    assert _run(out, "--force") == 2 and (out / "jobs.csv").read_text() == "x"
+    assert "is not an hpctwin run folder" in capsys.readouterr().err

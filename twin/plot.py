@@ -203,7 +203,6 @@ def _window(text: str) -> tuple[float, float]:
 
 
 def gantt_main(argv: list[str]) -> int:
-    import json  # noqa: PLC0415
     ap = argparse.ArgumentParser(prog="hpctwin plot gantt", description="Gantt chart of a run (PNG, column width).")
     ap.add_argument("run_dir")
     ap.add_argument("--out", default=None, help="PNG file (default: RUN_DIR/gantt.png)")
@@ -213,13 +212,15 @@ def gantt_main(argv: list[str]) -> int:
     ap.add_argument("--max-jobs", type=int, default=2000, help="draw at most N jobs (in start order; default 2000)")
     a = ap.parse_args(argv)
     run_dir = Path(a.run_dir)
-    if not (run_dir / "jobs.csv").is_file():
-        print(f"hpctwin plot: error: {run_dir}: not a finished run folder (no jobs.csv)", file=sys.stderr)
+    from .runread import RunReadError, check_run_folder, machine_units, read_jobs, read_summary  # noqa: PLC0415
+    try:                      # a missing, truncated or corrupt run folder: one line naming the file
+        check_run_folder(run_dir)
+        summ = read_summary(run_dir, required=False)
+        jobs = read_jobs(run_dir, summary=summ)
+        total = machine_units(run_dir, summ, jobs)
+    except RunReadError as e:
+        print(f"hpctwin plot: error: {e}", file=sys.stderr)
         return 2
-    from .workload import upgrade_jobs_table  # noqa: PLC0415
-    jobs = upgrade_jobs_table(pd.read_csv(run_dir / "jobs.csv"))
-    summ = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").is_file() else {}
-    total = int(summ.get("machine_units") or jobs["procs"].max())
     try:
         window = a.window or gantt_window(jobs, a.max_jobs)
         fig, ax = figure(height_in=2.6)

@@ -40,21 +40,15 @@ def _png(fig) -> str:
 
 
 def load(run_dir: Path) -> tuple[pd.DataFrame, dict, dict, str]:
-    """(jobs, time series {name: (values, units)}, summary, config text) of a run folder."""
-    for f in ("jobs.csv", "summary.json"):
-        if not (run_dir / f).exists():
-            raise ReportError(f"{run_dir}: not a finished run folder (no {f})")
-    from .workload import upgrade_jobs_table  # noqa: PLC0415
-    jobs = upgrade_jobs_table(pd.read_csv(run_dir / "jobs.csv", keep_default_na=True))
-    summary = json.loads((run_dir / "summary.json").read_text())
-    ts: dict = {}
-    if (run_dir / "timeseries.h5").exists():
-        import h5py  # noqa: PLC0415
-        with h5py.File(run_dir / "timeseries.h5", "r") as h5:
-            for k in h5:
-                ts[k] = (h5[k][()], str(h5[k].attrs.get("units", "")))
-    cfg = (run_dir / "config.toml").read_text() if (run_dir / "config.toml").exists() else ""
-    return jobs, ts, summary, cfg
+    """(jobs, time series {name: (values, units)}, summary, config text) of a run folder, checked
+    (`twin.runread`: a missing, truncated or corrupt file is a `RunReadError` naming it)."""
+    from .runread import check_run_folder, read_config_text, read_jobs, read_summary, read_timeseries  # noqa: PLC0415
+    check_run_folder(run_dir)
+    summary = read_summary(run_dir)
+    jobs = read_jobs(run_dir, ("job_id", "submit", "start", "end", "procs", "wait", "bsld"), summary,
+                     keep_default_na=True)
+    ts = read_timeseries(run_dir)
+    return jobs, ts, summary, read_config_text(run_dir)
 
 
 def size_class(procs: np.ndarray) -> np.ndarray:
@@ -269,8 +263,9 @@ def _summary_html(s: dict) -> str:
 
 
 def build_html(run_dir: Path, window: tuple[float, float] | None = None, max_gantt_jobs: int = 400) -> str:
+    from .runread import machine_units  # noqa: PLC0415
     jobs, ts, s, cfg = load(run_dir)
-    total = int(s.get("machine_units") or (jobs["procs"].max() if len(jobs) else 1))
+    total = machine_units(run_dir, s, jobs)
     window = window or default_window(jobs)
     name = html.escape(str(run_dir.resolve().name))
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>hpctwin report: {name}"
@@ -325,9 +320,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-gantt-jobs", type=int, default=400)
     a = ap.parse_args(argv)
     run_dir = Path(a.run_dir)
+    from .runread import RunReadError  # noqa: PLC0415
     try:
         text = build_html(run_dir, a.window, a.max_gantt_jobs)
-    except (ReportError, FileNotFoundError) as e:
+    except (ReportError, RunReadError, FileNotFoundError) as e:
         print(f"hpctwin report: error: {e}", file=sys.stderr)
         return 2
     out = Path(a.out) if a.out else run_dir / "report.html"

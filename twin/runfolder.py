@@ -36,7 +36,7 @@ MARKER = ".hpctwin-run"
 #: files hpctwin itself writes into a run folder (the run, then ``hpctwin report``/``plot``/``export``)
 RUN_FILES = frozenset({"config.toml", "jobs.csv", "timeseries.h5", "summary.json", MARKER, "report.html",
                        "point.json", "gantt.png", "gantt.pdf", "batsim_jobs.csv", "batsim_workload.json",
-                       "out_jobs.csv"})
+                       "out_jobs.csv", "view.html"})
 _SIBLING_KINDS = ("partial", "trash")
 
 
@@ -50,7 +50,10 @@ def is_run_folder(path: Path) -> bool:
     if not marker.is_file():
         return False
     try:
-        listed = set(json.loads(marker.read_text()).get("files", []))
+        files = json.loads(marker.read_text()).get("files", [])
+        if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+            return False                  # a damaged marker: not a folder hpctwin may replace
+        listed = set(files)
     except (OSError, ValueError, AttributeError):
         return False
     return all(p.name in RUN_FILES or p.name in listed for p in path.iterdir())

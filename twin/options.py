@@ -208,6 +208,9 @@ def scheduler_keys(name: str) -> dict[str, Key] | None:
     if name == "price-aware":
         from hpctwin.schedulers.price_aware import PriceAwareScheduler  # noqa: PLC0415
         return _signature_keys(PriceAwareScheduler, ("backfill",))
+    if name.startswith("exec:"):                 # never resolved as module:Class (a module named exec)
+        from hpctwin.schedulers.external import ExternalScheduler  # noqa: PLC0415
+        return _signature_keys(ExternalScheduler, ("command", "name"))
     if ":" in name:
         try:
             return _signature_keys(registry._load_class(name))
@@ -229,28 +232,41 @@ def _power_keys() -> dict[str, Key]:
 
 
 def _serving_keys() -> dict[str, Key]:
-    """The ``serving`` table (`twin.serving.batch.ServingBatchConfig`: a serving deployment on the cluster)."""
+    """The ``serving`` table (`twin.serving.batch.ServingBatchConfig`: a serving deployment on the cluster).
+
+    Types and the bounds of one value (`twin.serving.limits`); what needs the trace or another key (a
+    fraction's percentage hint, the controller ticks over the trace span, the cold start against a day and
+    the lease) is checked by `ServingBatchConfig.check` and `check_work`."""
+    from .serving import limits as L  # noqa: PLC0415
     pos, cnt = dict(minimum=0.0, exclusive_min=True), dict(minimum=0)
-    return {"trace": Key(str), "hardware": Key(str), "model": Key(str), "tp": Key(int, minimum=1),
-            "gpus_per_node": Key(int, **cnt), "policy": Key(str, choices=("fixed", "utilization", "decode_tps")),
-            "instances": Key(int, minimum=1), "min_instances": Key(int, minimum=1),
-            "max_instances": Key(int, minimum=1), "interval_s": Key(float, **pos), "target": Key(float, **pos),
+    inst = dict(minimum=1, maximum=L.MAX_INSTANCES)
+    clock = dict(maximum=L.MAX_CLOCK_S)
+    gbps = dict(maximum=L.MAX_GBPS)
+    return {"trace": Key(str), "hardware": Key(str), "model": Key(str), "tp": Key(int, minimum=1, maximum=L.MAX_TP),
+            "gpus_per_node": Key(int, **cnt, maximum=4096),
+            "policy": Key(str, choices=("fixed", "utilization", "decode_tps")),
+            "instances": Key(int, **inst), "min_instances": Key(int, **inst),
+            "max_instances": Key(int, **inst), "interval_s": Key(float, **pos, **clock), "target": Key(float, **pos),
             "metric": Key(str, choices=("busy", "kv")), "tps_per_instance": Key(float, minimum=0.0),
-            "window_s": Key(float, minimum=0.0), "lease_s": Key(float, **pos), "renew_s": Key(float, minimum=0.0), "slots": Key(int, **cnt),
-            "router": Key(str), "start_s": Key(float), "time_scale": Key(float, **pos),
-            "max_requests": Key(int, **cnt), "ttft_slo_s": Key(float, **pos), "tpot_slo_s": Key(float, **pos),
-            "load_GBps": Key(float, **pos), "startup_s": Key(float, minimum=0.0),
-            "max_num_seqs": Key(int, minimum=1), "max_num_batched_tokens": Key(int, minimum=1),
-            "user": Key(int), "warm_start": Key(bool),
+            "window_s": Key(float, minimum=0.0, **clock), "lease_s": Key(float, **pos, **clock),
+            "renew_s": Key(float, minimum=0.0, **clock), "slots": Key(int, **cnt, maximum=L.MAX_SLOTS),
+            "router": Key(str), "start_s": Key(float, minimum=-L.MAX_CLOCK_S, **clock), "time_scale": Key(float, **pos),
+            "max_requests": Key(int, **cnt), "ttft_slo_s": Key(float, **pos, **clock),
+            "tpot_slo_s": Key(float, **pos, **clock),
+            "load_GBps": Key(float, **pos, **gbps), "startup_s": Key(float, minimum=0.0),
+            "max_num_seqs": Key(int, minimum=1, maximum=L.MAX_NUM_SEQS),
+            "max_num_batched_tokens": Key(int, minimum=1, maximum=L.MAX_BATCHED_TOKENS),
+            "user": Key(int, minimum=-1, maximum=2 ** 62), "warm_start": Key(bool),
             # disaggregated prefill/decode pools (serving.mode = "pd", twin.serving.batch_pd)
             "mode": Key(str, choices=("colocated", "pd")), "prefill_hardware": Key(str),
-            "decode_hardware": Key(str), "prefill_tp": Key(int, **cnt), "decode_tp": Key(int, **cnt),
-            "prefill_instances": Key(int, minimum=1), "decode_instances": Key(int, minimum=1),
-            "prefill_min_instances": Key(int, minimum=1), "prefill_max_instances": Key(int, minimum=1),
-            "decode_min_instances": Key(int, minimum=1), "decode_max_instances": Key(int, minimum=1),
-            "pd_ratio": Key(float, minimum=0.0), "kv_link_GBps": Key(float, **pos),
-            "kv_latency_s": Key(float, minimum=0.0), "kv_network": Key(str, choices=("auto", "on", "off")),
-            "kv_routing": Key(str), "kv_d2d_GBps": Key(float, minimum=0.0)}
+            "decode_hardware": Key(str), "prefill_tp": Key(int, **cnt, maximum=L.MAX_TP),
+            "decode_tp": Key(int, **cnt, maximum=L.MAX_TP),
+            "prefill_instances": Key(int, **inst), "decode_instances": Key(int, **inst),
+            "prefill_min_instances": Key(int, **inst), "prefill_max_instances": Key(int, **inst),
+            "decode_min_instances": Key(int, **inst), "decode_max_instances": Key(int, **inst),
+            "pd_ratio": Key(float, minimum=0.0, maximum=L.MAX_INSTANCES), "kv_link_GBps": Key(float, **pos, **gbps),
+            "kv_latency_s": Key(float, minimum=0.0, maximum=1.0), "kv_network": Key(str, choices=("auto", "on", "off")),
+            "kv_routing": Key(str), "kv_d2d_GBps": Key(float, minimum=0.0, **gbps)}
 
 
 #: ``--set`` sections with fixed keys (the others derive theirs from the code, see `set_schema`)
@@ -260,7 +276,7 @@ SECTIONS: dict[str, dict[str, Key]] = {
     "gpu": {"policy": Key(str), "on_unpackable": Key(str)},
     "serving": _serving_keys(),
     "workload": {"duplicate_ids": Key(str, choices=("error", "renumber")), "header_check": Key(bool),
-                 "unit": Key(str, choices=("nodes", "cpus"))},
+                 "unit": Key(str, choices=("nodes", "cpus")), "strict": Key(bool)},
 }
 SECTION_NAMES = ("scheduler", "failures", "power", *SECTIONS)
 

@@ -36,6 +36,8 @@ from hpctwin.datasets.serving_traces import ServingRequest
 
 from .cluster import ROUTERS, ServingResult, make_requests
 from .instance import Instance
+from .limits import (MAX_COLD_START_S, MAX_GBPS, MAX_INSTANCES, check_fraction, check_int, check_number,
+                     check_ticks)
 
 #: HPA defaults (kube-controller-manager): sync period 15 s, tolerance 0.1, downscale stabilisation 300 s
 HPA_SYNC_S, HPA_TOLERANCE, HPA_DOWNSCALE_WINDOW_S = 15.0, 0.1, 300.0
@@ -47,7 +49,11 @@ DEFAULT_STARTUP_S = 30.0
 
 def cold_start_s(weight_bytes_per_gpu: float, load_GBps: float = DEFAULT_LOAD_GBPS,
                  startup_s: float = DEFAULT_STARTUP_S) -> float:
-    """Seconds from a scale-up decision until the instance serves (its GPUs load in parallel)."""
+    """Seconds from a scale-up decision until the instance serves (its GPUs load in parallel): ``startup_s``
+    (s) plus the weights per GPU (bytes) at ``load_GBps`` (GB/s, 1 GB = 1e9 B)."""
+    check_number(weight_bytes_per_gpu, "weight bytes per GPU", unit="bytes")
+    check_number(load_GBps, "load_GBps", lo_open=True, unit="GB/s")
+    check_number(startup_s, "startup_s", unit="s")
     return startup_s + weight_bytes_per_gpu / (load_GBps * 1e9)
 
 
@@ -94,7 +100,10 @@ class UtilizationPolicy(_Stabilised):
     def __init__(self, target: float = 0.7, tolerance: float = HPA_TOLERANCE,
                  window_s: float = HPA_DOWNSCALE_WINDOW_S, metric: str = "busy") -> None:
         super().__init__(window_s)
-        if not 0 < target <= 1:
+        check_number(window_s, "window_s", unit="s")
+        check_number(tolerance, "tolerance", unit="")
+        if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0 < target <= 1:
+            check_fraction(target, "utilisation target")
             raise ValueError(f"utilisation target must be in (0, 1], got {target}")
         if metric not in ("busy", "kv"):
             raise ValueError(f"utilisation metric must be busy or kv, got {metric!r}")
@@ -112,8 +121,8 @@ class DecodeTPSPolicy(_Stabilised):
 
     def __init__(self, tps_per_instance: float, window_s: float = HPA_DOWNSCALE_WINDOW_S) -> None:
         super().__init__(window_s)
-        if tps_per_instance <= 0:
-            raise ValueError("tps_per_instance must be positive")
+        check_number(tps_per_instance, "tps_per_instance", lo_open=True, unit="tokens/s")
+        check_number(window_s, "window_s", unit="s")
         self.tps_per_instance = tps_per_instance
 
     def desired(self, v: PoolView) -> int:
@@ -233,8 +242,7 @@ class RatioPolicy:
     ``ceil(decode x ratio)`` instances (the P/D ratio)."""
 
     def __init__(self, decode_policy, ratio: float) -> None:
-        if ratio <= 0:
-            raise ValueError("the P/D ratio must be positive")
+        check_number(ratio, "the P/D ratio", lo_open=True, hi=MAX_INSTANCES, unit="")
         self.decode_policy, self.ratio = decode_policy, ratio
 
     def desired_pd(self, vp: PoolView, vd: PoolView) -> tuple[int, int]:
@@ -281,8 +289,20 @@ def simulate_autoscaled(trace: Sequence[ServingRequest], make_instance: Callable
     ``make_decode`` decode ones, ``policy.desired_pd(prefill_view, decode_view)`` sizes both (e.g.
     `RatioPolicy`), and the bounds apply to the two pools together (each keeps at least one)."""
     from .pd import DEFAULT_KV_LINK_GBPS, KVPump  # noqa: PLC0415
+    check_int(min_instances, "min_instances", lo=1, hi=MAX_INSTANCES, what="instances")
+    check_int(max_instances, "max_instances", lo=1, hi=MAX_INSTANCES, what="instances")
+    if initial is not None:
+        check_int(initial, "initial", lo=0, hi=MAX_INSTANCES, what="instances")
     if not 1 <= min_instances <= max_instances:
         raise ValueError(f"need 1 <= min_instances <= max_instances, got {min_instances}, {max_instances}")
+    check_number(interval_s, "interval_s", lo_open=True, unit="s")
+    check_number(cold_start, "cold_start", hi=MAX_COLD_START_S, unit="s",
+                 hint="a cold start is at most a day")
+    if link_GBps is not None:
+        check_number(link_GBps, "link_GBps", lo_open=True, hi=MAX_GBPS, unit="GB/s")
+    span = max((s.arrival_s for s in trace), default=0.0)
+    check_ticks(span + cold_start, interval_s, "interval_s", what=f"the trace's {span:,.6g} s plus a "
+                                                                  f"{cold_start:,.6g} s cold start")
     pd = make_decode is not None
     if pd and max_instances < 2:
         raise ValueError("a disaggregated pool needs max_instances >= 2")

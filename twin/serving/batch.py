@@ -48,12 +48,15 @@ from pathlib import Path
 
 import numpy as np
 
+from hpctwin.datasets.serving_traces import MAX_SPAN_S
 from hpctwin.twin.contract import RunModel
 
 from .autoscale import (DEFAULT_LOAD_GBPS, DEFAULT_STARTUP_S, HPA_DOWNSCALE_WINDOW_S, HPA_SYNC_S, DecodeTPSPolicy,
                         FixedPolicy, PoolView, UtilizationPolicy, cold_start_s)
 from .cluster import ROUTERS, make_requests
 from .energy import power_for
+from .limits import (MAX_BATCHED_TOKENS, MAX_CLOCK_S, MAX_COLD_START_S, MAX_GBPS, MAX_INSTANCES, MAX_NUM_SEQS,
+                     MAX_SLOTS, MAX_TP, check_bool, check_fraction, check_int, check_number, check_ticks)
 from .metrics import fifteen, latencies, slo_attainment
 
 POLICIES = ("fixed", "utilization", "decode_tps")
@@ -125,8 +128,12 @@ class ServingBatchConfig:
         return c
 
     def check(self, source: str) -> None:
+        """Every key: its type (a Python caller or a config file may pass anything), range and unit (`limits`),
+        and the keys that must agree. ``source`` names where the table came from in the messages."""
         def bad(key: str, why: str) -> ValueError:
             return ValueError(f"{source}: serving.{key} = {getattr(self, key)!r}: {why}")
+        self._check_types(source)
+        self._check_ranges(source)
         if not self.trace:
             raise bad("trace", "a serving trace file is needed (Azure .csv, Mooncake or LLMServingSim .jsonl)")
         if self.policy not in POLICIES:
@@ -161,6 +168,75 @@ class ServingBatchConfig:
                 raise bad("pd_ratio", "pd_ratio >= 0, kv_link_GBps > 0 and kv_latency_s >= 0 are needed")
             if self.kv_network not in ("auto", "on", "off"):
                 raise bad("kv_network", "auto, on or off")
+
+    def _check_types(self, source: str) -> None:
+        """Each key has its default's type: a bool is not an int, an int key refuses 10.7 or "12", a float key
+        takes an int but refuses NaN and infinities."""
+        for f in fields(self):
+            v, d, label = getattr(self, f.name), f.default, f"{source}: serving.{f.name}"
+            if isinstance(d, bool):
+                check_bool(v, label)
+            elif isinstance(d, int):
+                check_int(v, label, lo=-(2 ** 62))
+            elif isinstance(d, float):
+                check_number(v, label, lo=-math.inf)
+            elif isinstance(d, str) and not isinstance(v, str):
+                raise ValueError(f"{label}: {v!r} is not a string")
+
+    def _check_ranges(self, source: str) -> None:
+        """Ranges and units of the numeric keys (`limits`; the bounds of docs/serving.md)."""
+        def lab(key: str) -> str:
+            return f"{source}: serving.{key}"
+        for key, lo, hi, what in (("tp", 1, MAX_TP, "GPUs"), ("gpus_per_node", 0, 4096, "GPUs"),
+                                  ("prefill_tp", 0, MAX_TP, "GPUs"), ("decode_tp", 0, MAX_TP, "GPUs"),
+                                  ("max_num_seqs", 1, MAX_NUM_SEQS, "sequences"),
+                                  ("max_num_batched_tokens", 1, MAX_BATCHED_TOKENS, "tokens"),
+                                  ("slots", 0, MAX_SLOTS, "jobs"), ("max_requests", 0, None, "requests"),
+                                  ("user", -1, 2 ** 62, "")):
+            check_int(getattr(self, key), lab(key), lo=lo, hi=hi, what=what)
+        for key in ("instances", "min_instances", "max_instances", "prefill_instances", "decode_instances",
+                    "prefill_min_instances", "prefill_max_instances", "decode_min_instances", "decode_max_instances"):
+            check_int(getattr(self, key), lab(key), lo=1, hi=MAX_INSTANCES, what="instances")
+        for key in ("interval_s", "lease_s", "ttft_slo_s", "tpot_slo_s"):
+            check_number(getattr(self, key), lab(key), lo_open=True, hi=MAX_CLOCK_S, unit="s")
+        for key in ("window_s", "renew_s"):
+            check_number(getattr(self, key), lab(key), hi=MAX_CLOCK_S, unit="s")
+        check_number(self.start_s, lab("start_s"), lo=-MAX_CLOCK_S, hi=MAX_CLOCK_S, unit="s")
+        check_number(self.startup_s, lab("startup_s"), unit="s")
+        check_number(self.kv_latency_s, lab("kv_latency_s"), hi=1.0, unit="s",
+                     hint="give seconds (e.g. 5e-06 for 5 us)")
+        check_number(self.time_scale, lab("time_scale"), lo_open=True, unit="x")
+        for key, lo_open in (("load_GBps", True), ("kv_link_GBps", True), ("kv_d2d_GBps", False)):
+            check_number(getattr(self, key), lab(key), lo_open=lo_open, hi=MAX_GBPS, unit="GB/s",
+                         hint="looks like B/s or MB/s; give GB/s")
+        check_number(self.tps_per_instance, lab("tps_per_instance"), unit="tokens/s")
+        check_number(self.pd_ratio, lab("pd_ratio"), hi=MAX_INSTANCES, unit="")
+        check_fraction(self.target, lab("target"))
+
+    def check_work(self, span_s: float, cold_s: float, source: str = "option serving") -> None:
+        """Refuse, before the run, options that would make it effectively endless: ``span_s`` (s) is the
+        trace's last arrival after its zero, ``cold_s`` (s) an instance's cold start (`autoscale.cold_start_s`).
+        The run spans ``span_s x time_scale`` (at most 10 years); a cold start lasts at most a day; an
+        instance must serve for a while before its lease asks for a replacement (``lease_s - renew_s`` >
+        the cold start); and the controller ticks at most `MAX_TICKS` times over the span plus a cold start."""
+        span = span_s * self.time_scale
+        trace = f"the trace spans {span_s:,.6g} s" + (f" (x time_scale {self.time_scale:g} = {span:,.6g} s)"
+                                                       if self.time_scale != 1 else "")
+        if span > MAX_SPAN_S:
+            raise ValueError(f"{source}: serving.time_scale = {self.time_scale!r}: {trace}, more than 10 years; "
+                             "give a smaller time_scale")
+        if cold_s > MAX_COLD_START_S:
+            key = "startup_s" if self.startup_s > MAX_COLD_START_S / 2 else "load_GBps"
+            raise ValueError(f"{source}: serving.{key} = {getattr(self, key):g}: an instance's cold start would take "
+                             f"{cold_s:,.6g} s (startup_s = {self.startup_s:g} s, then its weights per GPU at "
+                             f"load_GBps = {self.load_GBps:g} GB/s), more than a day ({MAX_COLD_START_S:,.0f} s); "
+                             f"{trace}")
+        if self.lease_s - self.renew_s <= cold_s:
+            raise ValueError(f"{source}: serving.lease_s = {self.lease_s:g} s: an instance serves from its cold start "
+                             f"({cold_s:,.6g} s) until renew_s = {self.renew_s:g} s before its lease ends, so no "
+                             f"instance would ever serve for long; give lease_s > {cold_s + self.renew_s:,.6g} s")
+        check_ticks(span + cold_s, self.interval_s, f"{source}: serving.interval_s", ValueError,
+                    what=f"{span + cold_s:,.6g} s ({trace}, plus a {cold_s:,.6g} s cold start)")
 
 
 class _Inst:
@@ -197,6 +273,8 @@ class ServingBatchModel(RunModel):
         self.gpn = cfg.gpus_per_node or max(1, int(gpus_per_node))
         self.nodes_per_instance = -(-cfg.tp // self.gpn)
         self.cold_s = cold_start_s(weight_bytes_per_gpu, cfg.load_GBps, cfg.startup_s)
+        self.span_s = max(r.arrival_s for r in self.trace)
+        cfg.check_work(self.span_s, self.cold_s)
         self.slots = cfg.slots or 16 * cfg.max_instances + 16
         try:
             self.power = power_for(cfg.hardware)

@@ -143,6 +143,7 @@ class ServingBatchPDModel(ServingBatchModel):
             lo += k
         self.slots = lo
         self.nodes_per_instance = max(p.nodes for p in self.pools.values())   # bind's machine-size check
+        cfg.check_work(self.span_s, max(p.cold_s for p in self.pools.values()))   # the decode pool's cold start
 
     # ------------------------------------------------------------------ before the run
     def held_jobs(self, workload):

@@ -27,6 +27,8 @@ from pathlib import Path
 
 from .bundle import Bundle, BundleError, load_bundle
 from .cluster import ROUTERS, ServingResult, simulate
+from .limits import (MAX_BATCHED_TOKENS, MAX_GBPS, MAX_INSTANCES, MAX_NUM_SEQS, MAX_TP, arg_dir, arg_int,
+                     arg_number)
 from .metrics import fifteen, latencies
 
 
@@ -153,12 +155,17 @@ def run_trace(a: argparse.Namespace) -> tuple[dict, ServingResult]:
     from hpctwin.datasets.serving_traces import read_serving_trace  # noqa: PLC0415
     from .deployment import PoolSpec, build_pool  # noqa: PLC0415
     from .pd import simulate_pd  # noqa: PLC0415
+    if a.prefill or a.decode:
+        if not (a.prefill and a.decode):
+            raise ValueError("--prefill and --decode go together (a disaggregated deployment needs both pools)")
+        if a.instances is not None:
+            raise ValueError("--instances sizes a colocated pool; a disaggregated one is sized by --prefill and "
+                             "--decode (give one or the other)")
+    instances = 1 if a.instances is None else a.instances
     spec = PoolSpec(a.hardware, a.model, tp=a.tp, max_num_seqs=a.max_num_seqs,
                     max_num_batched_tokens=a.max_num_batched_tokens, prefix_caching=a.prefix_caching == "on")
     trace = read_serving_trace(a.trace)
     if a.prefill or a.decode:
-        if not (a.prefill and a.decode):
-            raise ValueError("--prefill and --decode go together (a disaggregated deployment needs both pools)")
         pre = build_pool(replace(spec, count=a.prefill), a.data_dir)
         dec = build_pool(replace(spec, count=a.decode), a.data_dir, first_id=a.prefill)
         insts = pre + dec
@@ -170,7 +177,7 @@ def run_trace(a: argparse.Namespace) -> tuple[dict, ServingResult]:
         if a.system:
             raise ValueError("--system places the KV transfers of a disaggregated deployment: give --prefill and "
                              "--decode (a colocated deployment transfers no KV)")
-        insts = build_pool(replace(spec, count=a.instances), a.data_dir)
+        insts = build_pool(replace(spec, count=instances), a.data_dir)
         if not a.no_timeseries:
             for x in insts:
                 x.series = []
@@ -178,7 +185,7 @@ def run_trace(a: argparse.Namespace) -> tuple[dict, ServingResult]:
     eng = {"engine": {"max_num_seqs": spec.max_num_seqs, "max_num_batched_tokens": spec.max_num_batched_tokens,
                       "block_size": spec.block_size, "prefix_caching": spec.prefix_caching,
                       "async_scheduling": spec.async_scheduling},
-           "deployment": {"hardware": a.hardware, "model": a.model, "tp": a.tp, "instances": a.instances,
+           "deployment": {"hardware": a.hardware, "model": a.model, "tp": a.tp, "instances": instances,
                           "prefill": a.prefill, "decode": a.decode, "router": a.router,
                           **({"kv": kv_options(a)} if a.system else {})},
            "dataset": str(a.trace)}
@@ -193,12 +200,15 @@ def main(argv: list[str] | None = None) -> int:
                                      "served by the pool --hardware/--model/--tp/--instances (or --prefill/--decode)")
     p.add_argument("--hardware", default="RTXPRO6000", help="GPU type of --trace mode (a perf/ folder)")
     p.add_argument("--model", default="meta-llama/Llama-3.1-8B", help="model of --trace mode")
-    p.add_argument("--tp", type=int, default=1)
-    p.add_argument("--instances", type=int, default=1, help="colocated instances (--trace mode)")
-    p.add_argument("--prefill", type=int, default=0, help="prefill instances of a disaggregated pool")
-    p.add_argument("--decode", type=int, default=0, help="decode instances of a disaggregated pool")
-    p.add_argument("--max-num-seqs", type=int, default=256)
-    p.add_argument("--max-num-batched-tokens", type=int, default=2048)
+    p.add_argument("--tp", type=arg_int(1, MAX_TP, "GPUs"), default=1, help="tensor-parallel GPUs per instance")
+    p.add_argument("--instances", type=arg_int(1, MAX_INSTANCES, "instances"), default=None,
+                   help="colocated instances (--trace mode; default 1)")
+    p.add_argument("--prefill", type=arg_int(0, MAX_INSTANCES, "instances"), default=0,
+                   help="prefill instances of a disaggregated pool")
+    p.add_argument("--decode", type=arg_int(0, MAX_INSTANCES, "instances"), default=0,
+                   help="decode instances of a disaggregated pool")
+    p.add_argument("--max-num-seqs", type=arg_int(1, MAX_NUM_SEQS, "sequences"), default=256)
+    p.add_argument("--max-num-batched-tokens", type=arg_int(1, MAX_BATCHED_TOKENS, "tokens"), default=2048)
     p.add_argument("--prefix-caching", choices=["on", "off"], default="off",
                    help="--trace mode (Mooncake traces carry prefix block ids; Azure ones have none)")
     p.add_argument("--out", required=True,
@@ -206,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
                         "must not exist, be empty, or be a folder hpctwin wrote (replaced only with --force)")
     p.add_argument("--force", action="store_true",
                    help="replace an existing output folder written by hpctwin (never any other folder)")
-    p.add_argument("--data-dir", default=None,
+    p.add_argument("--data-dir", type=arg_dir, default=None,
                    help="data directory holding LLM-serving/ (default: $HPCTWIN_DATA, else ../shared/datasets)")
     p.add_argument("--router", choices=list(ROUTERS), default="least_loaded",
                    help="request router across instances (default least_loaded: vLLM's DP balancer, "
@@ -226,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
                         "per instance, prefill first (e.g. 0,0,1)")
     p.add_argument("--kv-routing", choices=["minimal", "valiant"], default="minimal",
                    help="with --system: the topology's routing (valiant: Dragonfly only)")
-    p.add_argument("--kv-d2d-GBps", type=float, default=None,
+    p.add_argument("--kv-d2d-GBps", type=arg_number(0.0, MAX_GBPS, "GB/s"), default=None,
                    help="with --system: device-to-device (NVLink) GB/s per GPU and direction for intra-node "
                         "transfers (default: the GPU type's figure in twin/serving/kvflow.py D2D)")
     p.add_argument("--quiet", "-q", action="store_true")

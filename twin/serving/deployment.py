@@ -2,7 +2,9 @@
 
 A `PoolSpec` names the GPU type (a folder of ``LLM-serving/LLMServingSim/perf/``), the model, the TP
 degree and the number of instances, with vLLM's engine settings; `build_pool` loads the per-layer
-profile once and makes the instances.
+profile once and makes the instances. Every field of a `PoolSpec` is checked when it is made (type and
+range, `limits`); a GPU type, model or TP degree without a timing profile is refused listing the profiles
+the data directory has.
 """
 from __future__ import annotations
 
@@ -13,8 +15,10 @@ from typing import Callable
 from .bundle import GIB, VLLM_DEFAULTS, find_data_dir
 from .instance import Instance
 from .kvcache import BlockManager
+from .limits import (MAX_BATCHED_TOKENS, MAX_BLOCK_SIZE, MAX_INSTANCES, MAX_NUM_SEQS, MAX_TP, check_bool,
+                     check_fraction, check_int, check_str)
 from .models import model_shape
-from .profiles import IterationModel, LayerProfile, skew_alpha_from_meta
+from .profiles import IterationModel, LayerProfile, available_profiles, find_profile, skew_alpha_from_meta
 
 #: GPU memory (GiB as LLMServingSim's configs give it) and the host-link figures of its bench configs
 GPUS: dict[str, dict[str, float]] = {
@@ -39,16 +43,36 @@ class PoolSpec:
     prefix_caching: bool = False
     async_scheduling: bool = VLLM_DEFAULTS["async_scheduling"]
 
+    def __post_init__(self) -> None:
+        """Every field checked (type, range; `limits`): a ValueError naming the field."""
+        check_str(self.hardware, "hardware")
+        check_str(self.model, "model")
+        check_int(self.tp, "tp", lo=1, hi=MAX_TP, what="GPUs")
+        check_int(self.count, "instances", lo=1, hi=MAX_INSTANCES, what="instances")
+        check_fraction(self.mem_util, "gpu_memory_utilization")
+        check_int(self.max_num_seqs, "max_num_seqs", lo=1, hi=MAX_NUM_SEQS, what="sequences")
+        check_int(self.max_num_batched_tokens, "max_num_batched_tokens", lo=1, hi=MAX_BATCHED_TOKENS, what="tokens")
+        check_int(self.block_size, "block_size", lo=1, hi=MAX_BLOCK_SIZE, what="tokens")
+        check_bool(self.prefix_caching, "prefix_caching")
+        check_bool(self.async_scheduling, "async_scheduling")
+
 
 def instance_factory(spec: PoolSpec, data_dir: str | Path | None = None) -> Callable[[int], Instance]:
     """A function ``make(iid) -> Instance`` building fresh instances of ``spec`` (the per-layer profile
     of ``perf/<hardware>/<model>/bf16/tp<tp>/`` is loaded once, here; ``spec.count`` is not used)."""
+    perf = find_data_dir(data_dir) / "LLM-serving" / "LLMServingSim" / "perf"
     if spec.hardware not in GPUS:
-        raise ValueError(f"unknown GPU type {spec.hardware!r}; known: {', '.join(GPUS)}")
+        have = available_profiles(perf)
+        raise ValueError(f"hardware {spec.hardware!r}: unknown GPU type; known: {', '.join(GPUS)}"
+                         + (f" (profiles under {perf}, hardware model tp: {'; '.join(have)})" if have else ""))
     g = GPUS[spec.hardware]
-    shape = model_shape(spec.model)
-    folder = find_data_dir(data_dir) / "LLM-serving" / "LLMServingSim" / "perf" / spec.hardware / shape.name / \
-        "bf16" / f"tp{spec.tp}"
+    try:
+        shape = model_shape(spec.model)
+    except KeyError:
+        have = [x.split(" ", 1)[1] for x in available_profiles(perf) if x.startswith(spec.hardware + " ")]
+        raise ValueError(f"model {spec.model!r}: unknown model; profiles on {spec.hardware} (model tp): "
+                         f"{'; '.join(have) or f'none under {perf}'}") from None
+    folder = find_profile(perf, spec.hardware, shape.name, spec.tp)
     prof = LayerProfile.load(folder)
     alpha = skew_alpha_from_meta(folder.parent / "meta.yaml", spec.tp)
     free = int(g["mem_gib"] * GIB * spec.mem_util) - shape.weight_bytes_per_rank(spec.tp)

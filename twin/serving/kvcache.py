@@ -12,6 +12,9 @@ request therefore recovers whatever of its own blocks was not evicted in the mea
 from __future__ import annotations
 
 from collections import OrderedDict
+from numbers import Integral
+
+from .limits import MAX_BLOCK_SIZE, MAX_KV_BLOCKS
 
 
 def cdiv(a: int, b: int) -> int:
@@ -22,9 +25,19 @@ class BlockManager:
     """The KV blocks of one instance (``num_blocks`` of ``block_size`` tokens)."""
 
     def __init__(self, num_blocks: int, block_size: int = 16, caching: bool = False) -> None:
+        for name, v in (("num_blocks", num_blocks), ("block_size", block_size)):
+            if isinstance(v, bool) or not (isinstance(v, Integral) or (isinstance(v, float) and v.is_integer())):
+                raise ValueError(f"KV cache: {name} = {v!r} is not a whole number")
         if num_blocks < 1:
             raise ValueError(f"KV cache has {num_blocks} blocks; at least 1 is needed (the model weights may "
                              "not leave room: check the GPU memory, gpu_memory_utilization and TP degree)")
+        if num_blocks > MAX_KV_BLOCKS:
+            raise ValueError(f"KV cache of {int(num_blocks):,} blocks: more than the limit of {MAX_KV_BLOCKS:,} "
+                             "blocks per instance (the block table would take gigabytes; is num_gpu_blocks, the GPU "
+                             "memory (GiB) or the block size wrong?)")
+        if not 1 <= block_size <= MAX_BLOCK_SIZE:
+            raise ValueError(f"KV cache: block_size = {block_size!r} tokens; give an integer in [1, "
+                             f"{MAX_BLOCK_SIZE:,}] (vLLM's default is 16)")
         self.num_blocks = int(num_blocks)
         self.block_size = int(block_size)
         self.caching = bool(caching)

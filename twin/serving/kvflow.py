@@ -30,6 +30,7 @@ Units: bytes, seconds, bytes/s (1 GB/s = 1e9 B/s).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from numbers import Integral
 from typing import Sequence
 
 import numpy as np
@@ -37,6 +38,8 @@ import numpy as np
 from hpctwin.topology.contention import max_min_fair
 from hpctwin.topology.routing import Router, make_router
 from hpctwin.topology.traffic import Traffic
+
+from .limits import MAX_GBPS, check_number
 
 #: device-to-device bandwidth per GPU and direction (GB/s) and latency (s) of an intra-node transfer
 D2D: dict[str, tuple[float, float]] = {
@@ -68,10 +71,11 @@ def place_instances(tps: Sequence[int], n_prefill: int, gpus_per_node: int, n_no
     ``placement``: ``"pools"``, ``"packed"`` (module docstring) or one node id per instance. Raises
     `KVNetworkError` when an instance needs more GPUs than a node has, a node is over-full, or the
     deployment needs more nodes than the system has."""
-    if gpus_per_node < 1:
-        raise KVNetworkError("the system has no GPUs (gpus_per_node = 0): a serving deployment cannot be placed")
+    if isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, Integral) or gpus_per_node < 1:
+        raise KVNetworkError(f"the system has no GPUs (gpus_per_node = {gpus_per_node!r}): a serving deployment "
+                             "cannot be placed")
     for k, t in enumerate(tps):
-        if not 1 <= t <= gpus_per_node:
+        if isinstance(t, bool) or not isinstance(t, Integral) or not 1 <= t <= gpus_per_node:
             raise KVNetworkError(f"instance {k}: TP {t} does not fit on one node of {gpus_per_node} GPUs")
     if isinstance(placement, str):
         if placement not in PLACEMENTS:
@@ -86,6 +90,10 @@ def place_instances(tps: Sequence[int], n_prefill: int, gpus_per_node: int, n_no
             nodes.append(node)
             used += t
     else:
+        bad = [x for x in placement if isinstance(x, bool) or not isinstance(x, Integral)]
+        if bad:
+            raise KVNetworkError(f"placement: node id {bad[0]!r} is not a whole number (give one node id per "
+                                 "instance, e.g. 0,0,1)")
         nodes = [int(x) for x in placement]
         if len(nodes) != len(tps):
             raise KVNetworkError(f"placement gives {len(nodes)} node ids for {len(tps)} instances")
@@ -112,8 +120,10 @@ def d2d_of(hardware: str | None, d2d_GBps: float | None = None, d2d_latency_s: f
                                  f"{', '.join(D2D)}); give it (d2d_GBps / --kv-d2d-GBps)")
         d2d_GBps, lat = D2D[hardware]
         d2d_latency_s = lat if d2d_latency_s is None else d2d_latency_s
-    if d2d_GBps <= 0:
-        raise KVNetworkError(f"device-to-device bandwidth must be > 0 GB/s, got {d2d_GBps}")
+    check_number(d2d_GBps, "device-to-device bandwidth (d2d_GBps / --kv-d2d-GBps)", KVNetworkError, lo_open=True,
+                 hi=MAX_GBPS, unit="GB/s", hint="looks like B/s or MB/s; give GB/s")
+    if d2d_latency_s is not None:
+        check_number(d2d_latency_s, "device-to-device latency", KVNetworkError, hi=1.0, unit="s")
     return float(d2d_GBps) * 1e9, float(d2d_latency_s or 0.0)
 
 
@@ -143,6 +153,12 @@ class KVNetwork:
             nic = float(router.bandwidth[router.term_up[node]]) * tp / self.gpus_per_node
             cap.append(np.array([nic, nic, tp * self.d2d_Bps, tp * self.d2d_Bps]))
         self.capacity = np.concatenate(cap)
+        bad = np.flatnonzero(~(np.isfinite(self.capacity) & (self.capacity > 0)))
+        if len(bad):
+            k = int(bad[0])
+            what = f"link {k} of the topology" if k < L else f"instance link {k - L} (NIC share or device link)"
+            raise KVNetworkError(f"{name or 'KV network'}: {what} has a bandwidth of {self.capacity[k]!r} B/s; every "
+                                 "link needs a finite bandwidth > 0 (check the system's [network] bandwidths)")
         self._paths: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, float]] = {}
 
     @classmethod

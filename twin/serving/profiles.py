@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import bisect
 import csv
+import io
 import math
 from dataclasses import dataclass, field
+from numbers import Integral, Real
 from pathlib import Path
 
 import numpy as np
@@ -76,21 +78,146 @@ def _interp1_np(keys: np.ndarray, vals: np.ndarray, q: np.ndarray) -> np.ndarray
     return np.where(q <= keys[0], vals[0], out)
 
 
-def _read_csv(path: Path, cols: list[str]) -> list[dict]:
+#: rows of one profile CSV [19,364: attention.csv of the RTX PRO 6000 profiles]
+MAX_PROFILE_ROWS = 2_000_000
+#: (prefill_chunk, n_decode) slices of one attention table [180]: a lookup off the grid scans them all
+MAX_ATTENTION_SLICES = 20_000
+#: points of one 1-D table (a dense or per-sequence layer, an MoE row) [152]: an instance's model sums the
+#: dense layers over the token grid when it is built
+MAX_TABLE_POINTS = 20_000
+#: one layer's kernel time, us [45,155: attention at a 2,048-token chunk over 16k KV]
+MAX_KERNEL_US = 1e8
+#: grid coordinates (tokens, sequences, KV lengths, experts) [16,384]
+MAX_GRID = 1_000_000_000
+#: grid columns and their smallest value; every other column but ``layer`` is ``time_us``
+_GRID_MIN = {"tokens": 1, "sequences": 1, "activated_experts": 1, "prefill_chunk": 0, "kv_prefill": 0,
+             "n_decode": 0, "kv_decode": 0}
+
+
+def _grid_value(text: str, path: Path, line: int, col: str) -> float:
+    """A grid coordinate: a whole number (digits only) in [its minimum, `MAX_GRID`], returned as float."""
+    t = text.strip()
+    lo = _GRID_MIN.get(col, 0)
+    if not (t.isascii() and t.isdigit()):
+        raise ProfileError(f"{path}:{line}: field {col!r}: {text!r} is not a whole number; give an integer "
+                           f">= {lo}")
+    if not lo <= int(t) <= MAX_GRID:
+        raise ProfileError(f"{path}:{line}: field {col!r}: {int(t):,} is outside [{lo}, {MAX_GRID:,}]")
+    return float(text)
+
+
+def _time_value(text: str, path: Path, line: int) -> float:
+    """A kernel time in microseconds: finite, >= 0, at most `MAX_KERNEL_US`."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise ProfileError(f"{path}:{line}: field 'time_us': {text!r} is not a number; give a finite number of "
+                           "microseconds >= 0") from None
+    if not math.isfinite(v):
+        shown = "NaN" if math.isnan(v) else text.strip()
+        raise ProfileError(f"{path}:{line}: field 'time_us': {shown} is not a time; give a finite number of "
+                           "microseconds >= 0")
+    if v < 0:
+        raise ProfileError(f"{path}:{line}: field 'time_us': {v:g} is negative; give a finite number of "
+                           "microseconds >= 0")
+    if v > MAX_KERNEL_US:
+        raise ProfileError(f"{path}:{line}: field 'time_us': {v:g} us is {v / 1e6:g} s for one layer's kernel, "
+                           f"more than the plausible limit of {MAX_KERNEL_US:g} us (nanoseconds given for "
+                           "microseconds?)")
+    return v
+
+
+def _profile_text(path: Path) -> str:
+    """The CSV's text (strict UTF-8, BOM dropped); errors name the file (and the line of a bad byte)."""
     if not path.exists():
         raise ProfileError(f"{path}: profile file not found")
-    with open(path, newline="") as fh:
-        rd = csv.DictReader(fh)
-        missing = [c for c in cols if c not in (rd.fieldnames or [])]
+    if not path.is_file():
+        raise ProfileError(f"{path}: not a regular file")
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise ProfileError(f"{path}: cannot read: {e.strerror or e}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        gz = " (gzip data: decompress it)" if raw[:2] == b"\x1f\x8b" else ""
+        raise ProfileError(f"{path}:{line}: byte 0x{raw[e.start]:02x} is not UTF-8 text; a profile CSV is UTF-8"
+                           f"{gz}") from None
+    return text.removeprefix("\ufeff")
+
+
+def _read_csv(path: Path, cols: list[str]) -> list[dict]:
+    """The rows of a profile CSV as ``{column: value}`` (``layer`` a string, every other column a float),
+    each value checked: grid columns whole numbers, ``time_us`` finite and >= 0; one row per shape; at most
+    `MAX_PROFILE_ROWS` rows and at least one. Columns beyond ``cols`` are ignored."""
+    rd = csv.DictReader(io.StringIO(_profile_text(path), newline=""))
+    try:
+        if rd.fieldnames is None:
+            raise ProfileError(f"{path}: empty file (expected the header {','.join(cols)} and rows)")
+        missing = [c for c in cols if c not in rd.fieldnames]
         if missing:
             raise ProfileError(f"{path}:1: missing column(s) {', '.join(missing)} (expected {','.join(cols)})")
-        rows = []
-        for i, r in enumerate(rd, 2):
-            try:
-                rows.append({c: (r[c] if c == "layer" else float(r[c])) for c in cols})
-            except (TypeError, ValueError):
-                raise ProfileError(f"{path}:{i}: non-numeric value in {r!r}") from None
+        rows: list[dict] = []
+        seen: dict[tuple, int] = {}
+        for r in rd:
+            i = rd.line_num
+            if len(rows) >= MAX_PROFILE_ROWS:
+                raise ProfileError(f"{path}:{i}: more than {MAX_PROFILE_ROWS:,} rows, beyond the limit of a profile "
+                                   "table (docs/serving.md, Input checks and limits)")
+            row: dict = {}
+            for c in cols:
+                v = r.get(c)
+                if v is None:
+                    raise ProfileError(f"{path}:{i}: field {c!r}: missing (the row has fewer columns than the "
+                                       "header)")
+                if c == "layer":
+                    if not v.strip():
+                        raise ProfileError(f"{path}:{i}: field 'layer': empty layer name")
+                    row[c] = v
+                elif c == "time_us":
+                    row[c] = _time_value(v, path, i)
+                else:
+                    row[c] = _grid_value(v, path, i, c)
+            key = tuple(row[c] for c in cols if c != "time_us")
+            if key in seen:
+                raise ProfileError(f"{path}:{i}: duplicate row for " + ", ".join(
+                    f"{c}={row[c] if c == 'layer' else int(row[c])}" for c in cols if c != "time_us")
+                    + f" (first at line {seen[key]}); give one time per shape")
+            seen[key] = i
+            rows.append(row)
+    except csv.Error as e:
+        raise ProfileError(f"{path}:{rd.line_num}: not valid CSV: {e}") from None
+    if not rows:
+        raise ProfileError(f"{path}: holds no row (a header only); a profile table needs at least one")
     return rows
+
+
+def available_profiles(perf_root: Path) -> list[str]:
+    """``hardware model tp<k>`` of every profile folder under ``perf_root`` (``<hw>/<model>/bf16/tp<k>/``,
+    the model name with or without its organisation), sorted."""
+    perf_root = Path(perf_root)
+    if not perf_root.is_dir():
+        return []
+    out = []
+    for pattern in ("*/*/bf16/tp*", "*/*/*/bf16/tp*"):
+        for d in perf_root.glob(pattern):
+            if d.is_dir():
+                parts = d.relative_to(perf_root).parts
+                out.append(f"{parts[0]} {'/'.join(parts[1:-2])} {parts[-1]}")
+    return sorted(out)
+
+
+def find_profile(perf_root: Path, hardware: str, model: str, tp: int) -> Path:
+    """The profile folder ``perf_root/<hardware>/<model>/bf16/tp<tp>/``; a `ProfileError` listing the
+    profiles that exist when it does not."""
+    folder = Path(perf_root) / hardware / model / "bf16" / f"tp{tp}"
+    if folder.is_dir():
+        return folder
+    have = available_profiles(perf_root)
+    raise ProfileError(f"{folder}: no timing profile for model {model} on hardware {hardware} at TP {tp}; "
+                       + (f"available (hardware model tp): {'; '.join(have)}" if have else
+                          f"no profile at all under {perf_root} (give --data-dir)"))
 
 
 @dataclass
@@ -99,6 +226,8 @@ class AttentionTable:
     pc_vals: list[int]
     nd_vals: list[int]
     slices: dict[tuple[int, int], tuple[list[int], list[tuple[list[int], list[float]]]]]
+    #: (pc, nd) -> the nearest slice of a grid corner that has none (`_corner`), found once
+    _near: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_rows(cls, rows: list[dict]) -> "AttentionTable":
@@ -128,7 +257,9 @@ class AttentionTable:
         v = self._slice(pc, nd, kvp, kvd)
         if v is not None:
             return v
-        near = min(self.slices, key=lambda p: (p[0] - pc) ** 2 + (p[1] - nd) ** 2)
+        near = self._near.get((pc, nd))
+        if near is None:
+            near = self._near[(pc, nd)] = min(self.slices, key=lambda p: (p[0] - pc) ** 2 + (p[1] - nd) ** 2)
         return self._slice(near[0], near[1], kvp, kvd) or 0.0
 
     def lookup(self, pc: int, kvp: float, nd: int, kvd: float) -> float:
@@ -178,10 +309,18 @@ class LayerProfile:
             raise ProfileError(f"{folder}: no profile folder (expected perf/<hardware>/<model>/bf16/tp<k>/ "
                                "with dense.csv, attention.csv, per_sequence.csv)")
 
+        def bounded(table: dict, where: Path, what: str) -> dict:
+            for k, v in table.items():
+                if len(v) > MAX_TABLE_POINTS:
+                    raise ProfileError(f"{where}: {what} {k}: {len(v):,} grid points, more than the limit of "
+                                       f"{MAX_TABLE_POINTS:,} (docs/serving.md, Input checks and limits)")
+            return table
+
         def one_d(name: str, key: str) -> dict:
             out: dict[str, dict[float, float]] = {}
             for r in _read_csv(folder / name, ["layer", key, "time_us"]):
                 out.setdefault(r["layer"], {})[r[key]] = r["time_us"]
+            bounded(out, folder / name, "layer")
             return {k: (sorted(v), [v[x] for x in sorted(v)]) for k, v in out.items()}
 
         moe: dict[int, dict[float, float]] = {}
@@ -189,11 +328,16 @@ class LayerProfile:
         if moe_path is not None:
             for r in _read_csv(moe_path, ["tokens", "activated_experts", "time_us"]):
                 moe.setdefault(int(r["activated_experts"]), {})[r["tokens"]] = r["time_us"]
-        return cls(folder, one_d("dense.csv", "tokens"), one_d("per_sequence.csv", "sequences"),
-                   AttentionTable.from_rows(_read_csv(folder / "attention.csv",
-                                                      ["prefill_chunk", "kv_prefill", "n_decode", "kv_decode",
-                                                       "time_us"])),
-                   {k: (sorted(v), [v[x] for x in sorted(v)]) for k, v in moe.items()}, moe_tp)
+            bounded(moe, moe_path, "activated_experts")
+        dense, per_seq = one_d("dense.csv", "tokens"), one_d("per_sequence.csv", "sequences")
+        att = AttentionTable.from_rows(_read_csv(folder / "attention.csv",
+                                                 ["prefill_chunk", "kv_prefill", "n_decode", "kv_decode", "time_us"]))
+        if len(att.slices) > MAX_ATTENTION_SLICES:
+            raise ProfileError(f"{folder / 'attention.csv'}: {len(att.slices):,} (prefill_chunk, n_decode) slices, "
+                               f"more than the limit of {MAX_ATTENTION_SLICES:,} (a lookup off the grid scans them "
+                               "all; docs/serving.md, Input checks and limits)")
+        return cls(folder, dense, per_seq, att, {k: (sorted(v), [v[x] for x in sorted(v)]) for k, v in moe.items()},
+                   moe_tp)
 
     def dense_us(self, layer: str, tokens: float) -> float:
         if layer not in self.dense:
@@ -281,9 +425,14 @@ def skew_alpha_from_meta(meta_yaml: Path, tp: int) -> float:
             in_tp = int(st[:-1]) == tp
         elif in_tp and st.startswith("alpha_default:"):
             try:
-                return float(st.split(":", 1)[1])
+                alpha = float(st.split(":", 1)[1])
             except ValueError:
-                raise ProfileError(f"{meta_yaml}: skew_fit.per_tp.{tp}.alpha_default is not a number: {st!r}")
+                raise ProfileError(f"{meta_yaml}: skew_fit.per_tp.{tp}.alpha_default is not a number: {st!r}") \
+                    from None
+            if not (math.isfinite(alpha) and alpha >= 0):
+                raise ProfileError(f"{meta_yaml}: skew_fit.per_tp.{tp}.alpha_default: {alpha} must be a finite "
+                                   "number >= 0 (the skew blend of the attention time)")
+            return alpha
     return 0.0
 
 
@@ -318,6 +467,16 @@ class IterationModel:
     skew_alpha: float = 0.0
 
     def __post_init__(self) -> None:
+        for name, lo in (("tp", 1), ("ep", 1), ("dp", 1)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, Integral) or v < lo:
+                raise ProfileError(f"IterationModel: {name} = {v!r}: an integer >= {lo} is needed")
+        for name, lo_open in (("link_bw_GBps", True), ("link_latency_ns", False), ("mem_bw_GBps", False),
+                              ("overhead_s", False), ("skew_alpha", False)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, Real) or not math.isfinite(v) or v < 0 or (lo_open and v == 0):
+                raise ProfileError(f"IterationModel: {name} = {v!r}: a finite number {'>' if lo_open else '>='} 0 "
+                                   "is needed")
         seq = SEQUENCES.get(self.shape.model_type)
         if seq is None:
             raise ProfileError(f"no layer walk for model_type {self.shape.model_type!r} "

@@ -246,7 +246,7 @@ def test_every_script_is_tested():
     """A new experiment script must get a tiny-input test here (or be owned elsewhere)."""
     here = Path(__file__).read_text()
     scripts = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "experiments").glob("*.py"))
-    skip = {"__init__", "tables", "sweep"}
+    skip = {"__init__", "tables", "sweep", "megatron_calibration"}   # the last: tests/test_training_calibration.py
     for s in scripts:
         if s in skip or s.startswith("serving_"):
             continue

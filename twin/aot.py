@@ -177,9 +177,11 @@ class KernelSet:
     def _build(self, path: Path) -> None:
         global _build_seconds
         import time  # noqa: PLC0415
+
+        from filelock import FileLock  # noqa: PLC0415 - only when a build is needed
         path.parent.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
-        with _FileLock(path.parent / f"{self.name}.lock"):
+        with FileLock(path.parent / f"{self.name}.lock"):
             if path.is_file():          # another process built it while we waited
                 _build_seconds += time.perf_counter() - t0
                 return
@@ -289,24 +291,3 @@ def _remove_stale(current: Path, name: str) -> None:
                 p.unlink()
             except OSError:
                 pass
-
-
-class _FileLock:
-    """An exclusive advisory lock on a file (fcntl; no lock where fcntl is missing)."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self._fh = None
-
-    def __enter__(self):
-        self._fh = open(self.path, "a")
-        try:
-            import fcntl  # noqa: PLC0415
-            fcntl.flock(self._fh, fcntl.LOCK_EX)
-        except ImportError:             # pragma: no cover - Windows
-            pass
-        return self
-
-    def __exit__(self, *exc):
-        self._fh.close()
-        return False

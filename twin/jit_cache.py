@@ -24,7 +24,7 @@ governs the user's own functions. Deleting depends only on numba's file names an
 its own locator classes choose (`numba_cache_dir` asks numba: ``NUMBA_CACHE_DIR`` when set, else
 the module's ``__pycache__`` when writable, else the user-wide folder).
 
-Concurrency: the check, the deletion and the stamp write run under the file lock `twin.aot` uses
+Concurrency: the check, the deletion and the stamp write run under a file lock (`filelock`, as `twin.aot` uses)
 for its builds (one lock file per set and folder), and the stamp is written only after every stale
 file is gone (a failed deletion leaves the old stamp, so the next process tries again). A process
 reading the cache meanwhile cannot crash: files are only unlinked, never truncated, and numba
@@ -102,9 +102,9 @@ def read_stamp(cache_dir: Path, name: str) -> str | None:
 def _guard_dir(cache_dir: Path, name: str, stems: list[str], key: str) -> list[Path]:
     if read_stamp(cache_dir, name) == key:         # the usual case: no lock, nothing written
         return []
-    from .aot import _FileLock  # noqa: PLC0415
+    from filelock import FileLock  # noqa: PLC0415
     try:
-        lock = _FileLock(cache_dir / f"hpctwin-jit-{name}.lock")
+        lock = FileLock(cache_dir / f"hpctwin-jit-{name}.lock")
         with lock:
             if read_stamp(cache_dir, name) == key:   # another process did it while we waited
                 return []

@@ -49,8 +49,8 @@ Carbon intensity: ``carbon_g_per_kwh`` (flat) or a series like a price; default 
 US electricity average of 2022 (EIA, "How much carbon dioxide is produced per kilowatthour of U.S.
 electricity generation?", 0.855 lb/kWh = 388 g/kWh).
 
-User response (moved to `power.response`, re-exported here so ``from power.accounting import
-UserResponse, calibrate, ...`` keeps working): `UserResponse` (shift, efficient choice of hardware or
+User response lives in `power.response` (import it from there; it imports the pricing rules from
+this module, never the reverse): `UserResponse` (shift, efficient choice of hardware or
 caps, accepted caps, fewer nodes), its presets and `calibrate` (fit to Kamatar et al. SC'25's 40 %),
 `materialize_profiles` and `predicted_job_energy_j`. The published anchors, what their papers
 measured and how each is represented are in `power.response`'s module docstring; Yang et al. SC'13's
@@ -731,24 +731,3 @@ class EnergyFairShare(QueueScheduler):
         self._update(now)
         f = self.factors()[self._uidx[queue]]
         return queue[np.lexsort((queue, -f))]
-
-
-# ====================================================================== user response (power/response.py)
-#: Names that moved to `power.response` and stay importable from this module.
-_MOVED_TO_RESPONSE = frozenset({
-    "UserResponse", "calibrate", "PRESETS", "KAMATAR_GPU_RUNS", "KAMATAR_GPU_ALTERNATIVES",
-    "KAMATAR2025_EFFICIENT_USERS", "DEFAULT_CHOICE_CAP_FRACTIONS", "DEFAULT_MAX_SLOWDOWN", "PROFILE_COLUMNS",
-    "load_power_config", "materialize_profiles", "predicted_job_energy_j", "emulation_scale",
-})
-
-
-def __getattr__(name: str) -> Any:
-    """Re-export of the user-response names (``from power.accounting import UserResponse`` keeps working).
-
-    Lazy (PEP 562), because `power.response` imports the pricing rules from this module: an eager
-    ``from .response import ...`` here would make ``import power.response`` fail when it runs first.
-    """
-    if name in _MOVED_TO_RESPONSE:
-        from hpctwin.power import response  # noqa: PLC0415
-        return getattr(response, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -117,6 +117,9 @@ class SlurmScheduler(Scheduler):
     bf_poll: polling period (s) of the idle backfill thread (Slurm: 1 s).
     """
 
+    #: the whole-run replay (`schedulers.slurm_replay`) decides exactly like this class (not its subclasses)
+    WHOLE_RUN_REPLAY = True
+
     name = "slurm"
 
     def __init__(self, config: SlurmConfig | None = None, accounts: AccountsSpec | None = None,

@@ -56,8 +56,9 @@ def _replay_kernel():
 
 def pre_eligible(sched, sim) -> bool:
     """Eligibility that needs no bind (`eligible` adds the bound conditions)."""
-    from .slurm import SlurmScheduler  # noqa: PLC0415
-    if type(sched) is not SlurmScheduler or sched.replay == "off":
+    # the class itself, not a subclass (which may change a decision the replay hard-codes); read from
+    # the class's own namespace, so this module never imports schedulers.slurm (no import cycle)
+    if not vars(type(sched)).get("WHOLE_RUN_REPLAY", False) or sched.replay == "off":
         return False
     if sched.replay == "auto" and sim.n < MIN_JOBS:
         return False

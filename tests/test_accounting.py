@@ -19,13 +19,13 @@ from hpctwin.power.accounting import (
     PricingError,
     RunData,
     TimeOfUse,
-    UserResponse,
     ledger,
     make_rules,
     make_tariff,
     price_run,
     spread,
 )
+from hpctwin.power.response import UserResponse
 from hpctwin.twin.workload import Workload
 
 H = 3600.0

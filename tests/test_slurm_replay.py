@@ -177,3 +177,14 @@ def test_first_appearance_codes_by_hand():
     labels, codes = _factorize(["b", "a", "b"])
     assert labels == ["b", "a"] and codes.tolist() == [0, 1, 0]
     assert _factorize_codes(np.array([], dtype=np.int64))[1].tolist() == []
+
+
+def test_a_subclass_is_never_replayed():
+    """The replay hard-codes the class's decisions: a subclass (which may override one) runs the engine."""
+    sched, _, sim = _bound({})
+    assert pre_eligible(sched, sim)
+
+    class Tweaked(type(sched)):
+        pass
+    sched.__class__ = Tweaked
+    assert not pre_eligible(sched, sim)

@@ -37,6 +37,7 @@ Mapping from hpctwin's columns:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -139,6 +140,42 @@ def _epoch(run_dir: Path, summary: dict) -> float:
     return float(v)
 
 
+def run_name_tables(run_dir: str | os.PathLike) -> dict[str, list[str]]:
+    """The name tables (``Users``, ``Accounts``, ``Partitions``, ``QOSs``) of the sacct dump a run
+    replayed, read back through the run's ``config.toml`` so `export_sacct` writes names, not ids.
+
+    Empty when the run's workload is not a sacct dump (SWF logs have numeric ids only) or when the
+    dump is no longer where the run read it.
+    """
+    if sys.version_info >= (3, 11):
+        import tomllib  # noqa: PLC0415
+    else:  # pragma: no cover
+        import tomli as tomllib  # noqa: PLC0415
+    cfg_file = Path(run_dir) / "config.toml"
+    if not cfg_file.exists():
+        return {}
+    try:
+        doc = tomllib.loads(cfg_file.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError):
+        return {}
+    spec = str(doc.get("run", {}).get("workload", ""))
+    path = spec[len("sacct:"):] if spec.startswith("sacct:") else spec
+    if not spec.startswith("sacct:"):
+        from .loader import detect_format  # noqa: PLC0415
+        try:
+            if detect_format(path) != "sacct":
+                return {}
+        except (ValueError, OSError):
+            return {}
+    opts = doc.get("options", {}).get("workload", {})
+    try:
+        from .sacct import read_sacct  # noqa: PLC0415
+        wl = read_sacct(path, unit=opts.get("unit", "nodes"), duplicate_ids=opts.get("duplicate_ids", "error"))
+    except (ValueError, OSError):
+        return {}
+    return {k: wl.header[k].split(",") if wl.header.get(k) else [] for k in ("Users", "Accounts", "Partitions", "QOSs")}
+
+
 def _format_to_subcommand(argv: list[str] | None) -> list[str] | None:
     """``--format batsim RUN`` / ``--format=batsim RUN`` -> ``batsim RUN`` (both spellings work)."""
     if not argv:
@@ -201,7 +238,7 @@ def _export(a: argparse.Namespace) -> int:
             write_swf(wl, tmp)
         print(f"wrote {len(wl)} jobs to {a.out}")
         return 0
-    from .sacct import export_sacct, run_name_tables  # noqa: PLC0415
+    from .sacct import export_sacct  # noqa: PLC0415
     run_dir = Path(a.run_dir)
     jobs_csv = run_dir / "jobs.csv"
     summary, df = _read_run(run_dir, ("job_id", "submit", "start", "end", "procs"))

@@ -775,39 +775,3 @@ def export_sacct(jobs_df: pd.DataFrame, path: str | os.PathLike, epoch: float = 
         out.append("|".join(row))
     Path(path).write_text("\n".join(out) + "\n")
     return n
-
-
-def run_name_tables(run_dir: str | os.PathLike) -> dict[str, list[str]]:
-    """The name tables (``Users``, ``Accounts``, ``Partitions``, ``QOSs``) of the sacct dump a run
-    replayed, read back through the run's ``config.toml`` so `export_sacct` writes names, not ids.
-
-    Empty when the run's workload is not a sacct dump (SWF logs have numeric ids only) or when the
-    dump is no longer where the run read it.
-    """
-    import sys  # noqa: PLC0415
-    if sys.version_info >= (3, 11):
-        import tomllib  # noqa: PLC0415
-    else:  # pragma: no cover
-        import tomli as tomllib  # noqa: PLC0415
-    cfg_file = Path(run_dir) / "config.toml"
-    if not cfg_file.exists():
-        return {}
-    try:
-        doc = tomllib.loads(cfg_file.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError):
-        return {}
-    spec = str(doc.get("run", {}).get("workload", ""))
-    path = spec[len("sacct:"):] if spec.startswith("sacct:") else spec
-    if not spec.startswith("sacct:"):
-        from .loader import detect_format  # noqa: PLC0415
-        try:
-            if detect_format(path) != "sacct":
-                return {}
-        except (ValueError, OSError):
-            return {}
-    opts = doc.get("options", {}).get("workload", {})
-    try:
-        wl = read_sacct(path, unit=opts.get("unit", "nodes"), duplicate_ids=opts.get("duplicate_ids", "error"))
-    except (ValueError, OSError):
-        return {}
-    return {k: wl.header[k].split(",") if wl.header.get(k) else [] for k in ("Users", "Accounts", "Partitions", "QOSs")}

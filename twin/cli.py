@@ -385,7 +385,8 @@ def build_parser() -> argparse.ArgumentParser:
             ("sweep", "run a sweep file (hpctwin sweep SWEEP.toml [--workers N])"),
             ("serve", "simulate an LLM serving deployment on a request trace (hpctwin serve --trace T --out DIR)"),
             ("llm", "LLM training estimates: iteration time, FLOP/s, memory (hpctwin llm estimate --model M ...)"),
-            ("doctor", "what this installation has: versions, kernel cache, data directory, MPI, extras")):
+            ("doctor", "what this installation has: versions, kernel cache, data directory, MPI, extras"),
+            ("view", "write an interactive HTML view of a run folder (zoomable Gantt, power, queue)")):
         module = DELEGATES[name]
         p = sub.add_parser(name, help=helptext, add_help=False)
         p.add_argument("rest", nargs=argparse.REMAINDER)
@@ -406,6 +407,7 @@ DELEGATES = {"topology": "hpctwin.topology.show", "export": "hpctwin.datasets.ex
 DELEGATES["serve"] = "hpctwin.twin.serving.cli"  # hpctwin serve --bundle DIR --out OUT (LLM serving, issue 16)
 DELEGATES["llm"] = "hpctwin.twin.training.cli"   # hpctwin llm estimate ... (LLM training, issue 25)
 DELEGATES["doctor"] = "hpctwin.twin.doctor"      # hpctwin doctor [--build-kernels]
+DELEGATES["view"] = "hpctwin.twin.view"          # hpctwin view RUN: interactive HTML view (issue 26)
 
 
 def main(argv: list[str] | None = None) -> int:

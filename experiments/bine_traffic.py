@@ -33,7 +33,6 @@ group array) directly.
 """
 from __future__ import annotations
 
-import argparse
 import gzip
 import os
 import re
@@ -48,7 +47,8 @@ import pandas as pd
 from hpctwin.topology.collectives import PAIRS, AlphaBetaGamma, build_schedule, global_bytes, supports
 from hpctwin.topology.collectives.algorithms import ALGORITHMS
 
-from .tables import FORCE_HELP, OUT_RULE, staged_output, write_table_files
+from . import cli
+from .tables import staged_output, write_table_files
 
 __all__ = ["traffic_by_job", "summarize", "default_data_dir", "load_leonardo", "load_lumi", "parse_compact_ranges",
            "load_group_map", "load_jobs_csv", "alpha_beta_table", "main"]
@@ -368,11 +368,10 @@ def _boxplot(df: pd.DataFrame, out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: see the module docstring."""
-    ap = argparse.ArgumentParser(prog="python -m hpctwin.experiments.bine_traffic", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default="out/bine_traffic", help=f"output directory; {OUT_RULE}")
-    ap.add_argument("--force", action="store_true", help=FORCE_HELP)
-    ap.add_argument("--data-dir", default=None, help="Bine-allocations directory (default: $HPCTWIN_DATA/...)")
-    ap.add_argument("--systems", default="leonardo,lumi", help="subset of leonardo,lumi")
+    ap = cli.parser("bine_traffic", __doc__)
+    cli.add_out(ap, "out/bine_traffic", "output directory")
+    cli.add_data_dir(ap, "Bine-allocations directory (default: $HPCTWIN_DATA/Bine-allocations)")
+    cli.add_system(ap, ["leonardo", "lumi"], help_text="machines whose real allocations are read (leonardo, lumi)")
     ap.add_argument("--jobs-csv", default=None, help="a twin run's jobs.csv (nodes column) instead of the real data")
     ap.add_argument("--group-map", default=None, help="node -> group file for --jobs-csv")
     ap.add_argument("--alpha", type=float, default=ALPHA_S, help="s per message")
@@ -381,11 +380,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-p", type=int, default=4096, help="largest p of the alpha-beta and link-load tables")
     ap.add_argument("--preset", default="frontier", help="topology preset for the link-load table (frontier: 9,408 hosts, p up to 4,096)")
     ap.add_argument("--linkload-bytes", type=float, default=16 * 2 ** 20, help="reference buffer (bytes) for link loads")
-    ap.add_argument("--seed", type=int, default=0, help="seed of the random placement in the link-load table")
+    cli.add_seed(ap, "seed of the random placement in the link-load table")
     ap.add_argument("--no-linkload", action="store_true", help="skip the link-load table")
     args = ap.parse_args(argv)
     loaders = {"leonardo": load_leonardo, "lumi": load_lumi}
-    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    systems = list(args.system)
     if args.jobs_csv:
         if not args.group_map:
             ap.error("--jobs-csv needs --group-map")
@@ -435,13 +434,13 @@ def _write_all(args, frames: list[pd.DataFrame], systems_text: str, out: Path, t
     ps = [2 ** k for k in range(1, 13) if 2 ** k <= args.max_p]
     model = AlphaBetaGamma(args.alpha, args.beta, args.gamma)
     ab = alpha_beta_table(model, [8 * 2 ** 10, 16 * 2 ** 20], ps)
-    write_table_files(ab, out, f"Alpha-beta-gamma time (s) per collective algorithm; alpha={args.alpha:g} s, beta={args.beta:g} s/B, "
+    write_table_files(ab, out, f"Alpha-beta-gamma time per collective algorithm; alpha={args.alpha:g} s, beta={args.beta:g} s/B, "
               f"gamma={args.gamma:g} s/B; step = alpha*msgs + beta*max bytes in/out of a rank + gamma*max bytes reduced.",
                       by=["collective", "algorithm"], label="tab:alpha-beta", stem="alpha_beta")
     if not args.no_linkload:
         ll = link_load_table(args.preset, ps, args.linkload_bytes, args.alpha, args.seed)
         if ll is not None:
-            write_table_files(ll, out, f"Link-load time (s) on preset {args.preset!r}, n={args.linkload_bytes:g} B, one rank per host, "
+            write_table_files(ll, out, f"Link-load time on preset {args.preset!r}, n={args.linkload_bytes:g} B, one rank per host, "
                       f"placements: first p hosts / seeded random (seed {args.seed}); minimal routing with ECMP "
                       f"(topology.routing); "
                       f"step = alpha + max link bytes / bandwidth.", label="tab:link-load", stem="link_load")

@@ -6,8 +6,11 @@ caption states machine size, log, estimate policy, tau and the warm-up exclusion
 
 Example::
 
-    python -m hpctwin.experiments.compare_schedulers --logs KTH-SP2,CTC-SP2 \
+    python -m hpctwin.experiments.compare_schedulers -w KTH-SP2 -w CTC-SP2 \
         --policies fcfs+none,fcfs+easy,fcfs+conservative,sjf+easy --out results/compare
+
+Options: the vocabulary of ``docs/experiments.md`` (``--workload/-w`` several, ``--max-jobs``/``--skip-jobs``,
+``--out``, ``--seed``, ``--workers``, ``--data-dir``; ``--logs`` is a deprecated alias).
 
 ``--out`` is checked before the first run and written atomically (``hpctwin.twin.runfolder``): it must
 not exist, be empty, or be a folder hpctwin wrote, replaced only with ``--force``.
@@ -17,24 +20,27 @@ same order whatever N is).
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pandas as pd
 
-from hpctwin.experiments.tables import FORCE_HELP, OUT_RULE, staged_output, write_table_files
+from hpctwin.experiments import cli
+from hpctwin.experiments.tables import display_name, staged_output, write_table_files
 
 DEFAULT_POLICIES = "fcfs+none,fcfs+easy,fcfs+conservative,sjf+none,sjf+easy,wfp3+easy,unicep+easy"
 METRICS = ["mean_wait_s", "median_wait_s", "mean_bsld", "utilisation", "makespan_s"]
 
 
-def run_point(args: tuple[str, str, str, int, str | None, str]) -> dict:
-    log, order, backfill, seed, data_dir, estimate = args
+def run_point(args: tuple) -> dict:
+    """One (log, order, backfill) run: ``(log, order, backfill, seed, data_dir, estimate[, max_jobs,
+    skip_jobs])`` -> its results row."""
+    log, order, backfill, seed, data_dir, estimate, *window = args
+    max_jobs, skip_jobs = (window + [None, None])[:2]
     from hpctwin.twin.run import RunConfig, run  # noqa: PLC0415
     res = run(RunConfig(workload=log, scheduler="fcfs", order=order, backfill=backfill, seed=seed,
-                        data_dir=data_dir, estimate=estimate, out=None))
+                        data_dir=data_dir, estimate=estimate, out=None, max_jobs=max_jobs, skip_jobs=skip_jobs))
     s = res.summary
     row = {"log": s["workload"], "policy": f"{order}+{backfill}", "order": order, "backfill": backfill,
            "machine_units": s["machine_units"], "jobs": s["jobs_simulated"],
@@ -43,12 +49,13 @@ def run_point(args: tuple[str, str, str, int, str | None, str]) -> dict:
     return row
 
 
-def caption(df: pd.DataFrame) -> str:
-    logs = "; ".join(f"{log} ({int(g.machine_units.iloc[0])} units, {int(g.jobs.iloc[0])} jobs)"
+def caption(df: pd.DataFrame, window: str = "") -> str:
+    logs = "; ".join(f"{display_name(log)} ({int(g.machine_units.iloc[0])} units, {int(g.jobs.iloc[0])} jobs)"
                      for log, g in df.groupby("log", sort=False))
     est = df.estimate.iloc[0]
     est_txt = "users' requested times" if est == "requested" else f"estimate model '{est}'"
-    return (f"Scheduling policies on {logs}. Estimates: {est_txt}; jobs killed at their requested time; "
+    win = f" ({window})" if window else ""
+    return (f"Scheduling policies on {logs}{win}. Estimates: {est_txt}; jobs killed at their requested time; "
             f"bounded slowdown with tau = {df.tau_s.iloc[0]:g} s; utilisation over first submit to last end; "
             "no warm-up or cool-down excluded. Jobs with runtime <= 0, no submit time or larger than the "
             "machine skipped (counted in results.csv).")
@@ -74,7 +81,8 @@ def plot(df: pd.DataFrame, path: Path) -> None:
     width = 0.8 / max(1, len(pivot.columns))
     for k, log in enumerate(pivot.columns):
         off = (k - (len(pivot.columns) - 1) / 2) * width
-        label = log if len(str(log)) <= 30 else "..." + str(log)[-27:]
+        name = display_name(log)
+        label = name if len(name) <= 30 else "..." + name[-27:]
         if logscale:
             ax.plot(x + off, pivot[log].to_numpy(float), "o", ms=3.5, label=label)
         else:
@@ -94,21 +102,24 @@ def plot(df: pd.DataFrame, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--logs", default="KTH-SP2", help="comma-separated logs (registry names or paths)")
+    ap = cli.parser("compare_schedulers", __doc__)
+    cli.add_workload(ap, ["KTH-SP2"])
     ap.add_argument("--policies", default=DEFAULT_POLICIES, help="comma-separated order+backfill pairs")
-    ap.add_argument("--out", default="results/compare_schedulers", help=f"output folder; {OUT_RULE}")
-    ap.add_argument("--force", action="store_true", help=FORCE_HELP)
-    ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--estimate", default="requested")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--workers", type=int, default=1)
+    cli.add_job_window(ap)
+    cli.add_out(ap, "results/compare_schedulers")
+    cli.add_data_dir(ap)
+    ap.add_argument("--estimate", default="requested",
+                    help="runtime estimate the scheduler sees: requested, exact, or a model of datasets.estimates")
+    cli.add_seed(ap)
+    cli.add_workers(ap)
     a = ap.parse_args(argv)
     points = []
-    for log in a.logs.split(","):
+    window = (a.max_jobs, a.skip_jobs) if (a.max_jobs or a.skip_jobs) else ()
+    for log in a.workload:
         for pol in a.policies.split(","):
             order, _, backfill = pol.partition("+")
-            points.append((log.strip(), order.strip(), (backfill or "none").strip(), a.seed, a.data_dir, a.estimate))
+            points.append((log.strip(), order.strip(), (backfill or "none").strip(), a.seed, a.data_dir, a.estimate,
+                           *window))
     with staged_output("python -m hpctwin.experiments.compare_schedulers", a.out, a.force) as out:
         if a.workers > 1:
             with ProcessPoolExecutor(a.workers) as ex:
@@ -117,9 +128,10 @@ def main(argv: list[str] | None = None) -> int:
             rows = []
             for p in points:
                 rows.append(run_point(p))
-                print(f"{p[0]} {p[1]}+{p[2]}: mean bsld {rows[-1]['mean_bsld']:.2f}", file=sys.stderr)
+                print(f"{display_name(p[0])} {p[1]}+{p[2]}: mean bsld {rows[-1]['mean_bsld']:.2f}", file=sys.stderr)
         df = pd.DataFrame(rows)
-        write_table_files(df, out, caption(df), by=["log", "policy"], metrics=METRICS,
+        write_table_files(df, out, caption(df, cli.window_text(a.max_jobs, a.skip_jobs)), by=["log", "policy"],
+                          metrics=METRICS,
                           label="tab:compare-schedulers")
         plot(df, out / "mean_bsld.png")
         table = (out / "results.md").read_text()

@@ -65,7 +65,6 @@ replaced only with ``--force``).
 """
 from __future__ import annotations
 
-import argparse
 import heapq
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,7 +72,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hpctwin.experiments.tables import FORCE_HELP, OUT_RULE, staged_output, write_table_files
+from hpctwin.experiments import cli
+from hpctwin.experiments.tables import staged_output, write_table_files
 
 POLICIES = ("first-fit", "best-fit", "worst-fit", "fgd")
 #: number of typical pod types FGD weighs (the most frequent combinations; assumption of ours,
@@ -524,20 +524,20 @@ def plot(fill_series: dict, replay_series: dict, gpus: int, path: Path, title: s
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--mode", choices=("fill", "replay", "both"), default="both")
+    ap = cli.parser("gpu_fragmentation", __doc__)
+    ap.add_argument("--mode", choices=("fill", "replay", "both"), default="both",
+                    help="fill: Weng et al.'s fill experiment; replay: event-driven replay with departures")
     ap.add_argument("--fill", type=float, default=1.0, help="fill mode: arrived GPU demand / cluster GPUs")
     ap.add_argument("--target-load", type=float, default=1.0, help="replay mode: offered GPU load")
-    ap.add_argument("--horizon-days", type=float, default=2.0, help="replay mode: length of the arrival stream")
+    ap.add_argument("--horizon-days", type=float, default=2.0, help="replay mode: length of the arrival stream (days)")
     ap.add_argument("--node-fraction", type=float, default=0.1, help="replay mode: share of the nodes simulated")
     ap.add_argument("--max-duration", type=float, default=86400.0, help="replay mode: cap on pod durations (s)")
     ap.add_argument("--warmup", type=float, default=43200.0, help="replay mode: s excluded from the metrics")
     ap.add_argument("--patience", type=float, default=3600.0, help="replay mode: s a pod waits before giving up")
-    ap.add_argument("--policies", nargs="+", default=list(POLICIES))
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--out", default="whatif-gpu-fragmentation", help=f"output folder; {OUT_RULE}")
-    ap.add_argument("--force", action="store_true", help=FORCE_HELP)
+    ap.add_argument("--policies", nargs="+", default=cli.Defaults(POLICIES), help="packing policies")
+    cli.add_seed(ap, "seed of the pod draws and of the node sample")
+    cli.add_data_dir(ap)
+    cli.add_out(ap, "whatif-gpu-fragmentation")
     a = ap.parse_args(argv)
     with staged_output("python -m hpctwin.experiments.gpu_fragmentation", a.out, a.force) as out:
         df, text = _run_and_write(a, out)
@@ -561,8 +561,8 @@ def _run_and_write(a, out: Path) -> tuple[pd.DataFrame, str]:
         df, fser = run_fill(pods, state0, info, a.fill, a.seed, a.policies)
         frames.append(df)
         conv.append(f"fill: pods drawn with replacement (seed {a.seed}) until arrived GPU demand = {a.fill:g} x "
-                    "GPUs, no departures; alloc_success = placed / arrived GPU demand; gpu_alloc_ratio = placed "
-                    "GPUs / GPUs; frag_* at the end (frag_waiting_gpus against the pods that did not fit).")
+                    "GPUs, no departures; allocation success = placed / arrived GPU demand; GPU allocation = placed "
+                    "GPUs / GPUs; fragmentation at the end (free GPUs unusable by the pods that did not fit).")
     if a.mode in ("replay", "both"):
         sub = node_subset(state0, a.node_fraction, a.seed)
         sinfo = dict(info, nodes=len(sub.cpu), gpus=sub.total_gpus)
@@ -576,14 +576,14 @@ def _run_and_write(a, out: Path) -> tuple[pd.DataFrame, str]:
                     f"{sub.total_gpus} GPUs); a Poisson stream of {len(stream)} pods drawn with replacement from "
                     f"the trace (seed {a.seed}) over {a.horizon_days:g} days, durations = deletion - scheduled "
                     f"capped at {a.max_duration:g} s, offered GPU load {a.target_load:g}; pods give up after "
-                    f"{a.patience:g} s; metrics over [{a.warmup:g} s, last arrival]: alloc_success = share of GPU "
-                    "pods placed, wait of placed GPU pods, time averages of gpu_alloc_ratio = allocated GPU "
-                    "capacity / GPUs, frag_waiting_gpus = free GPUs unusable by every waiting GPU pod (0 when "
-                    "none waits), frag_expected_gpus = FGD metric.")
+                    f"{a.patience:g} s; metrics over [{a.warmup:g} s, last arrival]: allocation success = share of GPU "
+                    "pods placed, wait of placed GPU pods, time averages of GPU allocation = allocated GPU "
+                    "capacity / GPUs, free GPUs unusable by every waiting GPU pod (0 when "
+                    "none waits), expected fragmentation = FGD metric.")
     df = pd.concat(frames, ignore_index=True)
     text = " ".join(conv)
     write_table_files(df, out, "GPU packing policies on the Alibaba GPU 2023 (openb) trace. " + text,
-                      label="tab:gpu-fragmentation")
+                      label="tab:gpu-fragmentation", missing_note="{dash}: no waits in fill mode (pods never wait).")
     plot(fser, rser, info["gpus"], out / "fragmentation.png", "Alibaba GPU 2023 (openb)")
     return df, text
 

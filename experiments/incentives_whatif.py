@@ -56,12 +56,11 @@ also keeps the system file the runs used, ``<system>-no-network.toml``) is check
 run and written atomically: it must not exist, be empty, or be a folder hpctwin wrote, replaced only
 with ``--force``.
 
-Usage: ``python -m hpctwin.experiments.incentives_whatif [--log KTH-SP2] [--nodes 100] [--alt-nodes N] [--out DIR]
-[--calibrate]``
+Usage: ``python -m hpctwin.experiments.incentives_whatif [-w KTH-SP2] [--nodes 100] [--alt-nodes N] [--out DIR]
+[--calibrate]`` (options: the vocabulary of ``docs/experiments.md``; ``--log`` is a deprecated alias of ``-w``).
 """
 from __future__ import annotations
 
-import argparse
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,7 +89,8 @@ from hpctwin.schedulers.price_aware import YANG2013, tou_periods
 from hpctwin.twin.metrics import summarise
 from hpctwin.twin.run import RunConfig, load_workload, run
 
-from .tables import FORCE_HELP, OUT_RULE, staged_output, write_tables
+from . import cli
+from .tables import display_name, staged_output, write_tables
 
 #: illustrative prices (currency units per kWh); time-of-use: cheap night 23:00-07:00 (log clock + t0_hour)
 FLAT = 0.12
@@ -151,7 +151,7 @@ def simulate(wl, args, scheduler: str = "easy", sched_options: dict | None = Non
     opts = {"power": {"cooling": not args.no_cooling}}
     if sched_options:
         opts["scheduler"] = dict(sched_options)
-    cfg = RunConfig(workload=args.log, system=args.system, nodes=nodes or args.nodes, power=True, seed=args.seed,
+    cfg = RunConfig(workload=args.workload, system=args.system, nodes=nodes or args.nodes, power=True, seed=args.seed,
                     data_dir=args.data_dir, scheduler=scheduler, options=opts, quiet=True)
     r = run(cfg, wl)
     if "capped" in wl.columns:            # for cap rebates: which jobs ran capped, by job id
@@ -296,24 +296,27 @@ def fit_budget(wl, args, target: float, ratio: float, base_bill: float, lo: floa
 
 
 def main(argv=None) -> pd.DataFrame:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--log", default="KTH-SP2")
-    ap.add_argument("--system", default="frontier")
-    ap.add_argument("--nodes", type=int, default=100)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--data-dir", default=None)
+    ap = cli.parser("incentives_whatif", __doc__)
+    cli.add_workload(ap, "KTH-SP2", several=False, aliases=("--log",))
+    cli.add_system(ap, "frontier", several=False, aliases=(),
+                   help_text="machine whose node power model the runs use (a built-in name or a .toml file)")
+    ap.add_argument("--nodes", type=cli.positive_int, default=100, help="machine size (nodes)")
+    cli.add_job_window(ap)
+    cli.add_seed(ap, "seed of the utilisation profiles, the users' responses and the runs")
+    cli.add_data_dir(ap)
     ap.add_argument("--no-cooling", action="store_true", help="skip the cooling plant model (faster)")
     ap.add_argument("--calibrate", action="store_true",
                     help="refit the kamatar2025 elasticity on this log instead of using the preset's value")
     ap.add_argument("--no-yang", action="store_true", help="skip part 2 (the price-aware scheduler)")
     ap.add_argument("--budget", type=float, default=None,
-                    help="knapsack on-peak budget of the last Yang row instead of fitting it to the anchor")
-    ap.add_argument("--week-start-day", type=float, default=None, help="first day of the plotted week")
+                    help="knapsack on-peak budget of the last Yang row instead of fitting it to the anchor "
+                         "(default: fitted)")
+    ap.add_argument("--week-start-day", type=float, default=None,
+                    help="first day of the plotted week (default: the median submit time)")
     ap.add_argument("--alt-nodes", type=int, default=None,
                     help="nodes of each older-hardware partition of the kamatar2025 row (default: --nodes, "
                          "i.e. the facility keeps an older machine of the same size per option)")
-    ap.add_argument("--out", default="results/incentives_whatif", help=f"output folder; {OUT_RULE}")
-    ap.add_argument("--force", action="store_true", help=FORCE_HELP)
+    cli.add_out(ap, "results/incentives_whatif")
     a = ap.parse_args(argv)
     if a.alt_nodes is None:
         a.alt_nodes = a.nodes
@@ -332,7 +335,9 @@ def _run_and_write(a, out: Path) -> tuple[pd.DataFrame, list[dict]]:
     """Both parts' runs, then the tables, the system file the runs used and the plot into ``out``.
     Returns the table's rows and the price-ratio rows."""
     system_name = a.system
-    wl = materialize_profiles(load_workload(a.log, data_dir=a.data_dir, seed=a.seed), a.seed)
+    from hpctwin.twin.run import job_window  # noqa: PLC0415
+    wl = materialize_profiles(job_window(load_workload(a.workload, data_dir=a.data_dir, seed=a.seed), a.max_jobs,
+                                         a.skip_jobs), a.seed)
     a.system = power_only_system(a.system, out)
     R = rules()
     rows, series = [], {}
@@ -347,7 +352,7 @@ def _run_and_write(a, out: Path) -> tuple[pd.DataFrame, list[dict]]:
     if a.calibrate:
         kam, got = calibrate(wl, system_name, KAMATAR_ANCHOR, seed=a.seed, nodes=a.nodes,
                              partition_nodes=a.alt_nodes)
-        print(f"kamatar2025 refit on {a.log}: efficient_users = {kam.efficient_users:.5f} "
+        print(f"kamatar2025 refit on {display_name(a.workload)}: efficient_users = {kam.efficient_users:.5f} "
               f"(predicted jobs' energy -{got:.2%})", flush=True)
     e_pred0 = float(predicted_job_energy_j(wl, system_name, a.nodes).sum())
     for label, resp, rule_name in (("kamatar2025", kam, "energy-flat"),
@@ -433,7 +438,9 @@ def _run_and_write(a, out: Path) -> tuple[pd.DataFrame, list[dict]]:
                                    "mean_wait_s": r.summary["mean_wait_s"]})
     df = pd.DataFrame(rows)
     sysname = Path(a.system).stem.removesuffix('-no-network')
-    cap = (f"Log {a.log} on {a.nodes} {sysname} nodes, power model on (facility energy and power: IT + conversion "
+    window = cli.window_text(a.max_jobs, a.skip_jobs)
+    log_text = display_name(a.workload) + (f" ({window})" if window else "")
+    cap = (f"Log {log_text} on {a.nodes} {sysname} nodes, power model on (facility energy and power: IT + conversion "
            "losses + cooling; peak over 15 s averages; jobs' energy: node components of the jobs' nodes). "
            f"Rules: node-hours at 1/node-h; energy with PUE share at a flat {FLAT}/kWh; energy at time-of-use "
            f"{TOU} per kWh (hours of the log clock). Responses: power.response.UserResponse presets "
@@ -441,15 +448,15 @@ def _run_and_write(a, out: Path) -> tuple[pd.DataFrame, list[dict]]:
            "only, all jobs; illustrative: not fitted). kamatar2025: the jobs that choose older GPUs run on their "
            f"own partition per option ({a.alt_nodes} nodes each, an assumption: the facility keeps an older machine "
            f"of that size per option; the jobs that stay run on the {a.nodes} Frontier nodes), each partition its own "
-           "EASY queue; partitions lists the jobs per partition (home: Frontier). The older partitions are modelled "
+           "EASY queue; 'Partitions (jobs)' lists the jobs per partition (home: Frontier). The older partitions are modelled "
            "with the Frontier node power model: a job runs at its hardware's speed (runtime and requested time x "
            "the runtime ratio) and energy (x the energy ratio, floored at the node idle power, 626 W on Frontier; "
-           "below_idle_jobs: jobs run at that floor), and the partition's idle nodes draw that idle power too. "
+           "'Jobs at the idle-power floor': jobs run at that floor), and the partition's idle nodes draw that idle power too. "
            "Energy, facility energy and cost are summed over partitions (each machine powered over the common "
            "window first submit .. last end, idle outside its own run; cost per partition with its own PUE "
-           "share); waits and bsld over all jobs; peak facility power of the summed series. killed_jobs: jobs ended at their requested time. measured_pct: reduction of the "
+           "share); waits and bsld over all jobs; peak facility power of the summed series. 'Measured reduction': reduction of the "
            "jobs' energy against node-hours with no response (Kamatar rows), of the jobs' electricity bill "
-           "against EASY on the same workload (Yang rows); facility_pct: the same for facility energy / facility "
+           "against EASY on the same workload (Yang rows); 'Facility reduction': the same for facility energy / facility "
            "bill (kamatar2025 row: against the baseline facility including the same older machines, idle over "
            "the baseline's window, so both sides have the same machines). Yang rows: job "
            f"power spread {YANG2013['power_spread']:g}x, tariff {tou_periods(YANG2013['price_ratios'][1])} "
@@ -457,11 +464,12 @@ def _run_and_write(a, out: Path) -> tuple[pd.DataFrame, list[dict]]:
            "wait = start - submit; bsld = max(1, (wait + run) / max(run, 10 s)).")
     write_tables(df, out, ["rule", "response", "scheduler", "partitions"],
                  ["energy_mwh", "job_energy_mwh", "peak_facility_kw", "total_cost", "cost_gini_user", "mean_wait_s",
-                  "mean_bsld", "killed_jobs", "below_idle_jobs", "measured_pct", "facility_pct", "anchor_pct"], cap)
+                  "mean_bsld", "killed_jobs", "below_idle_jobs", "measured_pct", "facility_pct", "anchor_pct"], cap,
+                 missing_note="{dash}: not applicable (a single machine, no emulated hardware, or no anchor for the row).")
     if ratio_rows:
         write_tables(pd.DataFrame(ratio_rows), out, ["scheduler", "price_ratio"],
                      ["jobs_bill_red_pct", "facility_bill_red_pct", "mean_wait_s"],
-                     f"Price-aware scheduling (Yang et al. SC'13 setting, {a.log} on {a.nodes} {sysname} nodes): "
+                     f"Price-aware scheduling (Yang et al. SC'13 setting, {log_text} on {a.nodes} {sysname} nodes): "
                      "reduction of the jobs' and the facility's electricity bill against EASY on the same workload, "
                      "for on-peak (08:00-20:00) to off-peak price ratios 2, 3, 5. Anchor: up to 23 %.",
                      stem="yang_ratios")

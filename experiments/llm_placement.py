@@ -74,13 +74,13 @@ at most 1,024 GPUs) loads Frontier lightly: no queue forms there (waits 0, bsld 
 the policies differ in iteration slowdown and groups spanned and the regimes in goodput, while
 waits and requeue waits are informative on ``dgx-h100``.
 
-Usage: ``python -m hpctwin.experiments.llm_placement [--systems dgx-h100 frontier] [--days D] [--out DIR]``
+Usage: ``python -m hpctwin.experiments.llm_placement [--system dgx-h100 --system frontier] [--days D] [--out DIR]``
+(options: the vocabulary of ``docs/experiments.md``; ``--systems`` is a deprecated alias of ``--system``)
 (``--out`` is checked before the first run and written atomically: it must not exist, be empty, or be a
 folder hpctwin wrote, replaced only with ``--force``).
 """
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import time
@@ -90,7 +90,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hpctwin.experiments.tables import FORCE_HELP, OUT_RULE, staged_output, write_table_files
+from hpctwin.experiments import cli
+from hpctwin.experiments.tables import staged_output, write_table_files
 from hpctwin.twin.failures import (
     DEFAULT_CHECKPOINT_S,
     DEFAULT_REGIMES,
@@ -478,26 +479,30 @@ def plot_goodput(sizes: dict, systems, mtbf_days, path: Path, policy: str = "llm
 
 # ---------------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--systems", nargs="+", default=["dgx-h100", "frontier"])
+    ap = cli.parser("llm_placement", __doc__)
+    cli.add_system(ap, ["dgx-h100", "frontier"])
     ap.add_argument("--days", type=float, default=None,
                     help="days of synthetic workload for every machine (default: "
                          + ", ".join(f"{k} {v:g}" for k, v in DEFAULT_DAYS.items()) + ")")
-    ap.add_argument("--mtbf-days", nargs="+", type=float, default=list(DEFAULT_MTBF_DAYS),
+    ap.add_argument("--mtbf-days", nargs="+", type=float, default=cli.Defaults(f"{d:.4g}" for d in DEFAULT_MTBF_DAYS),
                     help="per-node MTBFs (days); default: the Llama 3 anchor and 10x harsher")
-    ap.add_argument("--policies", nargs="+", default=list(POLICIES), choices=POLICIES)
-    ap.add_argument("--regimes", nargs="+", default=list(REGIMES), choices=REGIMES)
+    ap.add_argument("--policies", nargs="+", default=cli.Defaults(POLICIES), choices=POLICIES,
+                    help="placement policies")
+    ap.add_argument("--regimes", nargs="+", default=cli.Defaults(REGIMES), choices=REGIMES,
+                    help="recovery regimes of the training jobs")
     ap.add_argument("--requeue", choices=("front", "back"), default="front",
                     help="queue position of an interrupted checkpoint/restart job (and of the requeued "
                          "non-training jobs: FailureConfig.requeue covers both)")
     ap.add_argument("--power", choices=("on", "off"), default="on",
                     help="power model (energy of lost work from node power; off: GPU-only estimate)")
     ap.add_argument("--no-baseline", action="store_true", help="skip the no-failure runs")
-    ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="whatif-llm-placement", help=f"output folder; {OUT_RULE}")
-    ap.add_argument("--force", action="store_true", help=FORCE_HELP)
+    cli.add_workers(ap, min(2, os.cpu_count() or 1))
+    cli.add_seed(ap, "seed of the synthetic workload, the placements and the node failures")
+    cli.add_out(ap, "whatif-llm-placement")
     a = ap.parse_args(argv)
+    if isinstance(a.mtbf_days, cli.Defaults):
+        a.mtbf_days = list(DEFAULT_MTBF_DAYS)
+    a.systems = a.system
     days = {s: (a.days if a.days is not None else DEFAULT_DAYS.get(s, 3.0)) for s in a.systems}
     with staged_output("python -m hpctwin.experiments.llm_placement", a.out, a.force) as out:
         t0 = time.perf_counter()
@@ -518,14 +523,14 @@ def _write(a, days: dict, df: pd.DataFrame, sizes: dict, out: Path) -> tuple[pd.
             + ") scaled to each machine's GPUs, whole-node allocation, EASY backfilling, requested times as "
             "estimates, no kill at walltime; training jobs stretched by the iteration-time model "
             "(topology.llm_iteration). Node failures INJECTED INTO THE ENGINE (twin.failures): Poisson per node "
-            f"with MTBF node_mtbf_days, repair 4 h, same failure times for every policy and regime of a machine "
+            f"with the node MTBF of the row, repair 4 h, same failure times for every policy and regime of a machine "
             f"and MTBF; training jobs: checkpoint_restart (checkpoint {CHECKPOINT_COST_S:g} s, restart "
             f"{RESTART_S:g} s, Daly interval, requeue at the {a.requeue}) or fast_recovery (one ideal iteration "
             f"lost, {FLASHRECOVERY_RECOVERY_S:g} s); other classes: inference fast recovery, the rest requeued "
             "from scratch (<= 5 times); regime none = no failures. wait = first start - submit; bsld = "
             "max(1, (end - submit) / max(end - first start, 10 s)); iteration slowdown and groups spanned: "
             "training jobs, last placement; goodput = sum(GPUs held x held time x ETTR) / sum(GPUs held x held "
-            "time) over training jobs, ETTR = useful / engine work; model_goodput, model_mean_ettr: Daly's "
+            "time) over training jobs, ETTR = useful / engine work; model goodput and model mean ETTR: Daly's "
             "renewal model for the same jobs (analytic expectation); lost GPU-hours and energy: all jobs, "
             f"{energy}; requeue waits: queue time after interruptions. MTBF anchor: Llama 3, 419 interruptions "
             "in 54 days on 16,384 GPUs = 263.9 days per 8-GPU node (also assumed per Frontier node).")
@@ -533,7 +538,8 @@ def _write(a, days: dict, df: pd.DataFrame, sizes: dict, out: Path) -> tuple[pd.
     keys = [c for c in ("machine", "policy", "regime", "node_mtbf_days") if c in df.columns]
     df[keys + ["sim_seconds"]].to_csv(out / "timings.csv", index=False)
     df = df.drop(columns="sim_seconds")
-    write_table_files(df, out, "LLM placement and recovery what-if. " + conv, label="tab:llm-placement")
+    write_table_files(df, out, "LLM placement and recovery what-if. " + conv, label="tab:llm-placement",
+                      missing_note="{dash}: not applicable (no failures in regime none, or no interruption).")
     plot_goodput(sizes, a.systems, a.mtbf_days, out / "goodput_vs_size.png")
     return df, conv
 

@@ -17,11 +17,11 @@ Writes ``results.csv``, ``results_summary.csv``, ``results.md``, ``results.tex``
 ``mean_bsld.png`` into ``--out`` (checked before the first run, written atomically: it must not exist,
 be empty, or be a folder hpctwin wrote, replaced only with ``--force``).
 
-Usage: ``python -m hpctwin.experiments.ml_scheduling [--logs KTH-SP2 SDSC-SP2] [--gbm] [--out DIR]``
+Usage: ``python -m hpctwin.experiments.ml_scheduling [-w KTH-SP2 -w SDSC-SP2] [--max-jobs N] [--gbm] [--out DIR]``
+(options: the vocabulary of ``docs/experiments.md``; ``--logs`` is a deprecated alias of ``-w``).
 """
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
@@ -29,7 +29,8 @@ import pandas as pd
 
 from hpctwin.twin.run import RunConfig, run
 
-from .tables import FORCE_HELP, OUT_RULE, bar_plot, staged_output, write_tables
+from . import cli
+from .tables import bar_plot, display_name, staged_output, write_tables
 
 POLICIES = [("easy", "easy", "requested"), ("easy-pred", "hpctwin.schedulers.predictive:EasyPred", "requested"),
             ("easy++", "hpctwin.schedulers.predictive:EasyPlusPlus", "requested"),
@@ -44,9 +45,12 @@ def estimate_accuracy(jobs: pd.DataFrame) -> tuple[float, float]:
     return float(acc.mean()), float(np.mean(p < r))
 
 
-def one(log: str, label: str, sched: str, estimate: str, data_dir: str | None) -> dict:
+def one(log: str, label: str, sched: str, estimate: str, data_dir: str | None, max_jobs: int | None = None,
+        skip_jobs: int | None = None) -> dict:
+    """One (log, policy) run's results row (``wall_s``: its run time, kept out of the tables)."""
     t = time.perf_counter()
-    r = run(RunConfig(workload=log, scheduler=sched, estimate=estimate, data_dir=data_dir))
+    r = run(RunConfig(workload=log, scheduler=sched, estimate=estimate, data_dir=data_dir, max_jobs=max_jobs,
+                      skip_jobs=skip_jobs))
     s = r.summary
     sp = s.get("scheduler_params", {})
     if "prediction_accuracy" in sp:
@@ -60,12 +64,12 @@ def one(log: str, label: str, sched: str, estimate: str, data_dir: str | None) -
 
 
 def main(argv=None) -> pd.DataFrame:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--logs", nargs="+", default=["KTH-SP2", "SDSC-SP2"])
+    ap = cli.parser("ml_scheduling", __doc__)
+    cli.add_workload(ap, ["KTH-SP2", "SDSC-SP2"])
+    cli.add_job_window(ap)
     ap.add_argument("--gbm", action="store_true", help="also run the gradient-boosted predictor (scikit-learn)")
-    ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--out", default="results/ml_scheduling", help=f"output folder; {OUT_RULE}")
-    ap.add_argument("--force", action="store_true", help=FORCE_HELP)
+    cli.add_data_dir(ap)
+    cli.add_out(ap, "results/ml_scheduling")
     a = ap.parse_args(argv)
     pol = list(POLICIES)
     if a.gbm:
@@ -79,13 +83,15 @@ def main(argv=None) -> pd.DataFrame:
 def _run_and_write(a, pol: list[tuple[str, str, str]], out) -> pd.DataFrame:
     """Every (log, policy) run, then the tables and the plot into the folder ``out``."""
     rows = []
-    for log in a.logs:
+    for log in a.workload:
         for label, sched, est in pol:
-            row = one(log, label, sched, est, a.data_dir)
+            row = one(log, label, sched, est, a.data_dir, a.max_jobs, a.skip_jobs)
             rows.append(row)
             print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
     df = pd.DataFrame(rows)
-    cap = (f"EASY backfilling on {', '.join(a.logs)} (whole logs, machine sizes from the log headers), one run "
+    window = cli.window_text(a.max_jobs, a.skip_jobs) or "whole logs"
+    cap = (f"EASY backfilling on {', '.join(display_name(w) for w in a.workload)} ({window}, machine sizes from the "
+           "log headers), one run "
            "each (the schedules are deterministic). Estimates: the users' requested times (easy), predictions "
            "from the user's last two finished jobs with Tsafrir correction (easy-pred; easy++ adds shortest-"
            "job-backfilled-first), an online gradient-boosted model (easy-pred-gbm), exact runtimes (easy-exact); "

@@ -13,27 +13,29 @@ Defaults: the CTC-SP2 log (338 nodes, one processor per node, so sizes are nodes
 792 nodes in 3 pods). Communication data are not in the log: the network model's documented default
 distribution (assumption) is used, seeded from the run seed.
 
-Usage: ``python -m hpctwin.experiments.placement_whatif [--log CTC-SP2] [--systems adastra lassen]
-[--jobs N] [--out DIR]``
+Usage: ``python -m hpctwin.experiments.placement_whatif [-w CTC-SP2] [--system adastra --system lassen]
+[--max-jobs N] [--out DIR]`` (options: the vocabulary of ``docs/experiments.md``; ``--log``, ``--systems``
+and ``--jobs`` are deprecated aliases).
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from hpctwin.experiments.tables import FORCE_HELP, OUT_RULE, staged_output, write_table_files
+from hpctwin.experiments import cli
+from hpctwin.experiments.tables import display_name, staged_output, write_table_files
 
 POLICIES = ("first-fit", "contiguous", "group-packed", "spread")
 
 
-def run_grid(log: str, systems: list[str], jobs: int | None, seed: int = 0, scheduler: str = "easy") -> tuple[pd.DataFrame, dict]:
-    from hpctwin.twin.run import RunConfig, load_workload, run  # noqa: PLC0415
-    wl = load_workload(log)
-    if jobs:
-        wl = wl.take(np.arange(min(jobs, len(wl))))
+def run_grid(log: str, systems: list[str], jobs: int | None, seed: int = 0, scheduler: str = "easy",
+             skip_jobs: int | None = None, data_dir: str | None = None) -> tuple[pd.DataFrame, dict]:
+    """Every (machine, placement) run of ``log`` (its jobs ``skip_jobs + 1 .. skip_jobs + jobs`` in submit
+    order, `twin.run.job_window`): the results frame and the groups spanned per run."""
+    from hpctwin.twin.run import RunConfig, job_window, load_workload, run  # noqa: PLC0415
+    wl = job_window(load_workload(log, data_dir=data_dir), jobs or None, skip_jobs)
     rows, spans = [], {}
     for system in systems:
         for pol in POLICIES:
@@ -74,21 +76,24 @@ def plot_spans(spans: dict, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--log", default="CTC-SP2")
-    ap.add_argument("--systems", nargs="+", default=["adastra", "lassen"])
-    ap.add_argument("--jobs", type=int, default=None, help="first N jobs of the log only")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="whatif-placement", help=f"output folder; {OUT_RULE}")
-    ap.add_argument("--force", action="store_true", help=FORCE_HELP)
+    ap = cli.parser("placement_whatif", __doc__)
+    cli.add_workload(ap, "CTC-SP2", several=False, aliases=("--log",))
+    cli.add_system(ap, ["adastra", "lassen"], help_text="machines with a [network] table (hpctwin systems)")
+    cli.add_job_window(ap, aliases=("--jobs",))
+    cli.add_data_dir(ap)
+    cli.add_seed(ap, "seed of the runs (communication fractions and kinds of the network model)")
+    cli.add_out(ap, "whatif-placement")
     a = ap.parse_args(argv)
     conv = ("EASY backfilling, requested times as estimates, kill at walltime; wait = start - submit; "
             "bsld = max(1, (wait + run) / max(run, 10 s)); stretch = wall time / isolated runtime from "
             "max-min link sharing; communication fractions and kinds drawn from the network model's "
             "default distribution (assumption), seed %d." % a.seed)
     with staged_output("python -m hpctwin.experiments.placement_whatif", a.out, a.force) as out:
-        df, spans = run_grid(a.log, a.systems, a.jobs, a.seed)
-        write_table_files(df, out, f"Placement what-if on {a.log}. " + conv, label="tab:placement-whatif")
+        extra = {k: v for k, v in (("skip_jobs", a.skip_jobs), ("data_dir", a.data_dir)) if v}
+        df, spans = run_grid(a.workload, a.system, a.max_jobs, a.seed, **extra)
+        window = cli.window_text(a.max_jobs, a.skip_jobs)
+        write_table_files(df, out, f"Placement what-if on {display_name(a.workload)}"
+                          + (f" ({window})" if window else "") + ". " + conv, label="tab:placement-whatif")
         plot_spans(spans, out / "groups_spanned.png")
     print(df.to_string(index=False))
     print(conv)

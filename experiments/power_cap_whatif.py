@@ -18,13 +18,13 @@ peak and mean facility power, makespan) and ``facility_power.png`` (facility pow
 Conventions: wait = start - submit; bsld = max(1, (wait + run) / max(run, 10 s)); energy and
 power are the facility's (IT + conversion losses + cooling); peak = max over 15 s averages.
 
-Usage: ``python -m hpctwin.experiments.power_cap_whatif [--log KTH-SP2] [--out DIR] [--jobs N]``
-(``--jobs N``: the first N jobs of the log only). ``--out`` is checked before the first run and written
+Usage: ``python -m hpctwin.experiments.power_cap_whatif [-w KTH-SP2] [--out DIR] [--max-jobs N]``
+(``--max-jobs N``: the first N jobs of the log in submit order only; options: the vocabulary of
+``docs/experiments.md``, ``--log`` and ``--jobs`` are deprecated aliases). ``--out`` is checked before the first run and written
 atomically: it must not exist, be empty, or be a folder hpctwin wrote, replaced only with ``--force``.
 """
 from __future__ import annotations
 
-import argparse
 import math
 import time
 from pathlib import Path
@@ -32,7 +32,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hpctwin.experiments.tables import FORCE_HELP, OUT_RULE, staged_output, write_table_files
+from hpctwin.experiments import cli
+from hpctwin.experiments.tables import display_name, staged_output, write_table_files
 
 from hpctwin.power.chain import Chain
 from hpctwin.power.config import parse_power
@@ -76,14 +77,15 @@ def one(log, system: str, nodes: int, mode: str, cap_w: float | None, seed: int)
 
 
 def main(argv=None) -> pd.DataFrame:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--log", default="KTH-SP2")
-    ap.add_argument("--system", default="frontier")
-    ap.add_argument("--nodes", type=int, default=100, help="machine size (units of the log)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="results/power_cap_whatif", help=f"output folder; {OUT_RULE}")
-    ap.add_argument("--force", action="store_true", help=FORCE_HELP)
-    ap.add_argument("--jobs", type=int, default=None, help="replay only the first N jobs of the log")
+    ap = cli.parser("power_cap_whatif", __doc__)
+    cli.add_workload(ap, "KTH-SP2", several=False, aliases=("--log",))
+    cli.add_system(ap, "frontier", several=False, aliases=(),
+                   help_text="machine whose node power model the runs use (a built-in name or a .toml file)")
+    ap.add_argument("--nodes", type=cli.positive_int, default=100, help="machine size (units of the log)")
+    cli.add_job_window(ap, aliases=("--jobs",))
+    cli.add_data_dir(ap)
+    cli.add_seed(ap)
+    cli.add_out(ap, "results/power_cap_whatif")
     args = ap.parse_args(argv)
     with staged_output("python -m hpctwin.experiments.power_cap_whatif", args.out, args.force) as out:
         df = _run_and_write(args, out)
@@ -93,11 +95,10 @@ def main(argv=None) -> pd.DataFrame:
 
 def _run_and_write(args, out: Path) -> pd.DataFrame:
     """Every (cap, mode) run, then the table and the plot into the folder ``out``."""
-    log = args.log
-    if args.jobs is not None:
-        from hpctwin.twin.run import load_workload  # noqa: PLC0415
-        wl = load_workload(args.log)
-        log = wl.take(np.arange(min(args.jobs, len(wl))))
+    log = args.workload
+    if args.max_jobs is not None or args.skip_jobs is not None or args.data_dir is not None:
+        from hpctwin.twin.run import job_window, load_workload  # noqa: PLC0415
+        log = job_window(load_workload(args.workload, data_dir=args.data_dir), args.max_jobs, args.skip_jobs)
     peak = machine_peak_w(args.system, args.nodes)
     rows, series = [], {}
     for frac in CAPS:
@@ -112,10 +113,13 @@ def _run_and_write(args, out: Path) -> pd.DataFrame:
             series[(mode, frac)] = ts
             print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
     df = pd.DataFrame(rows)
-    head = (f"Log {args.log} on {args.nodes} {args.system} nodes (peak electrical {peak / 1e6:.3f} MW), "
+    window = cli.window_text(args.max_jobs, args.skip_jobs)
+    head = (f"Log {display_name(args.workload)}" + (f" ({window})" if window else "") + f" on {args.nodes} "
+            f"{display_name(args.system)} nodes (peak electrical {peak / 1e6:.3f} MW), "
             f"EASY, seed {args.seed}. wait = start - submit; bsld tau = 10 s; energy/power = facility "
             "(IT + losses + cooling); peak over 15 s averages.")
-    write_table_files(df, out, head, by=["mode"], label="tab:power-cap")
+    write_table_files(df, out, head, by=["mode"], label="tab:power-cap",
+                      missing_note="{dash}: no cap (mode none).")
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -25,10 +25,12 @@ copy (which was too large to retrieve); its cells still match the harness run on
 Example::
 
     python -m hpctwin.experiments.rlscheduler_table --out results/rlscheduler_table
+
+Options: the vocabulary of ``docs/experiments.md`` (``-w Lublin-1`` replays one column; ``--traces`` is a
+deprecated alias).
 """
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import time
@@ -36,7 +38,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from hpctwin.experiments.tables import FORCE_HELP, OUT_RULE, staged_output, write_table_files
+from hpctwin.experiments import cli
+from hpctwin.experiments.tables import Column, register_columns, staged_output, write_table_files
 
 #: table column -> (registry name, batch_job_slice) as in make_table_script.py
 TRACES = {"Lublin-1": ("Lublin-256", 0), "SDSC-SP2": ("SDSC-SP2", 10000), "HPC2N": ("HPC2N", 10000),
@@ -76,6 +79,10 @@ PUBLISHED: dict[str, dict[str, tuple[float, float]]] = {
            "Lublin-2": (698.34, 148.25)},
 }
 
+# the wide table's columns: one per trace and backfilling rule
+register_columns({f"{col} {tag}": Column(f"{col}, {text}", "ratio", 2, 1.0, True, 1.0, None)
+                  for col in TRACES for tag, text in (("no bf", "no backfilling"), ("bf", "backfilling"))})
+
 CAPTION = ("RLScheduler (SC'20) heuristics under hpctwin --compat rlscheduler: mean over 10 sequences of "
            "1,024 jobs (gym seed 1; SDSC-SP2/HPC2N starts within the first 10,000 jobs) of the sequence's "
            "mean bounded slowdown, tau 10 s; queue sorted at each decision with the head committed, WFP3/UNICEP "
@@ -92,7 +99,7 @@ def compute_cells(data_dir: str | None = None, traces: list[str] | None = None) 
     rows = []
     for col in traces or list(TRACES):
         if col not in TRACES:
-            raise ValueError(f"--traces: unknown trace {col!r}; known: {', '.join(TRACES)}")
+            raise ValueError(f"--workload: unknown trace {col!r}; known: {', '.join(TRACES)}")
         name, slice_ = TRACES[col]
         tr = load_harness_trace(resolve_trace_path(name, data_dir))
         starts = sample_starts(len(tr), LENGTH, SEQUENCES, SEED, slice_)
@@ -118,15 +125,15 @@ def wide_table(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--out", default="results/rlscheduler_table", help=f"output folder; {OUT_RULE}")
-    p.add_argument("--force", action="store_true", help=FORCE_HELP)
-    p.add_argument("--data-dir", default=None)
-    p.add_argument("--traces", default=",".join(TRACES), help="comma-separated columns (default: all four)")
+    p = cli.parser("rlscheduler_table", __doc__)
+    cli.add_out(p, "results/rlscheduler_table")
+    cli.add_data_dir(p)
+    cli.add_workload(p, list(TRACES), aliases=("--traces",),
+                     help_text=f"table columns to replay ({', '.join(TRACES)})")
     a = p.parse_args(argv)
     t0 = time.process_time()
     with staged_output("python -m hpctwin.experiments.rlscheduler_table", a.out, a.force) as out:
-        cells = compute_cells(a.data_dir, [t.strip() for t in a.traces.split(",") if t.strip()])
+        cells = compute_cells(a.data_dir, list(a.workload))
         write_table_files(wide_table(cells), out, CAPTION, by=["heuristic"], stem="table", label="tab:rlscheduler")
         write_table_files(cells, out, CAPTION + " harness = the harness's own code on the same files.",
                           by=["trace", "backfill", "heuristic"], stem="cells", label="tab:rlscheduler-cells")

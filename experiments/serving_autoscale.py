@@ -13,18 +13,18 @@ throughput utilisation (decode tokens / (capacity x billed instance-seconds)), S
 
     python -m hpctwin.experiments.serving_autoscale [--hours 24] [--rate 2] [--out runs/serving_autoscale]
 
-``--out`` (``results.csv``, ``table.md``) is checked before the runs and written atomically: it must not
+``--out`` (``results.csv``, ``table.md``, ``table.tex``) is checked before the runs and written atomically: it must not
 exist, be empty, or be a folder hpctwin wrote, replaced only with ``--force``.
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import pandas as pd
 
 from hpctwin.datasets.serving_traces import diurnal_trace, read_azure
-from hpctwin.experiments.tables import FORCE_HELP, OUT_RULE, markdown_table, staged_output, write_results_csv
+from hpctwin.experiments import cli
+from hpctwin.experiments.tables import staged_output, write_md_tex, write_results_csv
 from hpctwin.twin.serving.autoscale import (DecodeTPSPolicy, FixedPolicy, UtilizationPolicy, cold_start_s,
                                             simulate_autoscaled)
 from hpctwin.twin.serving.bundle import find_data_dir
@@ -94,23 +94,23 @@ def run(out: str | Path, hours: float = 24.0, rate: float = 2.0, ptt: float = 3.
     write_results_csv(df, out / "results.csv")
     cap = CAPTION.format(hours=hours, rate=rate, ptt=ptt, seed=seed, model=model, hw=hardware, tp=tp,
                          mx=max_instances, cold=cold, ttft=ttft, tpot=tpot, cap=tps_cap)
-    (out / "table.md").write_text(markdown_table(df, ["policy"], [c for c in df.columns if c != "policy"], cap))
+    write_md_tex(out, "table", [dict(agg=df, by=["policy"], metrics=[c for c in df.columns if c != "policy"],
+                                     caption=cap, label="tab:serving-autoscale")])
     return df
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--hours", type=float, default=24.0)
+    p = cli.parser("serving_autoscale", __doc__)
+    p.add_argument("--hours", type=float, default=24.0, help="length of the diurnal workload (h)")
     p.add_argument("--rate", type=float, default=2.0, help="mean request rate (req/s)")
-    p.add_argument("--peak-to-trough", type=float, default=3.0)
+    p.add_argument("--peak-to-trough", type=float, default=3.0, help="ratio of the peak to the trough request rate")
     p.add_argument("--max", type=int, default=8, help="most instances the cluster holds")
     p.add_argument("--peak", type=int, default=6, help="instances of the fixed-at-peak policy")
-    p.add_argument("--ttft-slo", type=float, default=2.0)
-    p.add_argument("--tpot-slo", type=float, default=0.15)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--data-dir", default=None)
-    p.add_argument("--out", default="runs/serving_autoscale", help=f"output folder; {OUT_RULE}")
-    p.add_argument("--force", action="store_true", help=FORCE_HELP)
+    p.add_argument("--ttft-slo", type=float, default=2.0, help="SLO on the time to first token (s)")
+    p.add_argument("--tpot-slo", type=float, default=0.15, help="SLO on the time per output token (s)")
+    cli.add_seed(p, "seed of the request arrivals and lengths")
+    cli.add_data_dir(p)
+    cli.add_out(p, "runs/serving_autoscale")
     a = p.parse_args(argv)
     with staged_output("python -m hpctwin.experiments.serving_autoscale", a.out, a.force) as out:
         run(out, a.hours, a.rate, a.peak_to_trough, a.max, a.peak, a.ttft_slo, a.tpot_slo, a.seed, a.data_dir)

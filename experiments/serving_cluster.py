@@ -26,20 +26,22 @@ Reported: HPC jobs of the log (wait, bounded slowdown with tau = 10 s, P95 wait,
 and max), node-hours held by the deployment (a dedicated partition holds its nodes for the whole window),
 serving GPU energy (per-phase power, `twin.serving.energy`; a partition's GPUs idle when no instance runs).
 
-    python -m hpctwin.experiments.serving_cluster [--log KTH-SP2] [--days 2] [--out runs/serving_cluster]
+    python -m hpctwin.experiments.serving_cluster [-w KTH-SP2] [--days 2] [--out runs/serving_cluster]
+
+(options: the vocabulary of ``docs/experiments.md``; ``--log`` is a deprecated alias of ``-w``)
 
 ``--out`` (``results.csv``, ``results.md``, ``results.tex``) is checked before the runs and written
 atomically: it must not exist, be empty, or be a folder hpctwin wrote, replaced only with ``--force``.
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from hpctwin.experiments.tables import FORCE_HELP, OUT_RULE, staged_output, write_table_files
+from hpctwin.experiments import cli
+from hpctwin.experiments.tables import display_name, staged_output, write_table_files
 from hpctwin.twin.run import RunConfig, load_workload, simulate
 from hpctwin.twin.serving.bundle import find_data_dir
 from hpctwin.twin.serving.energy import power_for
@@ -130,7 +132,7 @@ def run(out: str | Path, log: str = "KTH-SP2", day0: float = 204.0, days: float 
         rows.append({"config": name, "scheduler": sched, **_hpc(r.jobs),
                      "hpc_jobs_skipped": sum(r.summary["jobs_skipped"].values()), **_serving(s, s["node_hours"])})
     df = pd.DataFrame(rows)
-    cap = CAPTION.format(log=log, d0=day0, d1=day0 + days, jobs=len(wl), nodes=nodes, gpn=gpus_per_node, model=model,
+    cap = CAPTION.format(log=display_name(log), d0=day0, d1=day0 + days, jobs=len(wl), nodes=nodes, gpn=gpus_per_node, model=model,
                          tp=tp, npi=npi, reqs=srv.summary["serving"]["requests"], ts=time_scale, off=offset_h,
                          static=static, lease=lease_h, tps=tps, mx=max_instances, iv=interval_s,
                          cold=srv.summary["serving"]["cold_start_s"], ttft=ttft, tpot=tpot)
@@ -139,10 +141,10 @@ def run(out: str | Path, log: str = "KTH-SP2", day0: float = 204.0, days: float 
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--log", default="KTH-SP2")
+    p = cli.parser("serving_cluster", __doc__)
+    cli.add_workload(p, "KTH-SP2", several=False, aliases=("--log",), help_text="the batch log sharing the machine")
     p.add_argument("--day0", type=float, default=204.0, help="first day of the log window")
-    p.add_argument("--days", type=float, default=2.0)
+    p.add_argument("--days", type=float, default=2.0, help="length of the log window (days)")
     p.add_argument("--offset-h", type=float, default=24.0, help="hours into the window when the trace starts")
     p.add_argument("--time-scale", type=float, default=3.0, help="the trace's arrival times multiplied by this")
     p.add_argument("--max-requests", type=int, default=0, help="first N requests of the trace (0: all)")
@@ -150,13 +152,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max", type=int, default=6, help="most instances of the autoscaler")
     p.add_argument("--tps", type=float, default=350.0, help="decode tokens/s one instance sustains (autoscaler)")
     p.add_argument("--lease-h", type=float, default=6.0, help="requested time of each node request (h)")
-    p.add_argument("--gpus-per-node", type=int, default=2)
-    p.add_argument("--ttft-slo", type=float, default=2.0)
-    p.add_argument("--tpot-slo", type=float, default=0.1)
+    p.add_argument("--gpus-per-node", type=int, default=2, help="GPUs per node of the machine (a what-if)")
+    p.add_argument("--ttft-slo", type=float, default=2.0, help="SLO on the time to first token (s)")
+    p.add_argument("--tpot-slo", type=float, default=0.1, help="SLO on the time per output token (s)")
     p.add_argument("--pd", default="2:2", help="P:D fixed prefill:decode instances of the shared-pd row (\"\": none)")
-    p.add_argument("--data-dir", default=None)
-    p.add_argument("--out", default="runs/serving_cluster", help=f"output folder; {OUT_RULE}")
-    p.add_argument("--force", action="store_true", help=FORCE_HELP)
+    cli.add_data_dir(p)
+    cli.add_out(p, "runs/serving_cluster")
     a = p.parse_args(argv)
     split = None
     if a.pd:
@@ -167,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         if len(split) != 2 or min(split) < 1:
             p.error(f"--pd {a.pd!r}: expected P:D, two positive instance counts (e.g. 2:2)")
     with staged_output("python -m hpctwin.experiments.serving_cluster", a.out, a.force) as out:
-        run(out, a.log, a.day0, a.days, a.offset_h, a.time_scale, a.max_requests, a.static, a.max, a.tps,
+        run(out, a.workload, a.day0, a.days, a.offset_h, a.time_scale, a.max_requests, a.static, a.max, a.tps,
             a.lease_h, a.gpus_per_node, ttft=a.ttft_slo, tpot=a.tpot_slo, pd_split=split, data_dir=a.data_dir)
         table = (out / "results.md").read_text()
     print(table)

@@ -11,7 +11,7 @@ DistServe definition), energy. Goodput = the highest replayed rate whose attainm
     python -m hpctwin.experiments.serving_pd [--trace conv] [--minutes 20] [--gpus 16] [--out runs/serving_pd]
         [--kv-systems dgx-h100,marconi100] [--kv-placement pools]
 
-``--out`` (``results.csv``, ``goodput.csv``, ``table.md``, ``attainment.png``) is checked before the runs and
+``--out`` (``results.csv``, ``goodput.csv``, ``table.md``, ``table.tex``, ``attainment.png``) is checked before the runs and
 written atomically: it must not exist, be empty, or be a folder hpctwin wrote, replaced only with ``--force``.
 
 KV transfer: the P/D rows without a system use the fixed 25 GB/s per GPU link (`pd.kv_transfer_s`); every
@@ -28,14 +28,14 @@ SLOs, so directions and orders of magnitude are comparable, not the exact factor
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from hpctwin.datasets.serving_traces import ServingRequest, read_azure
-from hpctwin.experiments.tables import FORCE_HELP, OUT_RULE, markdown_table, staged_output, write_results_csv
+from hpctwin.experiments import cli
+from hpctwin.experiments.tables import staged_output, write_md_tex, write_results_csv
 from hpctwin.twin.serving import BlockManager, Instance, simulate
 from hpctwin.twin.serving.bundle import find_data_dir
 from hpctwin.twin.serving.energy import fleet_energy, power_for
@@ -48,7 +48,7 @@ from hpctwin.twin.serving.tables import SplitwiseIterationModel
 H100_MEM_BYTES = 80e9
 CAPTION = ("P/D vs colocated at equal GPUs: {model} on {hw}, TP {tp}, {gpus} GPUs; Azure {trace} trace, first "
            "{minutes:g} min, arrivals divided by the rate multiplier; Splitwise perf_model iteration times; "
-           "SLO: TTFT <= {ttft} s and TPOT <= {tpot} s (attainment = fraction meeting both); energy from "
+           "SLO: TTFT <= {ttft} s and TPOT <= {tpot} s (SLO attainment = share of requests meeting both); energy from "
            "Splitwise's per-phase GPU power; KV transfer over {link} GB/s per GPU.")
 
 
@@ -125,13 +125,13 @@ def run(out: str | Path, trace_name: str = "conv", minutes: float = 20.0, gpus: 
     cols = ["rate_req_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "attainment", "energy_wh_per_request"]
     if kv_systems:
         cap += (f" Rows '@system': KV transfers as flows on that system's topology (placement {kv_placement}); "
-                "kv_transfer_* = prompt done to KV usable at the decode instance (s).")
+                "KV transfer = prompt done to KV usable at the decode instance.")
         cols += ["kv_transfer_p50_s", "kv_transfer_p99_s"]
-    md = markdown_table(df, ["config", "rate_multiplier"], cols, cap)
-    md += "\n" + markdown_table(gdf, ["config"], ["goodput_req_s", "goodput_req_s_per_gpu", "vs_colocated"],
-                                "Goodput: highest replayed rate with >= 90 % SLO attainment (grid of rate "
-                                "multipliers, so a lower bound).")
-    (out / "table.md").write_text(md)
+    write_md_tex(out, "table", [
+        dict(agg=df, by=["config", "rate_multiplier"], metrics=cols, caption=cap, label="tab:serving-pd"),
+        dict(agg=gdf, by=["config"], metrics=["goodput_req_s", "goodput_req_s_per_gpu", "vs_colocated"],
+             caption="Goodput: highest replayed rate with >= 90 % SLO attainment (grid of rate multipliers, so a "
+                     "lower bound).", label="tab:serving-pd-goodput")])
     _plot(df, out / "attainment.png", cap)
     return df
 
@@ -154,21 +154,21 @@ def _plot(df: pd.DataFrame, path: Path, title: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--trace", choices=["conv", "code"], default="conv")
-    p.add_argument("--minutes", type=float, default=20.0)
-    p.add_argument("--gpus", type=int, default=16)
-    p.add_argument("--tp", type=int, default=4)
-    p.add_argument("--rates", default="1,2,3,4,5,6,8")
-    p.add_argument("--ttft-slo", type=float, default=2.0)
-    p.add_argument("--tpot-slo", type=float, default=0.1)
-    p.add_argument("--data-dir", default=None)
-    p.add_argument("--out", default="runs/serving_pd", help=f"output folder; {OUT_RULE}")
-    p.add_argument("--force", action="store_true", help=FORCE_HELP)
+    p = cli.parser("serving_pd", __doc__)
+    p.add_argument("--trace", choices=["conv", "code"], default="conv", help="Azure LLM inference 2023 trace")
+    p.add_argument("--minutes", type=float, default=20.0, help="first minutes of the trace replayed")
+    p.add_argument("--gpus", type=int, default=16, help="GPUs of every configuration")
+    p.add_argument("--tp", type=int, default=4, help="tensor parallelism of an instance")
+    p.add_argument("--rates", default="1,2,3,4,5,6,8", help="comma-separated rate multipliers")
+    p.add_argument("--ttft-slo", type=float, default=2.0, help="SLO on the time to first token (s)")
+    p.add_argument("--tpot-slo", type=float, default=0.1, help="SLO on the time per output token (s)")
+    cli.add_data_dir(p)
+    cli.add_out(p, "runs/serving_pd")
     p.add_argument("--kv-systems", default="",
                    help="comma-separated systems (e.g. dgx-h100,marconi100): add the P/D rows with the KV "
-                        "transfers as flows on each system's topology")
-    p.add_argument("--kv-placement", default="pools", choices=["pools", "packed"])
+                        "transfers as flows on each system's topology (default: none)")
+    p.add_argument("--kv-placement", default="pools", choices=["pools", "packed"],
+                   help="placement of the instances on a --kv-systems machine")
     a = p.parse_args(argv)
     try:
         rates = tuple(float(x) for x in a.rates.split(","))

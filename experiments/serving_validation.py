@@ -11,7 +11,7 @@ the simulated arrival is the time the engine receives the request (``requests.cs
 
     python -m hpctwin.experiments.serving_validation [--data-dir D] [--out runs/serving_validation]
 
-Writes ``results.csv`` (one row per bundle x metric x statistic), ``table.md`` and ``errors.png`` into
+Writes ``results.csv`` (one row per bundle x metric x statistic), ``table.md``, ``table.tex`` and ``errors.png`` into
 ``--out`` (checked before the runs and written atomically: it must not exist, be empty, or be a folder
 hpctwin wrote, replaced only with ``--force``).
 
@@ -23,14 +23,14 @@ second part of ``table.md``; they are not in ``results.csv`` or the plot.
 """
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from hpctwin.experiments.tables import FORCE_HELP, OUT_RULE, markdown_table, staged_output, write_results_csv
+from hpctwin.experiments import cli
+from hpctwin.experiments.tables import staged_output, write_md_tex, write_results_csv
 from hpctwin.twin.serving.bundle import find_data_dir, load_bundle
 from hpctwin.twin.serving.cli import run_bundle
 from hpctwin.twin.serving.metrics import METRICS, STATS, fifteen, latencies
@@ -143,6 +143,11 @@ def plot(df: pd.DataFrame, path: Path) -> Path:
     return path
 
 
+def _abs_pct(summ: pd.DataFrame) -> pd.DataFrame:
+    """An error summary with its mean and largest absolute errors in %."""
+    return summ.assign(mean_abs_error_pct=100 * summ["mean_abs_error"], max_abs_error_pct=100 * summ["max_abs_error"])
+
+
 def run(out: str | Path, data_dir: str | Path | None = None) -> pd.DataFrame:
     out = Path(out)
     bundles = measured_bundles(data_dir)
@@ -154,35 +159,32 @@ def run(out: str | Path, data_dir: str | Path | None = None) -> pd.DataFrame:
     write_results_csv(df, out / "results.csv")
     summ = error_summary(df)
     table = df.assign(error_pct=100 * df["error"]).drop(columns=["error"])
-    md = markdown_table(table, ["bundle", "metric", "statistic"], ["measured_s", "simulated_s", "error_pct"],
-                        CAPTION)
-    md += "\n" + markdown_table(summ.assign(mean_abs_error_pct=100 * summ["mean_abs_error"],
-                                            max_abs_error_pct=100 * summ["max_abs_error"]),
-                                ["bundle"], ["mean_abs_error_pct", "max_abs_error_pct"],
-                                "Mean and largest absolute error over the 15 statistics (%).")
+    per_stat = ["measured_s", "simulated_s", "error_pct"]
+    tables = [dict(agg=table, by=["bundle", "metric", "statistic"], metrics=per_stat, caption=CAPTION,
+                   label="tab:serving-validation"),
+              dict(agg=_abs_pct(summ), by=["bundle"], metrics=["mean_abs_error_pct", "max_abs_error_pct"],
+                   caption="Mean and largest absolute error over the 15 statistics (%).",
+                   label="tab:serving-validation-summary")]
     doc = validate_documented(data_dir)
     if len(doc):
         write_results_csv(doc, out / "documented.csv")
-        ds = error_summary(doc)
-        md += "\n" + markdown_table(ds.assign(mean_abs_error_pct=100 * ds["mean_abs_error"],
-                                              max_abs_error_pct=100 * ds["max_abs_error"]),
-                                    ["bundle"], ["mean_abs_error_pct", "max_abs_error_pct"],
-                                    "Bundles without per-request measurements vs the vLLM statistics LLMServingSim "
-                                    "documents (summary.txt, commit 5daddb2): mean and largest absolute error over "
-                                    "the 15 statistics (%).")
-        md += "\n" + markdown_table(doc.assign(error_pct=100 * doc["error"]).drop(columns=["error"]),
-                                    ["bundle", "metric", "statistic"], ["measured_s", "simulated_s", "error_pct"],
-                                    "The same, per statistic (s).")
-    (out / "table.md").write_text(md)
+        tables += [dict(agg=_abs_pct(error_summary(doc)), by=["bundle"],
+                        metrics=["mean_abs_error_pct", "max_abs_error_pct"],
+                        caption="Bundles without per-request measurements vs the vLLM statistics LLMServingSim "
+                                "documents (summary.txt, commit 5daddb2): mean and largest absolute error over "
+                                "the 15 statistics (%).", label="tab:serving-validation-documented"),
+                   dict(agg=doc.assign(error_pct=100 * doc["error"]).drop(columns=["error"]),
+                        by=["bundle", "metric", "statistic"], metrics=per_stat, caption="The same, per statistic (s).",
+                        label="tab:serving-validation-documented-stats")]
+    write_md_tex(out, "table", tables)
     plot(df, out / "errors.png")
     return df
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", default=None)
-    p.add_argument("--out", default="runs/serving_validation", help=f"output folder; {OUT_RULE}")
-    p.add_argument("--force", action="store_true", help=FORCE_HELP)
+    p = cli.parser("serving_validation", __doc__)
+    cli.add_data_dir(p)
+    cli.add_out(p, "runs/serving_validation")
     a = p.parse_args(argv)
     with staged_output("python -m hpctwin.experiments.serving_validation", a.out, a.force) as out:
         df = run(out, a.data_dir)

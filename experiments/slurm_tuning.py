@@ -14,8 +14,10 @@ Writes ``results.csv``, ``results.md`` (Markdown table), ``results.tex`` (LaTeX,
 first run and written atomically: it must not exist, be empty, or be a folder hpctwin wrote, replaced
 only with ``--force``. Usage::
 
-    python -m hpctwin.experiments.slurm_tuning --log KTH-SP2 --max-jobs 10000 --out runs/slurm_tuning
-    python -m hpctwin.experiments.slurm_tuning --log synthetic:jobs=300,nodes=64 --out /tmp/st   # a tiny check
+    python -m hpctwin.experiments.slurm_tuning -w KTH-SP2 --max-jobs 10000 --out runs/slurm_tuning
+    python -m hpctwin.experiments.slurm_tuning -w synthetic:jobs=300,nodes=64 --out /tmp/st   # a tiny check
+
+Options: the vocabulary of ``docs/experiments.md`` (``--log`` is a deprecated alias of ``-w``).
 
 Conventions (printed with every table): wait = start - submit; bsld = max(1, (wait + run) /
 max(run, 10 s)); utilisation = used node-seconds / (nodes x span); no warm-up excluded; estimates =
@@ -23,15 +25,14 @@ requested times (kill at the limit); one SWF processor = one node (whole-node al
 """
 from __future__ import annotations
 
-import argparse
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from hpctwin.experiments.tables import FORCE_HELP, OUT_RULE, staged_output, write_table_files
+from hpctwin.experiments import cli
+from hpctwin.experiments.tables import display_name, staged_output, write_table_files
 
 # fair-share and age apply only with slurmdbd accounting (priority_multifactor.c), and the Slurm
 # 22.05 default PriorityType is priority/basic: both are set explicitly
@@ -59,12 +60,12 @@ def user_fairness(df: pd.DataFrame) -> tuple[float, float]:
 
 
 def one_run(args: tuple) -> dict:
-    log, max_jobs, param, value, data_dir = args
-    from hpctwin.twin.run import RunConfig, load_workload, run  # noqa: PLC0415 - worker process
+    """One run: ``(log, max_jobs, param, value, data_dir[, skip_jobs])`` -> its results row (``wall_s``:
+    its run time, written to timings.csv, never to a table)."""
+    log, max_jobs, param, value, data_dir, *rest = args
+    from hpctwin.twin.run import RunConfig, job_window, load_workload, run  # noqa: PLC0415 - worker process
 
-    wl = load_workload(log, data_dir=data_dir)
-    if max_jobs:
-        wl = wl.sorted().take(np.arange(min(max_jobs, len(wl))))
+    wl = job_window(load_workload(log, data_dir=data_dir), max_jobs or None, rest[0] if rest else None)
     opts = dict(BASELINE)
     if param is not None:
         opts[param] = value
@@ -107,13 +108,13 @@ def plot(df: pd.DataFrame, path: Path, title: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> pd.DataFrame:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--log", default="KTH-SP2", help="registry name or SWF/sacct path")
-    ap.add_argument("--max-jobs", type=int, default=0, help="first N jobs only (0 = all)")
-    ap.add_argument("--out", default="runs/slurm_tuning", help=f"output folder; {OUT_RULE}")
-    ap.add_argument("--force", action="store_true", help=FORCE_HELP)
-    ap.add_argument("--workers", type=int, default=1, help="parallel runs (processes)")
-    ap.add_argument("--data-dir", default=None)
+    ap = cli.parser("slurm_tuning", __doc__)
+    cli.add_workload(ap, "KTH-SP2", several=False, aliases=("--log",),
+                     help_text="registry name, SWF/sacct path or synthetic:...")
+    cli.add_job_window(ap)
+    cli.add_out(ap, "runs/slurm_tuning")
+    cli.add_workers(ap)
+    cli.add_data_dir(ap)
     a = ap.parse_args(argv)
     with staged_output("python -m hpctwin.experiments.slurm_tuning", a.out, a.force) as out:
         df, conv = _run_and_write(a, out)
@@ -124,9 +125,10 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
 
 def _run_and_write(a, out: Path) -> tuple[pd.DataFrame, str]:
     """The baseline and every knob's runs, then timings.csv, the table and the plot into ``out``."""
-    tasks = [(a.log, a.max_jobs, None, None, a.data_dir)]
+    skip = (a.skip_jobs,) if a.skip_jobs else ()
+    tasks = [(a.workload, a.max_jobs or 0, None, None, a.data_dir, *skip)]
     for p, values in SWEEP.items():
-        tasks += [(a.log, a.max_jobs, p, v, a.data_dir) for v in values if v != DEFAULTS[p]]
+        tasks += [(a.workload, a.max_jobs or 0, p, v, a.data_dir, *skip) for v in values if v != DEFAULTS[p]]
     if a.workers > 1:
         with ProcessPoolExecutor(a.workers) as ex:
             rows = list(ex.map(one_run, tasks))
@@ -148,7 +150,9 @@ def _run_and_write(a, out: Path) -> tuple[pd.DataFrame, str]:
         return (order[row.parameter], vals.index(row.value) if row.value in vals else -1)
 
     df = df.iloc[sorted(range(len(df)), key=lambda i: sort_key(df.iloc[i]))].reset_index(drop=True)
-    conv = (f"Log {a.log} ({int(base.jobs)} jobs, {int(base.machine_nodes)} nodes); policy: Slurm-like "
+    window = cli.window_text(a.max_jobs, a.skip_jobs)
+    size = f"{int(base.jobs)} jobs, {int(base.machine_nodes)} nodes" + (f"; {window}" if window else "")
+    conv = (f"Log {display_name(a.workload)} ({size}); policy: Slurm-like "
             f"(hpctwin schedulers.slurm), baseline = Slurm defaults + {BASELINE}; estimates = "
             "requested times; wait = start - submit; bsld = max(1, (wait+run)/max(run, 10 s)); "
             "utilisation over the whole span, no warm-up excluded; user fairness = std and Jain "
@@ -157,7 +161,7 @@ def _run_and_write(a, out: Path) -> tuple[pd.DataFrame, str]:
     df[["parameter", "value", "wall_s"]].to_csv(out / "timings.csv", index=False)
     write_table_files(df.drop(columns=["wall_s"]), out, conv, by=["parameter", "value"], metrics=TABLE_METRICS,
                       label="tab:slurm-tuning")
-    plot(df, out / "slurm_tuning.png", f"{Path(a.log).name if '/' in a.log else a.log}: Slurm backfill and fair-share knobs")
+    plot(df, out / "slurm_tuning.png", f"{display_name(a.workload)}: Slurm backfill and fair-share knobs")
     return df, conv
 
 

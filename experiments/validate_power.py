@@ -24,7 +24,6 @@ only with ``--force``.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -38,7 +37,8 @@ from hpctwin.power.model import PowerModel
 from hpctwin.power.replay import context, replay
 from hpctwin.twin.system import SystemSpec
 
-from .tables import FORCE_HELP, OUT_RULE, staged_output, write_table_files
+from . import cli
+from .tables import staged_output, write_table_files
 
 STEP = 30.0  # s, the consumption and fragment sampling period
 
@@ -93,10 +93,10 @@ def count_hosts(s: str) -> int:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", default=None)
-    ap.add_argument("--out", default="results/validate_power", help=f"output folder; {OUT_RULE}")
-    ap.add_argument("--force", action="store_true", help=FORCE_HELP)
+    ap = cli.parser("validate_power", __doc__)
+    ap.add_argument("--data", default=None, metavar="DIR",
+                    help="the SURF-OpenDT folder (default: SURF-OpenDT in $HPCTWIN_DATA or ../shared/datasets)")
+    cli.add_out(ap, "results/validate_power")
     ap.add_argument("--calib-days", type=float, default=2.0, help="days of the calibration window")
     ap.add_argument("--max-days", type=float, default=None,
                     help="keep only the first D days of the trace (default: all 7)")
@@ -151,7 +151,7 @@ def _run_and_write(args, out: Path) -> dict:
     write_table_files(table, out, (
         f"Power model against the measured power of the SURF cluster (OpenDT trace, Oct 2022, {days}, 30 s "
         f"samples). Replay of the recorded tasks (no scheduler); P(t) = w_host x active hosts + w_core x busy "
-        f"core-equivalents, both constants (W) fitted by least squares on the first {args.calib_days:g} days; "
+        f"core-equivalents (w_host: idle power per active host, w_core: dynamic power per busy core), both constants (W) fitted by least squares on the first {args.calib_days:g} days; "
         "MAPE = mean |simulated - measured| / measured (%) and Pearson r over the remaining samples."),
         by=["dataset"], label="tab:power-validation", stem="validation")
     from hpctwin.twin.plot import figure, save_png, step_series  # noqa: PLC0415

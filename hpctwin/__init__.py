@@ -11,6 +11,11 @@ The installed packages are ``hpctwin.twin`` (jobs, machine, engine, run folders,
     res.jobs          # pandas DataFrame, one row per job
     res.summary       # dict (the run's summary.json)
     res.timeseries    # {name: (values on the sample_dt grid, unit)}
+
+``hpctwin.run(cfg)`` is ``hpctwin.execute(hpctwin.plan(cfg))``: the plan validates the configuration as
+the command line does (every error a ``RunConfigError`` with a did-you-mean suggestion) and resolves it
+to the plug-in tables' entries. A scheduler may be given by name or as a ``hpctwin.Scheduler`` class or
+instance (``RunConfig(scheduler=MyScheduler)``).
 """
 from __future__ import annotations
 
@@ -33,6 +38,9 @@ _API = {
     "RunConfig": "hpctwin.twin.run",
     "RunResult": "hpctwin.twin.run",
     "RunConfigError": "hpctwin.twin.run",
+    "plan": "hpctwin.twin.plan",
+    "Plan": "hpctwin.twin.plan",
+    "execute": "hpctwin.twin.run",
     "load_workload": "hpctwin.twin.run",
     "write_run": "hpctwin.twin.run",
     "Job": "hpctwin.twin.workload",

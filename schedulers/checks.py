@@ -42,10 +42,15 @@ Checks a scheduler gets when it declares them (tags, like scikit-learn's estimat
   are checked through the run's ``failures`` options instead (as ``--failures on``; the outages are
   not in the run's results there, so the unit check covers the jobs never interrupted).
 
-Which run a scheduler needs is read from the object, as `twin.run` does: ``power_model = None``
-means it needs the power model (the run gets ``power = True`` on the generic system);
-`schedulers.gpu_packing.GPUPackingScheduler` needs ``allocation = "gpu"``;
-`schedulers.llm.LLMScheduler` gets the ``dgx-h100`` system for its node groups.
+Which targets there are and which run each needs are read from the scheduler table
+(`schedulers.registry.SCHEDULERS`), as `twin.plan` does: every name of ``known_schedulers()`` is a
+target (the built-in order x backfill names through the whole grid, ``queue``; an entry's
+``check_variants`` gives several configurations, the Slurm-like policy's); a model the entry (or the
+built object's ``needs_models``) needs is switched on by the ``switch`` of the model entry that
+provides it (the power model: ``power = True``, on the `SYSTEM` machine since it needs a system
+table); an entry needing GPU allocation runs with ``allocation = "gpu"``; ``check_with`` adds the run
+fields an entry is best checked with (the LLM-aware policy: the ``dgx-h100`` system for its node
+groups). Guarantees and ``supports_failures`` are the entry's declarations joined with the object's.
 
 Workloads (`workloads`): a few dozen jobs on 16 units, generated with a fixed seed: ``mixed``
 (Poisson arrivals, sizes 1-16 skewed small, runtimes 1 s-2 h, requested times 0.6-3x the runtime so
@@ -73,6 +78,8 @@ KNOWN_GUARANTEES = frozenset({"easy_head", "conservative"})
 UNITS = 16
 #: GPUs per node in the GPU-allocation runs (2 nodes x 8 GPUs = 16 units)
 GPUS_PER_NODE = 8
+#: machine of the runs whose policy needs a model with a system table (every built-in system has them all)
+SYSTEM = "generic"
 #: facility cap (W) of the power-cap targets: between the idle (8.7 kW) and all-busy (15.1 kW) power of
 #: 16 generic nodes, below the uncapped peak of the workloads (14.5 kW on "mixed"), so starts are refused
 POWER_CAP_W = 14000.0
@@ -108,6 +115,18 @@ class Target:
         from hpctwin.schedulers.registry import make_scheduler  # noqa: PLC0415
         return make_scheduler(self.scheduler, self.order, self.backfill, copy.deepcopy(self.options))
 
+    def entry(self):
+        """The scheduler's table entry (`schedulers.registry.SchedulerEntry`)."""
+        from hpctwin.schedulers.registry import scheduler_entry  # noqa: PLC0415
+        return scheduler_entry(self.scheduler)
+
+    def tags(self) -> dict:
+        """`scheduler_tags` of the built scheduler joined with its entry's declarations (the entry's
+        guarantees hold for its own order and backfill only)."""
+        entry = self.entry()
+        declared = entry.guarantees if self.order is None and self.backfill is None else frozenset()
+        return scheduler_tags(self.make(), declared, entry.supports_failures)
+
 
 # ====================================================================== tags
 def _chain(sched) -> Iterator[Any]:
@@ -116,32 +135,38 @@ def _chain(sched) -> Iterator[Any]:
         sched = getattr(sched, "inner", None)
 
 
-def scheduler_tags(sched) -> dict:
-    """The tags of a scheduler object: ``guarantees`` (frozenset of `KNOWN_GUARANTEES` names) and
-    ``supports_failures`` (False when it or a policy it wraps says so), ``units_per_node`` (units of
-    one node the policy allocates whole: `schedulers.slurm.SlurmScheduler.cpn`, else 1)."""
-    g = frozenset(getattr(sched, "guarantees", None) or ())
+def scheduler_tags(sched, declared: frozenset = frozenset(), supports_failures: bool = True) -> dict:
+    """The tags of a scheduler object: ``guarantees`` (frozenset of `KNOWN_GUARANTEES` names, with the
+    entry's ``declared`` ones) and ``supports_failures`` (False when its entry, it or a policy it wraps
+    says so), ``units_per_node`` (units of one node the policy allocates whole:
+    `schedulers.slurm.SlurmScheduler.cpn`, else 1)."""
+    g = frozenset(getattr(sched, "guarantees", None) or ()) | frozenset(declared)
     unknown = g - KNOWN_GUARANTEES
     if unknown:
         raise ConformanceError(f"scheduler {getattr(sched, 'name', sched)!r} declares unknown guarantees "
                                f"{sorted(unknown)}; known: {sorted(KNOWN_GUARANTEES)}")
     return {"guarantees": g,
-            "supports_failures": all(getattr(s, "supports_failures", True) is not False for s in _chain(sched)),
+            "supports_failures": supports_failures and all(getattr(s, "supports_failures", True) is not False
+                                                           for s in _chain(sched)),
             # whole-node allocation of a policy whose node has several units (Slurm's cpus_per_node)
             "units_per_node": int(getattr(sched, "cpn", None) or 1)}
 
 
-def run_requirements(sched) -> dict:
-    """`RunConfig` fields a scheduler object needs (read from the object, as `twin.run` does)."""
-    from hpctwin.schedulers.gpu_packing import GPUPackingScheduler  # noqa: PLC0415
-    from hpctwin.schedulers.llm import LLMScheduler  # noqa: PLC0415
+def run_requirements(entry, sched=None) -> dict:
+    """`RunConfig` fields a scheduler needs, read from its table entry (and the built object's
+    ``needs_models``): the switch of each model that provides what it needs (on the `SYSTEM` machine
+    when that model needs a system table), GPU allocation, the entry's ``check_with`` fields."""
+    from hpctwin.twin.models import providers  # noqa: PLC0415
     req: dict = {}
-    if any(getattr(s, "power_model", False) is None for s in _chain(sched)):
-        req.update(power=True, system="generic")
-    if any(isinstance(s, GPUPackingScheduler) for s in _chain(sched)):
+    needs = list(entry.needs.models) + list(getattr(sched, "needs_models", None) or ())
+    for need in dict.fromkeys(needs):
+        for model in providers(need)[:1]:
+            req.update(copy.deepcopy(dict(model.switch)))
+            if any(r.startswith("system.") for r in model.requires):
+                req.setdefault("system", SYSTEM)
+    if entry.needs.allocation == "gpu":
         req.update(allocation="gpu", gpus_per_node=GPUS_PER_NODE)
-    if any(isinstance(s, LLMScheduler) for s in _chain(sched)):
-        req.update(system="dgx-h100")
+    req.update(entry.check_with)
     return req
 
 
@@ -150,7 +175,7 @@ def target_for(label: str, scheduler: str, order: str | None = None, backfill: s
     """A `Target` whose run fields include what the scheduler needs (`run_requirements`)."""
     t = Target(label, scheduler, order, backfill, dict(options or {}), {})
     try:
-        t.run = {**run_requirements(t.make()), **(run or {})}
+        t.run = {**run_requirements(t.entry(), t.make()), **(run or {})}
     except Exception as e:              # reported by the "constructs" check, not at collection
         t.run = dict(run or {})
         t.error = f"{type(e).__name__}: {e}"
@@ -186,30 +211,34 @@ def slurm_variants() -> dict[str, dict]:
 
 def targets() -> list[Target]:
     """Every registered scheduler and wrapper, each with the run it needs."""
+    from hpctwin.schedulers import registry  # noqa: PLC0415 - known_schedulers read at call time
     from hpctwin.schedulers.backfill import BACKFILLS  # noqa: PLC0415
     from hpctwin.schedulers.ordering import ORDERS  # noqa: PLC0415
-    from hpctwin.schedulers.registry import BUILTIN, known_schedulers  # noqa: PLC0415
+    from hpctwin.twin.plugins import resolve  # noqa: PLC0415
     out: list[Target] = []
-    seen: set[tuple] = set()
 
     def add(t: Target) -> None:
         out.append(t)
 
-    for name in known_schedulers():
-        if name in BUILTIN:
-            continue                        # covered by the order x backfill grid below
-        if name == "slurm":
-            for label, opts in slurm_variants().items():
-                add(target_for(label, "slurm", options=opts))
+    grid: dict[tuple, str] = {}
+    for name in registry.known_schedulers():
+        try:
+            entry = registry.scheduler_entry(name)
+        except Exception:                   # reported by the "constructs" check of its target
+            add(target_for(name, name))
+            continue
+        if entry.queue is not None:         # a built-in order x backfill name: checked through the grid below
+            grid.setdefault(entry.queue, name)
+            continue
+        if entry.check_variants:
+            for label, opts in resolve(entry.check_variants)().items():
+                add(target_for(label, name, options=opts))
             continue
         add(target_for(name, name))
     for order in ORDERS:
         for backfill in BACKFILLS:
-            builtin = [n for n, ob in BUILTIN.items() if ob == (order, backfill)]
-            label = builtin[0] if builtin else f"{order}+{backfill}"
-            if (order, backfill) not in seen:
-                seen.add((order, backfill))
-                add(target_for(label, "fcfs", order=order, backfill=backfill))
+            label = grid.get((order, backfill), f"{order}+{backfill}")
+            add(target_for(label, "fcfs", order=order, backfill=backfill))
     # wrappers
     # the power cap: the engine gate (--power-cap) and the wrapper policy built by name
     for inner in ("easy", "conservative"):
@@ -365,7 +394,7 @@ def check_exclusive_units(target: Target, workload: str) -> None:
     out = run_target(target, workload)
     assert_exclusive_units(out.jobs, int(out.summary["machine_units"]),
                            f"scheduler {target.label!r} on workload {workload!r}",
-                           scheduler_tags(target.make())["units_per_node"])
+                           target.tags()["units_per_node"])
 
 
 def check_no_start_before_submit(target: Target, workload: str) -> None:
@@ -538,7 +567,7 @@ def check_node_failures(target: Target, workload: str, seed: int = 0) -> None:
     from hpctwin.twin.failures import FailureConfig, FailureModel  # noqa: PLC0415
     regimes = ["requeue", "checkpoint_restart", "fast_recovery", "fail"]
     # a node failure takes down the units of one node of the policy (Slurm's cpus_per_node > 1)
-    upn = scheduler_tags(target.make())["units_per_node"]
+    upn = target.tags()["units_per_node"]
     model = FailureModel(FailureConfig(node_mtbf_s=30000.0 * upn, repair_s=400.0, checkpoint_s=20.0,
                                        restart_s=30.0, interval=300.0, units_per_node=upn,
                                        regimes={"default": regimes[seed % 4]}))
@@ -602,7 +631,7 @@ def check_failures_run(target: Target, workload: str, seed: int = 0) -> None:
     # its last run's start are not in the jobs table
     assert_exclusive_units(df[df.failures == 0], int(s["machine_units"]),
                            f"scheduler {target.label!r} on workload {workload!r} under node failures "
-                           "(jobs never interrupted)", scheduler_tags(target.make())["units_per_node"])
+                           "(jobs never interrupted)", target.tags()["units_per_node"])
     ok = (df.state != "NODE_FAIL").to_numpy()
     resp = (df.end - df.submit).to_numpy()
     diff = np.abs(df.queued_s.to_numpy() + df.held_s.to_numpy() - resp)
@@ -697,21 +726,16 @@ def cancel_probe(units: int = UNITS) -> Workload:
 
 def run_with_canceller(target: Target, workload: str, canceller: "Canceller",
                        wl: Workload | None = None) -> Outcome:
-    """``target`` on ``workload`` (or the Workload ``wl``, labelled ``workload``) through `twin.run.simulate` with ``canceller`` added to the run's
-    models (after those the configuration builds; the run's model composition is wrapped for this
-    one call, so policies that need a run of their own, power, GPU allocation, a system, get it)."""
-    from hpctwin.twin import run as run_mod  # noqa: PLC0415
+    """``target`` on ``workload`` (or the Workload ``wl``, labelled ``workload``) through `twin.run.simulate`
+    with ``canceller`` added to the run's models (``extra_models``: after those the configuration
+    builds, so policies that need a run of their own, power, GPU allocation, a system, get it)."""
+    from hpctwin.twin.run import RunConfig, simulate  # noqa: PLC0415
     label, scheduler, order, backfill, options, run = json.loads(target.key())
-    build = run_mod._build_models
-    run_mod._build_models = lambda *a, **k: build(*a, **k) + [canceller]
-    try:
-        cfg = run_mod.RunConfig(
-            workload=f"conformance-{workload}", scheduler=scheduler, order=order, backfill=backfill,
-            nodes=units_of(workload) // GPUS_PER_NODE if run.get("allocation") == "gpu" else units_of(workload),
-            options={**run.pop("options", {}), **({"scheduler": options} if options else {})}, **run)
-        res = run_mod.simulate(cfg, copy.deepcopy(wl if wl is not None else _workloads()[workload]))
-    finally:
-        run_mod._build_models = build
+    cfg = RunConfig(
+        workload=f"conformance-{workload}", scheduler=scheduler, order=order, backfill=backfill,
+        nodes=units_of(workload) // GPUS_PER_NODE if run.get("allocation") == "gpu" else units_of(workload),
+        options={**run.pop("options", {}), **({"scheduler": options} if options else {})}, **run)
+    res = simulate(cfg, copy.deepcopy(wl if wl is not None else _workloads()[workload]), extra_models=[canceller])
     return Outcome(res.jobs, res.summary)
 
 
@@ -746,7 +770,7 @@ def check_cancel(target: Target, workload: str) -> None:
     if len(early):
         _fail(target, workload, f"job {early.job_id.iloc[0]} starts before its submission")
     assert_exclusive_units(df, int(s["machine_units"]), f"scheduler {target.label!r} on workload {workload!r} "
-                           "with cancelled jobs", scheduler_tags(target.make())["units_per_node"])
+                           "with cancelled jobs", target.tags()["units_per_node"])
 
 
 def check_cancel_frees(target: Target, workload: str = "cancel-probe") -> None:
@@ -785,7 +809,7 @@ def check_scheduler(target: Target) -> Iterator[tuple[str, Callable[[], None]]]:
     guarantees and tags its scheduler object declares (see the module docstring). A scheduler that
     cannot be built gets one failing check, ``constructs``."""
     try:
-        tags = scheduler_tags(target.make())
+        tags = target.tags()
     except Exception as e:
         msg = f"scheduler {target.label!r} cannot be built: {type(e).__name__}: {e}"
 

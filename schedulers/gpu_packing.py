@@ -74,6 +74,8 @@ class GPUPackingScheduler(Scheduler):
 
     #: skip placement calls known to fail (exact, see `schedule`); False only to test that claim
     size_cache = True
+    #: it allocates GPU units itself: ``--allocation gpu`` does not wrap it again (`twin.allocation`)
+    packs_gpus = True
 
     def __init__(self, inner: Scheduler | str = "easy", policy: str = "best-fit", gpus_per_node: int = 8,
                  node_group: np.ndarray | None = None, on_unpackable: str = "skip",

@@ -29,12 +29,17 @@ def test_builtin_table_names_provides_and_requires():
 
 def test_failure_options_without_failures_on_are_refused():
     cfg = RunConfig(workload="synthetic:jobs=50", nodes=16, options={"failures": {"node_mtbf_days": 1}})
-    with pytest.raises(RunConfigError, match=r"failures options failures.node_mtbf_days given without "
-                                             r"--failures on \(option failures.enabled = true\)"):
+    # run() validates as the command line does (twin.plan): the option check names the key and the switch
+    with pytest.raises(RunConfigError, match=r"failures.node_mtbf_days: failure options need "
+                                             r"options.failures.enabled = true \(they would otherwise be ignored\)"):
         run(cfg)
     off = RunConfig(workload="synthetic:jobs=50", nodes=16, options={"failures": {"enabled": False, "repair_s": 5}})
-    with pytest.raises(RunConfigError, match="failures.repair_s given without --failures on"):
+    with pytest.raises(RunConfigError, match="failures.repair_s: failure options need options.failures.enabled"):
         run(off)
+    # the model's own check stays for callers that build models directly
+    with pytest.raises(ModelConfigError, match=r"failures options failures.node_mtbf_days given without "
+                                               r"--failures on \(option failures.enabled = true\)"):
+        build_models(ModelSetup(cfg, None))
 
 
 def test_requirements_are_checked_with_the_switch_named():

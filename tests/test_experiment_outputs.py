@@ -68,10 +68,10 @@ def _bine_inputs(root: Path) -> list[str]:
 #: script -> (work function replaced, stand-in or None (the real one is fast), argv(root, variant))
 SCRIPTS = {
     "compare_schedulers": ("run_point", _fake_compare_point,
-                           lambda root, v: ["--logs", "toy", "--policies", "fcfs+none,sjf+easy", "--seed", str(v)]),
+                           lambda root, v: ["-w", "toy", "--policies", "fcfs+none,sjf+easy", "--seed", str(v)]),
     "placement_whatif": ("run_grid", _fake_placement_grid,
-                         lambda root, v: ["--log", "toy", "--systems", "adastra", "--seed", str(v)]),
-    "slurm_tuning": ("one_run", _fake_slurm_run, lambda root, v: ["--log", "toy", "--max-jobs", str(10 + v)]),
+                         lambda root, v: ["-w", "toy", "--system", "adastra", "--seed", str(v)]),
+    "slurm_tuning": ("one_run", _fake_slurm_run, lambda root, v: ["-w", "toy", "--max-jobs", str(10 + v)]),
     "bine_traffic": ("traffic_by_job", None, lambda root, v: _bine_inputs(root) + ["--max-p", str(4 * 2 ** v)]),
 }
 

@@ -255,7 +255,7 @@ def test_whole_table_equals_the_harness(tmp_path):
     assert (cells["replay_minus_published"].abs() <= 0.005 + 1e-9).all()     # the paper's 2 decimals
     assert table.main(["--out", str(tmp_path)]) == 0
     md = (tmp_path / "table.md").read_text()
-    assert "| FCFS | 7274 | 235.8 | 1728 | 1595 | 297.2 | 127.4 | 7842 | 247.6 |" in md
+    assert "| FCFS | 7,273.77 | 235.82 | 1,727.54 | 1,595.12 | 297.18 | 127.38 | 7,842.47 | 247.61 |" in md
 
 
 def test_harness_values_round_to_the_published_table_cell_for_cell():

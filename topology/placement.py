@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from hpctwin.twin.ranges import compact_ranges as _compact_ranges
+from hpctwin.twin.plugins import Entry, Table
 from hpctwin.twin.ranges import parse_ranges as _parse_ranges
 
 PLACERS = ("first-fit", "contiguous", "group-packed", "spread", "recorded")
@@ -189,19 +190,21 @@ class Recorded(Placer):
                 "had a recorded placement); the others fell back to first-fit")
 
 
-_CLASSES = {c.name: c for c in (FirstFit, Contiguous, GroupPacked, Spread, Recorded)}
+#: the placement table (`twin.plugins`): one entry a ``--placement`` name, factory = the placer class.
+#: Tag ``engine_default``: the engine's own first fit (the run builds no placer and needs no group map).
+PLACEMENTS = Table("placement")
+for _cls in (FirstFit, Contiguous, GroupPacked, Spread, Recorded):
+    PLACEMENTS.register(Entry(_cls.name, _cls, tags={"engine_default": _cls is FirstFit}))
+PLACEMENTS.register(Entry("llm", "hpctwin.topology.llm_placement:LLMPlacer", doc="LLM-aware (topology.llm_placement)"))
 
 
 def make_placer(name: str) -> Placer:
-    """A new placer by name (one of `PLACERS`, or ``llm`` for `topology.llm_placement.LLMPlacer`);
-    ValueError for an unknown name."""
-    if name == "llm":
-        from .llm_placement import LLMPlacer  # noqa: PLC0415
-        return LLMPlacer()
-    try:
-        return _CLASSES[name]()
-    except KeyError:
-        raise ValueError(f"unknown placement {name!r}; choose one of {', '.join(PLACERS)}, llm") from None
+    """A new placer by name (an entry of `PLACEMENTS`: one of `PLACERS`, or ``llm`` for
+    `topology.llm_placement.LLMPlacer`); ValueError for an unknown name."""
+    entry = PLACEMENTS.get(name) if isinstance(name, str) else None
+    if entry is None:
+        raise ValueError(f"unknown placement {name!r}; choose one of {', '.join(PLACEMENTS.names())}")
+    return entry.load()()
 
 
 # compact node-range text is shared with the engine's jobs.csv writer

@@ -13,21 +13,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
-
-
-def _on_off(v: str) -> bool:
-    if v.lower() in ("on", "yes", "true", "1"):
-        return True
-    if v.lower() in ("off", "no", "false", "0"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected on or off, got {v!r}")
-
-
-def _kv(v: str) -> tuple[str, str]:
-    if "=" not in v:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {v!r}")
-    k, val = v.split("=", 1)
-    return k.strip(), val.strip()
+from .argtypes import key_value as _kv, on_off as _on_off, whole_number as _window_int  # noqa: F401
 
 
 def _parse_value(v: str):
@@ -55,9 +41,8 @@ class _LazyHelp(str):
 
 
 def _scheduler_help() -> str:
-    from hpctwin.schedulers.registry import known_schedulers  # noqa: PLC0415
-    return (f"policy: {', '.join(known_schedulers())}, module:Class, or exec:CMD (a process of any "
-            "language speaking the JSON-lines protocol of docs/protocol.md) (default: easy)")
+    from .config import _scheduler_help as make  # noqa: PLC0415
+    return make()
 
 
 def _data_dir_help() -> str:
@@ -85,78 +70,52 @@ class SuggestingParser(argparse.ArgumentParser):
         super().error(message)
 
 
-def add_run_arguments(p: argparse.ArgumentParser) -> None:
-    from hpctwin.schedulers.ordering import ORDERS  # noqa: PLC0415
-    p.add_argument("--workload", "-w", default="synthetic",
-                   help="a workload file (format detected: SWF, sacct -P, Alibaba/Acme/Helios/Philly GPU traces, "
-                        "OpenDC tasks.parquet) or FORMAT:FILE (swf, sacct, alibaba-gpu, alibaba-dlrm, acme, helios, "
-                        "philly, surf), a registry name (see `hpctwin datasets list`), "
-                        "'synthetic' or 'synthetic:jobs=5000,nodes=256,load=0.8,seed=1' (Lublin-Feitelson "
-                        "model), or 'llm-synthetic[:days=30,gpus=1024]' (default: synthetic)")
-    p.add_argument("--scheduler", "-s", default="easy", help=_LazyHelp(_scheduler_help))
-    p.add_argument("--order", choices=list(ORDERS), default=None,
-                   help="queue order, overriding the scheduler's (fcfs, sjf = shortest estimate, ljf = "
-                        "longest estimate, saf = smallest area, wfp3, unicep)")
-    p.add_argument("--backfill", choices=["none", "easy", "conservative"], default=None,
-                   help="backfilling rule, overriding the scheduler's")
-    p.add_argument("--out", "-o", default=None,
-                   help="run folder to write (default: runs/<workload>-<scheduler>[-<options that change "
-                        "results>]-seed<K>); an existing run folder is refused unless --force")
-    p.add_argument("--config", default=None, metavar="RUN/config.toml",
-                   help="re-run a run from its config.toml (or its folder): same config, same jobs.csv bytes; "
-                        "options given explicitly override the file's")
-    p.add_argument("--allow-exec", action="store_true",
+def _compat_names() -> list[str]:
+    from .plan import COMPAT  # noqa: PLC0415
+    return COMPAT.names()
+
+
+#: flags of ``hpctwin run`` that are not `RunConfig` fields: what they mean is said where they are read
+#: (`_config_from_file`, `config_from_args`, `cmd_run`)
+EXTRA_RUN_FLAGS: dict[str, tuple[tuple[str, ...], dict]] = {
+    "config": (("--config",), dict(default=None, metavar="RUN/config.toml",
+               help="re-run a run from its config.toml (or its folder): same config, same jobs.csv bytes; "
+                    "options given explicitly override the file's")),
+    "allow_exec": (("--allow-exec",), dict(action="store_true",
                    help="with --config: run code the file names (an exec:CMD or module:Class scheduler, a system "
                         "whose cooling model is an FMU); without it such a file is refused. A --scheduler given "
-                        "on the command line needs no flag")
-    p.add_argument("--allow-changed-inputs", action="store_true",
-                   help="with --config: run even when an input file (workload, system, slurm.conf, serving trace) "
-                        "differs from the SHA-256 recorded in the file's [inputs]; the rerun will not reproduce "
-                        "the recorded results")
-    p.add_argument("--force", action="store_true",
-                   help="replace an existing run folder at --out (a folder holding anything hpctwin did not "
-                        "write is never deleted)")
-    p.add_argument("--system", default=None,
-                   help="built-in machine name (see `hpctwin systems`) or a .toml file; sets the "
-                        "machine size unless --nodes is given")
-    p.add_argument("--nodes", type=int, default=None,
-                   help="machine size in allocation units; overrides the log header and the system")
-    p.add_argument("--seed", type=int, default=0, help="seed of every random source of the run (default 0)")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar and no summary table")
-    p.add_argument("--data-dir", default=None, help=_data_dir_help())
-    p.add_argument("--kill-at-walltime", type=_on_off, default=True, metavar="on|off",
-                   help="end a job at its requested time if it runs longer (default on)")
-    p.add_argument("--estimate", default="requested",
-                   help="runtime estimate the scheduler sees: the log's requested time (requested, "
-                        "default), the exact runtime (exact), or a model of datasets.estimates")
-    p.add_argument("--size-field", default="auto", choices=["auto", "requested", "allocated"],
-                   help="SWF job size: requested processors when known else allocated (auto, default)")
-    p.add_argument("--allocation", choices=["node", "gpu"], default="node",
-                   help="allocation unit: node (or processor for SWF logs; default) or gpu (several jobs "
-                        "share a node; a job's size is its 'gpus' column; packed by the gpu-pack policy)")
-    p.add_argument("--gpus-per-node", type=int, default=None,
-                   help="GPUs per node for --allocation gpu (default: the system's gpus_per_node)")
-    p.add_argument("--placement", default="first-fit",
-                   help="node placement: first-fit (default), contiguous, group-packed, spread, recorded, llm")
-    p.add_argument("--network", type=_on_off, default=False, metavar="on|off",
-                   help="network contention model (needs a --system with a [network] table)")
-    p.add_argument("--power", type=_on_off, default=False, metavar="on|off",
-                   help="power and cooling models (needs a --system with a [power] table)")
-    p.add_argument("--failures", type=_on_off, default=False, metavar="on|off",
-                   help="inject node failures (twin.failures; options with --set failures.KEY=VALUE, e.g. "
-                        "failures.node_mtbf_days=100)")
-    p.add_argument("--power-cap", type=float, default=None, metavar="WATTS",
-                   help="facility power cap (W: rack input + CDU pumps + cooling plant), held at every sample by "
-                        "refusing starts and throttling running jobs; the summary says if it could not be held "
-                        "(needs --power on)")
-    p.add_argument("--sample-dt", type=float, default=15.0, help="time-series sampling step in seconds (default 15)")
-    p.add_argument("--slurm-conf", default=None, help="slurm.conf-style file for --scheduler slurm")
-    p.add_argument("--allow-empty", action="store_true",
-                   help="run even when the workload has no job to simulate (default: that is an error)")
-    p.add_argument("--compat", choices=["rlscheduler"], default=None,
-                   help="replay a published harness's conventions instead (docs/conventions.md)")
-    p.add_argument("--set", dest="options", type=_kv, action="append", default=[], metavar="KEY=VALUE",
-                   help="extra option for models/schedulers (repeatable), e.g. --set scheduler.bf_interval=30")
+                        "on the command line needs no flag")),
+    "allow_changed_inputs": (("--allow-changed-inputs",), dict(action="store_true",
+                             help="with --config: run even when an input file (workload, system, slurm.conf, "
+                                  "serving trace) differs from the SHA-256 recorded in the file's [inputs]; the "
+                                  "rerun will not reproduce the recorded results")),
+    "failures": (("--failures",), dict(type=_on_off, default=False, metavar="on|off",
+                 help="inject node failures (twin.failures; options with --set failures.KEY=VALUE, e.g. "
+                      "failures.node_mtbf_days=100)")),
+    "slurm_conf": (("--slurm-conf",), dict(default=None, help="slurm.conf-style file for --scheduler slurm")),
+    "compat": (("--compat",), dict(choices=_compat_names, default=None,
+               help="replay a published harness's conventions instead (docs/conventions.md)")),
+}
+#: ``hpctwin run --help`` order: `RunConfig` fields (declared in `twin.config`) and `EXTRA_RUN_FLAGS` by name;
+#: a field not listed here follows, in declaration order
+RUN_FLAG_ORDER = ("workload", "scheduler", "order", "backfill", "out", "config", "allow_exec", "allow_changed_inputs",
+                  "force", "system", "nodes", "seed", "max_jobs", "skip_jobs", "quiet", "data_dir",
+                  "kill_at_walltime", "estimate", "size_field", "allocation", "gpus_per_node", "placement", "network",
+                  "power", "failures", "power_cap", "sample_dt", "slurm_conf", "allow_empty", "compat", "options")
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``hpctwin run`` flags: one a `RunConfig` field with a flag (its declaration in `twin.config`:
+    flags, type, default, help), plus `EXTRA_RUN_FLAGS`."""
+    from .config import add_field_argument, cli_fields  # noqa: PLC0415
+    by_name = {f.name: f for f in cli_fields()}
+    for name in [*RUN_FLAG_ORDER, *(n for n in by_name if n not in RUN_FLAG_ORDER)]:
+        if name in by_name:
+            add_field_argument(p, by_name[name], _LazyHelp)
+        elif name in EXTRA_RUN_FLAGS:
+            flags, kw = EXTRA_RUN_FLAGS[name]
+            kw = {k: v() if k == "choices" and callable(v) else v for k, v in kw.items()}
+            p.add_argument(*flags, **kw)
 
 
 def _config_from_file(a: argparse.Namespace):
@@ -171,9 +130,10 @@ def _config_from_file(a: argparse.Namespace):
     if a.options or a.slurm_conf:
         raise ValueError("--config: --set and --slurm-conf cannot be combined with --config; edit a copy of "
                          "the config file instead")
+    from .config import meta  # noqa: PLC0415
     fields = run_config_fields()
     overrides = {k: v for k, v in vars(a).items()
-                 if k in fields and k in defaults and k not in ("out", "force", "quiet") and v != defaults[k]}
+                 if k in fields and k in defaults and meta(fields[k])["record"] and v != defaults[k]}
     cfg = load_run_config(a.config, allow_exec=getattr(a, "allow_exec", False),
                           allow_changed_inputs=getattr(a, "allow_changed_inputs", False), **overrides)
     if a.failures:
@@ -186,7 +146,10 @@ def _config_from_file(a: argparse.Namespace):
 
 
 def config_from_args(a: argparse.Namespace):
-    from .run import RunConfig  # noqa: PLC0415
+    """The `RunConfig` of parsed ``hpctwin run`` arguments: every field with a flag from its flag (a
+    namespace without it gives the field's default), ``options`` from ``--set``, ``--slurm-conf`` and
+    ``--failures``, and ``out`` from the default run name when not given."""
+    from .config import RunConfig, cli_dest, cli_fields  # noqa: PLC0415
     if getattr(a, "config", None):
         return _config_from_file(a)
     from .options import nest_set_options  # noqa: PLC0415
@@ -195,14 +158,10 @@ def config_from_args(a: argparse.Namespace):
         options.setdefault("scheduler", {})["slurm_conf"] = a.slurm_conf
     if getattr(a, "failures", False):
         options.setdefault("failures", {}).setdefault("enabled", True)
-    out = a.out if a.out is not None else str(Path("runs") / default_run_name(a, options))
-    return RunConfig(workload=a.workload, scheduler=a.scheduler, order=a.order, backfill=a.backfill,
-                     system=a.system, nodes=a.nodes, seed=a.seed, placement=a.placement,
-                     network=a.network, power=a.power, sample_dt=a.sample_dt, out=out, quiet=a.quiet,
-                     kill_at_walltime=a.kill_at_walltime, data_dir=a.data_dir, estimate=a.estimate,
-                     size_field=a.size_field, power_cap=a.power_cap, options=options,
-                     allocation=a.allocation, gpus_per_node=a.gpus_per_node, force=a.force,
-                     allow_empty=getattr(a, "allow_empty", False))
+    kwargs = {f.name: getattr(a, cli_dest(f)) for f in cli_fields() if f.name != "options" and hasattr(a, cli_dest(f))}
+    kwargs["options"] = options
+    kwargs["out"] = a.out if a.out is not None else str(Path("runs") / default_run_name(a, options))
+    return RunConfig(**kwargs)
 
 
 def _slug(text: str) -> str:
@@ -223,7 +182,7 @@ def default_run_name(a: argparse.Namespace, options: dict) -> str:
     parts = [wname, _slug(a.scheduler)]
     defaults = {"order": None, "backfill": None, "system": None, "nodes": None, "placement": "first-fit",
                 "estimate": "requested", "size_field": "auto", "allocation": "node", "gpus_per_node": None,
-                "power_cap": None}
+                "power_cap": None, "max_jobs": None, "skip_jobs": None}
     for key, default in defaults.items():
         v = getattr(a, key, default)
         if v != default:
@@ -287,14 +246,14 @@ def format_summary(s: dict) -> str:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    if getattr(a, "compat", None):          # a harness's own replay (schedulers.rlscheduler_run)
-        from hpctwin.schedulers.rlscheduler_run import run_compat_cli  # noqa: PLC0415
-        return run_compat_cli(a, config_from_args(a))
-    from .options import validate_run_config  # noqa: PLC0415
-    from .run import run  # noqa: PLC0415
+    if getattr(a, "compat", None):          # a harness's own replay (twin.plan.COMPAT)
+        from .plan import compat_plan  # noqa: PLC0415
+        preset, cfg = compat_plan(config_from_args(a), a.compat, source="command line")
+        return preset.load()(a, cfg)
+    from .plan import plan  # noqa: PLC0415
+    from .run import execute  # noqa: PLC0415
     cfg = config_from_args(a)
-    validate_run_config(cfg)                 # names, sizes, numbers and --set keys, before loading anything
-    res = run(cfg)
+    res = execute(plan(cfg, source="command line"))   # validated (names, sizes, --set keys) before loading
     if not a.quiet:
         print(format_summary(res.summary))
         print(f"run folder: {res.out}")

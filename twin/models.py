@@ -3,13 +3,19 @@ how the composition root builds the run's models from its configuration.
 
 Each entry is a `ModelEntry`: a name, the configuration switch that turns it on (``enabled``), the
 system tables and other models it ``requires``, what it ``provides`` (for policies and gates that
-declare ``needs_models``; e.g. ``"power"`` gives ``projected_facility_power_w``) and a factory
-``build(setup) -> RunModel``. Entries are kept in run order: rate factors of several models multiply
-in that order, and models are told of each start and finish in that order.
+declare ``needs_models``; e.g. ``"power"`` gives ``projected_facility_power_w``), a factory
+``build(setup) -> RunModel`` and its ``options``: the ``--set SECTION.KEY`` section it reads and the
+options dataclass (`twin.plugins.option` fields) its schema is derived from. Entries are kept in run
+order: rate factors of several models multiply in that order, and models are told of each start and
+finish in that order. `MODELS` is the table (`twin.plugins.Table`) over the built-in entries and the
+entry points.
 
 Third-party models register through the ``hpctwin.models`` entry-point group: the entry point
-loads a `ModelEntry` (or a zero-argument callable returning one). Adding a model therefore touches
-at most two files: the model's module, and this table (or the plug-in's ``pyproject.toml``).
+loads a `ModelEntry` (or a zero-argument callable returning one). An entry with an options dataclass
+is switched on and configured from the command line with no other edit: ``--set NAME.enabled=true
+--set NAME.KEY=VALUE`` (``enabled=None`` makes the section's ``enabled`` key the switch; the factory
+reads its typed options with `ModelSetup.typed_options`). Adding a model therefore touches at most two
+files: the model's module, and this table (or the plug-in's ``pyproject.toml``).
 
 The composition never refers to model classes by name and never changes a model after it is built:
 what differs between runs (the machine's units per node in GPU allocation, the seed...) reaches the
@@ -17,14 +23,14 @@ model through its `twin.contract.ModelContext` at bind time.
 """
 from __future__ import annotations
 
-import functools
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Mapping
 
-from dataclasses import dataclass, field
-from importlib import metadata
-from typing import Any, Callable
+from .errors import RunConfigError
+from .plugins import Table, schema_of
 
 
-class ModelConfigError(ValueError):
+class ModelConfigError(RunConfigError):
     """A model that the configuration asks for cannot be built (missing system table, bad option)."""
 
 
@@ -41,6 +47,12 @@ class ModelSetup:
     def options(self, table: str) -> dict:
         return dict(self.cfg.options.get(table, {}) or {})
 
+    def typed_options(self, entry: "ModelEntry") -> Any:
+        """The entry's options dataclass filled from its ``--set`` section (defaults for keys not given;
+        the section's on-switch ``enabled`` included when the dataclass declares it)."""
+        known = {f.name for f in fields(entry.options)}
+        return entry.options(**{k: v for k, v in self.options(entry.section_name).items() if k in known})
+
 
 @dataclass(frozen=True)
 class ModelEntry:
@@ -49,6 +61,12 @@ class ModelEntry:
     ``requires``: ``"system.power"`` / ``"system.network"`` (the system file needs that table).
     ``gpu``: whether the model supports GPU allocation (units = GPUs).
     ``interrupts``: the model takes units down and interrupts jobs (policies must support failures).
+    ``enabled``: None switches the model on by its section's ``enabled`` key (``--set NAME.enabled=true``).
+    ``options``: what `twin.plugins.schema_of` reads (an options dataclass, a schema function, or
+    ``"module:attr"`` of one); ``section``: its ``--set`` section (default: the name, when it has
+    options). ``switch``: the `RunConfig` fields that turn it on (a policy that needs what it provides
+    is run with them by the conformance suite). ``off_refused``: options given while the model is off
+    are an error naming ``flag`` (``noun``: how the message calls them).
     """
 
     name: str
@@ -64,6 +82,37 @@ class ModelEntry:
     #: serving sets its jobs' node power in ``power``): given to ``model.use_models({name: model})``
     #: after every model is built, before binding
     uses: tuple[str, ...] = ()
+    options: Any = None
+    section: str | None = None
+    switch: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    off_refused: bool = True
+    noun: str = ""
+
+    def __post_init__(self) -> None:
+        if self.enabled is None:                      # switched by --set SECTION.enabled=true
+            object.__setattr__(self, "enabled", _by_option(self.section_name))
+            if not self.flag:
+                object.__setattr__(self, "flag", f"--set {self.section_name}.enabled=true")
+            if not self.switch:
+                object.__setattr__(self, "switch", {"options": {self.section_name: {"enabled": True}}})
+
+    @property
+    def section_name(self) -> str:
+        """The ``--set`` section of the model's options ("" when it has none)."""
+        if self.section is not None:
+            return self.section
+        return self.name if self.options is not None else ""
+
+    def option_schema(self):
+        """The section's `twin.options.Key` schema ({}: no key, None: any key)."""
+        return schema_of(self.options)
+
+
+def _by_option(section: str) -> Callable[[Any], bool]:
+    """``cfg -> bool``: the model runs when ``options.SECTION.enabled`` is true."""
+    def enabled(cfg) -> bool:
+        return (cfg.options.get(section) or {}).get("enabled", False) is True
+    return enabled
 
 
 # ---------------------------------------------------------------------- built-in models
@@ -113,43 +162,74 @@ def failures_enabled(cfg) -> bool:
     return on
 
 
+_OPT = "hpctwin.twin.model_options:"
 BUILTIN: list[ModelEntry] = [
     ModelEntry("power", lambda c: bool(c.power), _power, provides=("power",), requires=("system.power",),
-               flag="--power on", doc="node power, conversion losses, cooling and PUE (power.model)"),
+               flag="--power on", doc="node power, conversion losses, cooling and PUE (power.model)",
+               options=_OPT + "power_keys", switch={"power": True}),
     ModelEntry("llm_iteration", lambda c: bool((c.options.get("llm") or {}).get("iteration")), _llm_iteration,
                provides=("llm_iteration",), requires=("system.network",), flag="llm.iteration",
-               doc="LLM training iteration times from the job's placement (topology.llm_iteration)"),
+               doc="LLM training iteration times from the job's placement (topology.llm_iteration)",
+               options=_OPT + "LLMIterationOptions", section="llm", off_refused=False,
+               switch={"options": {"llm": {"iteration": True}}}),
     ModelEntry("network", lambda c: bool(c.network), _network, provides=("network",),
                requires=("system.network",), flag="--network on", gpu=False,
-               doc="link contention slowing communicating jobs (topology.contention)"),
+               doc="link contention slowing communicating jobs (topology.contention)",
+               options=_OPT + "NetworkOptions", switch={"network": True}),
     ModelEntry("failures", failures_enabled, _failures, provides=("failures",), flag="--failures on",
-               interrupts=True, doc="node failures, repairs and job recovery (twin.failures)"),
+               interrupts=True, doc="node failures, repairs and job recovery (twin.failures)",
+               options=_OPT + "failure_keys", noun="failure", switch={"options": {"failures": {"enabled": True}}}),
     ModelEntry("serving", lambda c: bool((c.options.get("serving") or {}).get("trace")), _serving,
                provides=("serving",), flag="serving.trace", gpu=False, uses=("power",),
-               doc="an LLM serving deployment whose instances are node-request jobs (twin.serving.batch)"),
+               doc="an LLM serving deployment whose instances are node-request jobs (twin.serving.batch)",
+               options=_OPT + "serving_keys", off_refused=False),
 ]
 
 
+def _from_entry_point(name: str, ep) -> ModelEntry:
+    obj = ep.load()
+    entry = obj if isinstance(obj, ModelEntry) else obj()
+    if not isinstance(entry, ModelEntry):
+        raise ModelConfigError(f"entry point hpctwin.models:{name} gave {entry!r}, not a ModelEntry")
+    return entry
+
+
+#: the model table: the built-in entries (run order), then the ``hpctwin.models`` entry points
+MODELS = Table("model", group="hpctwin.models", from_plugin=_from_entry_point, error=ModelConfigError)
+for _e in BUILTIN:
+    MODELS.register(_e)
+
+
 def registered() -> list[ModelEntry]:
-    """Built-in entries plus those of the ``hpctwin.models`` entry-point group (in that order)."""
-    return list(BUILTIN) + list(_plugin_entries())
+    """The table's entries (the built-in ones first) plus those of the ``hpctwin.models`` entry-point
+    group, in that order."""
+    return list(MODELS) + MODELS.plugins()
 
 
-@functools.lru_cache(maxsize=1)
-def _plugin_entries() -> tuple[ModelEntry, ...]:
-    """The entry-point group, read once per process (scanning installed metadata costs ~25 ms)."""
-    out: list[ModelEntry] = []
-    try:
-        eps = list(metadata.entry_points(group="hpctwin.models"))
-    except Exception:  # pragma: no cover - broken environment metadata
-        eps = []
-    for ep in eps:
-        obj = ep.load()
-        entry = obj if isinstance(obj, ModelEntry) else obj()
-        if not isinstance(entry, ModelEntry):
-            raise ModelConfigError(f"entry point hpctwin.models:{ep.name} gave {entry!r}, not a ModelEntry")
-        out.append(entry)
-    return tuple(out)
+def sections() -> dict[str, ModelEntry]:
+    """``--set`` section -> the model entry that reads it (built-in and entry-point models)."""
+    return {e.section_name: e for e in registered() if e.section_name}
+
+
+def providers(need: str, entries: list[ModelEntry] | None = None) -> list[ModelEntry]:
+    """The entries whose ``provides`` holds ``need`` (what a policy's ``needs_models`` names)."""
+    return [e for e in (entries if entries is not None else registered()) if need in e.provides]
+
+
+def check_requirements(e: ModelEntry, system: Any, gpu: bool) -> None:
+    """The system tables ``e`` requires are there, and it supports GPU allocation when ``gpu``."""
+    for req in e.requires:
+        table = req.split(".", 1)[1]
+        if system is None or not getattr(system, table, None):
+            raise ModelConfigError(f"{e.flag or e.name} needs a --system with a [{table}] table")
+    if gpu and not e.gpu:
+        raise ModelConfigError(f"--allocation gpu does not support {e.flag or e.name} yet (the model works on "
+                               "whole nodes)")
+
+
+def enabled_entries(cfg: Any, entries: list[ModelEntry] | None = None) -> list[ModelEntry]:
+    """The entries ``cfg`` turns on, in registry order."""
+    return [e for e in (entries if entries is not None else registered()) if e.enabled(cfg)]
 
 
 def build_models(setup: ModelSetup, entries: list[ModelEntry] | None = None) -> list:
@@ -159,13 +239,7 @@ def build_models(setup: ModelSetup, entries: list[ModelEntry] | None = None) -> 
     for e in entries if entries is not None else registered():
         if not e.enabled(setup.cfg):
             continue
-        for req in e.requires:
-            table = req.split(".", 1)[1]
-            if setup.system is None or not getattr(setup.system, table, None):
-                raise ModelConfigError(f"{e.flag or e.name} needs a --system with a [{table}] table")
-        if setup.gpu and not e.gpu:
-            raise ModelConfigError(f"--allocation gpu does not support {e.flag or e.name} yet (the model works on "
-                                   "whole nodes)")
+        check_requirements(e, setup.system, setup.gpu)
         out.append(e.build(setup))
         if e.uses:
             used.append((out[-1], e.uses))

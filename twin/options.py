@@ -9,21 +9,23 @@ The building blocks are small: `did_you_mean` (difflib), `Key` (type, range, cho
 value), `check_table` (known keys and values of one table), `toml_line` (the line of a key in a
 TOML text). The run-level checks are `validate_run_config` (before a run loads anything) and
 `check_sample_grid` (once the workload's time span is known, before any series is allocated).
-Known ``--set`` keys are derived from the code that reads them: scheduler constructors' signatures
-(through `hpctwin.schedulers.registry`), `twin.failures.KNOWN_KEYS`, `power.model.PowerModel`'s
-keyword arguments; the other sections are listed in `SECTIONS`.
+Known ``--set`` sections and keys are derived from the plug-in tables (`twin.plugins`): the scheduler
+section from the chosen entry of `schedulers.registry.SCHEDULERS` (its options), each physics model's
+section from its `twin.models.ModelEntry` (built-in and entry-point models alike), the ``gpu`` section
+from the GPU allocation strategy (`twin.allocation`) and ``workload`` from `WorkloadOptions`. What a
+scheduler takes and needs (``--order``, ``--backfill``, ``--slurm-conf``, GPU allocation, LLM jobs) is
+read from its entry, never from its name. `run_field_schema` is derived from `twin.config.RunConfig`.
 """
 from __future__ import annotations
 
 import difflib
-import inspect
 import math
+import numbers
 import re
 from dataclasses import dataclass, fields
 from typing import Any, Iterable
 
-import numpy as np
-
+from .errors import RunConfigError
 from .workload import MAX_UNITS
 
 #: most samples a time series may hold (float32/int32 arrays: 400 MB each at this bound)
@@ -32,7 +34,7 @@ MAX_SAMPLES = 100_000_000
 MAX_SEED = 2 ** 63 - 1
 
 
-class ConfigError(ValueError):
+class ConfigError(RunConfigError):
     """A configuration value, key or table that cannot be used; the text names where and which."""
 
 
@@ -81,11 +83,11 @@ class Key:
             if not isinstance(value, bool):
                 raise ConfigError(f"{label}: expected true or false, got {value!r}")
             return value
-        if k is int:
-            if isinstance(value, bool) or not isinstance(value, int):
+        if k is int:                            # a numpy integer from Python callers too
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
                 raise ConfigError(f"{label}: expected an integer, got {value!r}")
         elif k is float:
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
                 raise ConfigError(f"{label}: expected a number, got {value!r}")
             if not math.isfinite(value):
                 raise ConfigError(f"{label}: expected a finite number, got {value!r}")
@@ -151,265 +153,223 @@ def check_table(table: dict, schema: dict[str, Key], source: str, *, section: st
 
 
 # ------------------------------------------------------------------------------ --set sections
-def _signature_keys(obj, exclude: Iterable[str] = ()) -> dict[str, Key] | None:
-    """Keyword parameters of a constructor (walking the MRO through ``**kw`` pass-throughs) as a
-    schema typed by their defaults; None when it takes any keyword."""
-    classes = list(obj.__mro__) if inspect.isclass(obj) else [obj]
-    keys: dict[str, Key] = {}
-    for c in classes:
-        fn = c.__init__ if inspect.isclass(c) else c
-        if inspect.isclass(c) and "__init__" not in vars(c):
-            continue
-        if fn is object.__init__:
-            break
-        try:
-            params = inspect.signature(fn).parameters
-        except (TypeError, ValueError):
-            return None
-        var_kw = False
-        for name, prm in params.items():
-            if name == "self" or prm.kind in (prm.VAR_POSITIONAL,):
-                continue
-            if prm.kind == prm.VAR_KEYWORD:
-                var_kw = True
-                continue
-            if name in exclude or name in keys:
-                continue
-            d = prm.default
-            if isinstance(d, bool):
-                keys[name] = Key(bool)
-            elif isinstance(d, float):
-                keys[name] = Key(float)
-            elif isinstance(d, str):
-                keys[name] = Key("any")          # several take a str or a number ("daly" or 3600)
-            else:
-                keys[name] = Key("any")
-        if not var_kw:
-            return keys
-    return None if not keys else keys
+@dataclass(frozen=True)
+class WorkloadOptions:
+    """``--set workload.KEY``: how the workload readers (`datasets.loader`) read a file."""
+
+    duplicate_ids: str = "error"
+    header_check: bool = True
+    unit: str = "nodes"
+    strict: bool = False
 
 
-def scheduler_keys(name: str) -> dict[str, Key] | None:
-    """Known ``--set scheduler.KEY`` options of scheduler ``name`` (None: any key; the Slurm-like
-    policy validates its slurm.conf keys itself)."""
-    from hpctwin.schedulers import registry  # noqa: PLC0415
-    if name in registry.BUILTIN:
-        return {}
-    if name in registry._predictive():
-        return _signature_keys(registry._predictive()[name])
-    if name == "slurm":
+_WORKLOAD_CHOICES = {"duplicate_ids": ("error", "renumber"), "unit": ("nodes", "cpus")}
+
+
+def _workload_keys() -> dict[str, Key]:
+    out = {}
+    for f in fields(WorkloadOptions):
+        out[f.name] = Key(bool if isinstance(f.default, bool) else str, choices=_WORKLOAD_CHOICES.get(f.name))
+    return out
+
+
+def scheduler_keys(name: Any) -> dict[str, Key] | None:
+    """Known ``--set scheduler.KEY`` options of scheduler ``name``, from its entry's options ({}: it takes
+    none; None: any key, e.g. the Slurm-like policy validates its slurm.conf keys itself, or a
+    ``module:Class`` that cannot be imported: the run reports that itself)."""
+    from hpctwin.schedulers.registry import scheduler_entry  # noqa: PLC0415
+    try:
+        return scheduler_entry(name).option_schema()
+    except RunConfigError:
         return None
-    if name == "llm":
-        from hpctwin.schedulers.llm import LLMScheduler  # noqa: PLC0415
-        return _signature_keys(LLMScheduler, ("inner", "order", "backfill", "node_group", "placer"))
-    if name == "gpu-pack":
-        from hpctwin.schedulers.gpu_packing import GPUPackingScheduler  # noqa: PLC0415
-        return _signature_keys(GPUPackingScheduler, ("order", "backfill", "node_group"))
-    if name == "price-aware":
-        from hpctwin.schedulers.price_aware import PriceAwareScheduler  # noqa: PLC0415
-        return _signature_keys(PriceAwareScheduler, ("backfill",))
-    if name.startswith("exec:"):                 # never resolved as module:Class (a module named exec)
-        from hpctwin.schedulers.external import ExternalScheduler  # noqa: PLC0415
-        return _signature_keys(ExternalScheduler, ("command", "name"))
-    if ":" in name:
+
+
+@dataclass(frozen=True)
+class Section:
+    """One ``--set`` section: its name, its schema (a callable: {} no key, None any key), whether the
+    run reads it, and the error text when it does not (``off``: "<noun> options need <switch>")."""
+
+    name: str
+    schema: Any
+    active: bool = True
+    off: str = ""
+    switch_keys: frozenset = frozenset()
+
+
+def sections(cfg) -> dict[str, Section]:
+    """Every ``--set`` section a run may have, for ``cfg``: ``scheduler`` (the scheduler entry's
+    options), one a physics model (`twin.models.sections`, entry points included), the allocation
+    strategies' (``gpu``) and ``workload``."""
+    from .allocation import ALLOCATIONS  # noqa: PLC0415
+    from .models import ModelConfigError, sections as model_sections  # noqa: PLC0415
+    out = {"scheduler": Section("scheduler", lambda: scheduler_keys(cfg.scheduler))}
+    for name, e in model_sections().items():
         try:
-            return _signature_keys(registry._load_class(name))
-        except registry.UnknownSchedulerError:
-            return None                          # make_scheduler reports the import error itself
-    return None
+            on = bool(e.enabled(cfg))
+        except ModelConfigError:              # failure options without the switch: reported as "off" here
+            on = False
+        how = e.flag or f"--set {name}.enabled=true"
+        switch = (e.switch.get("options") or {}).get(name) or {}
+        out[name] = Section(name, e.option_schema, on or not e.off_refused, f"{e.noun or name} options need {how}",
+                            frozenset(switch))
+    for a in ALLOCATIONS:
+        name = a.tag("section")
+        if name:
+            out[name] = Section(name, a.option_schema, cfg.allocation == a.name,
+                                f"{a.tag('noun', a.name)} options need --allocation {a.name}")
+    out["workload"] = Section("workload", _workload_keys)
+    return out
 
 
-def _failure_keys() -> dict[str, Key]:
-    from .failures import KNOWN_KEYS  # noqa: PLC0415
-    return {k: Key("any") for k in KNOWN_KEYS}
+def set_schema(section: str, scheduler: Any) -> dict[str, Key] | None:
+    """The schema of ``--set SECTION.KEY`` with scheduler ``scheduler`` (None: any key, or an unknown section)."""
+    from .config import RunConfig  # noqa: PLC0415
+    sec = sections(RunConfig(scheduler=scheduler)).get(section)
+    return None if sec is None else sec.schema()
 
 
-def _power_keys() -> dict[str, Key]:
-    from hpctwin.power.model import PowerModel  # noqa: PLC0415
-    keys = _signature_keys(PowerModel.__init__, ("system",)) or {}
-    keys["cooling_overhead"] = Key(float, 0.0, 10.0)   # read by the --power-cap wrapper (twin.run)
-    return keys
-
-
-def _serving_keys() -> dict[str, Key]:
-    """The ``serving`` table (`twin.serving.batch.ServingBatchConfig`: a serving deployment on the cluster).
-
-    Types and the bounds of one value (`twin.serving.limits`); what needs the trace or another key (a
-    fraction's percentage hint, the controller ticks over the trace span, the cold start against a day and
-    the lease) is checked by `ServingBatchConfig.check` and `check_work`."""
-    from .serving import limits as L  # noqa: PLC0415
-    pos, cnt = dict(minimum=0.0, exclusive_min=True), dict(minimum=0)
-    inst = dict(minimum=1, maximum=L.MAX_INSTANCES)
-    clock = dict(maximum=L.MAX_CLOCK_S)
-    gbps = dict(maximum=L.MAX_GBPS)
-    return {"trace": Key(str), "hardware": Key(str), "model": Key(str), "tp": Key(int, minimum=1, maximum=L.MAX_TP),
-            "gpus_per_node": Key(int, **cnt, maximum=4096),
-            "policy": Key(str, choices=("fixed", "utilization", "decode_tps")),
-            "instances": Key(int, **inst), "min_instances": Key(int, **inst),
-            "max_instances": Key(int, **inst), "interval_s": Key(float, **pos, **clock), "target": Key(float, **pos),
-            "metric": Key(str, choices=("busy", "kv")), "tps_per_instance": Key(float, minimum=0.0),
-            "window_s": Key(float, minimum=0.0, **clock), "lease_s": Key(float, **pos, **clock),
-            "renew_s": Key(float, minimum=0.0, **clock), "slots": Key(int, **cnt, maximum=L.MAX_SLOTS),
-            "router": Key(str), "start_s": Key(float, minimum=-L.MAX_CLOCK_S, **clock), "time_scale": Key(float, **pos),
-            "max_requests": Key(int, **cnt), "ttft_slo_s": Key(float, **pos, **clock),
-            "tpot_slo_s": Key(float, **pos, **clock),
-            "load_GBps": Key(float, **pos, **gbps), "startup_s": Key(float, minimum=0.0),
-            "max_num_seqs": Key(int, minimum=1, maximum=L.MAX_NUM_SEQS),
-            "max_num_batched_tokens": Key(int, minimum=1, maximum=L.MAX_BATCHED_TOKENS),
-            "user": Key(int, minimum=-1, maximum=2 ** 62), "warm_start": Key(bool),
-            # disaggregated prefill/decode pools (serving.mode = "pd", twin.serving.batch_pd)
-            "mode": Key(str, choices=("colocated", "pd")), "prefill_hardware": Key(str),
-            "decode_hardware": Key(str), "prefill_tp": Key(int, **cnt, maximum=L.MAX_TP),
-            "decode_tp": Key(int, **cnt, maximum=L.MAX_TP),
-            "prefill_instances": Key(int, **inst), "decode_instances": Key(int, **inst),
-            "prefill_min_instances": Key(int, **inst), "prefill_max_instances": Key(int, **inst),
-            "decode_min_instances": Key(int, **inst), "decode_max_instances": Key(int, **inst),
-            "pd_ratio": Key(float, minimum=0.0, maximum=L.MAX_INSTANCES), "kv_link_GBps": Key(float, **pos, **gbps),
-            "kv_latency_s": Key(float, minimum=0.0, maximum=1.0), "kv_network": Key(str, choices=("auto", "on", "off")),
-            "kv_routing": Key(str), "kv_d2d_GBps": Key(float, minimum=0.0, **gbps)}
-
-
-#: ``--set`` sections with fixed keys (the others derive theirs from the code, see `set_schema`)
-SECTIONS: dict[str, dict[str, Key]] = {
-    "network": {"routing": Key(str, choices=("minimal", "valiant"))},
-    "llm": {"iteration": Key(bool), "gpu": Key(str)},
-    "gpu": {"policy": Key(str), "on_unpackable": Key(str)},
-    "serving": _serving_keys(),
-    "workload": {"duplicate_ids": Key(str, choices=("error", "renumber")), "header_check": Key(bool),
-                 "unit": Key(str, choices=("nodes", "cpus")), "strict": Key(bool)},
-}
-SECTION_NAMES = ("scheduler", "failures", "power", *SECTIONS)
-
-
-def set_schema(section: str, scheduler: str) -> dict[str, Key] | None:
-    if section == "scheduler":
-        keys = scheduler_keys(scheduler)
-        if keys is not None:
-            keys = dict(keys, slurm_conf=Key(str)) if scheduler == "slurm" else keys
-        return keys
-    if section == "failures":
-        return _failure_keys()
-    if section == "power":
-        return _power_keys()
-    return SECTIONS.get(section)
-
-
-def check_set_options(options: dict, scheduler: str, *, failures: bool, power: bool, network: bool,
-                      source: str = "--set", allocation: str = "node") -> None:
-    """Check the run's ``options`` tables (from ``--set`` or a config file's ``[options]``)."""
+def check_set_options(options: dict, scheduler: Any, *, failures: bool, power: bool, network: bool,
+                      source: str = "--set", allocation: str = "node", cfg: Any = None) -> None:
+    """Check the run's ``options`` tables (from ``--set`` or a config file's ``[options]``): known
+    sections (with suggestions), no options of a model or strategy the run does not have, known keys
+    and valid values. ``cfg`` is the run's configuration (built from the other arguments when None)."""
+    if cfg is None:
+        from .config import RunConfig  # noqa: PLC0415
+        cfg = RunConfig(scheduler=scheduler, power=power, network=network, allocation=allocation, options=options)
+    known = sections(cfg)
     for section, table in options.items():
-        if section not in SECTION_NAMES:
-            raise ConfigError(f"{source}: {section}: unknown section{did_you_mean(section, SECTION_NAMES)}; "
-                              f"known: {', '.join(SECTION_NAMES)} (give SECTION.KEY=VALUE)")
+        if section not in known:
+            raise ConfigError(f"{source}: {section}: unknown section{did_you_mean(section, known)}; "
+                              f"known: {', '.join(known)} (give SECTION.KEY=VALUE)")
         if not isinstance(table, dict):
             raise ConfigError(f"{source}: {section}={table!r}: {section} is a section, not a value; give "
                               f"{section}.KEY=VALUE")
-        if section == "failures" and not failures and any(k != "enabled" for k in table):
-            how = "--failures on" if source == "--set" else "options.failures.enabled = true"
-            raise ConfigError(f"{source}: failures.{next(k for k in table if k != 'enabled')}: failure options "
-                              f"need {how} (they would otherwise be ignored)")
-        if section == "power" and not power and table:
-            raise ConfigError(f"{source}: power.{next(iter(table))}: power options need --power on")
-        if section == "network" and not network and table:
-            raise ConfigError(f"{source}: network.{next(iter(table))}: network options need --network on")
-        if section == "gpu" and allocation != "gpu" and table:
-            raise ConfigError(f"{source}: gpu.{next(iter(table))}: GPU packing options need --allocation gpu")
-        schema = set_schema(section, scheduler)
+        sec = known[section]
+        given = [k for k in table if k not in sec.switch_keys]
+        if not sec.active and given:
+            off = sec.off
+            if sec.switch_keys and source != "--set":       # a file says options.SECTION.enabled = true
+                off = off.rsplit(" need ", 1)[0] + " need " + " and ".join(
+                    f"options.{section}.{k} = true" for k in sorted(sec.switch_keys))
+            raise ConfigError(f"{source}: {section}.{given[0]}: {off} (they would otherwise be ignored)")
+        schema = sec.schema()
         if schema is None:
             continue
         if section == "scheduler" and not schema and table:
             k = next(iter(table))
-            raise ConfigError(f"{source}: scheduler.{k}: scheduler {scheduler!r} takes no options "
+            raise ConfigError(f"{source}: scheduler.{k}: scheduler {_shown(scheduler)!r} takes no options "
                               "(order and backfill are --order and --backfill)")
-        if section == "failures":
-            table = {k: v for k, v in table.items() if k != "enabled"}
         check_table(table, schema, source, section=section,
-                    context=f"of scheduler {scheduler!r}" if section == "scheduler" else "")
+                    context=f"of scheduler {_shown(scheduler)!r}" if section == "scheduler" else "")
+
+
+def _shown(scheduler: Any) -> str:
+    """A scheduler as messages name it: its name, or ``module:Class`` of a Python object."""
+    if isinstance(scheduler, str):
+        return scheduler
+    from hpctwin.schedulers.registry import object_spec  # noqa: PLC0415
+    return object_spec(scheduler)
 
 
 # ------------------------------------------------------------------------------ the run config
 def _known_names(what: str) -> list[str]:
     if what == "placement":
-        from hpctwin.topology.placement import PLACERS  # noqa: PLC0415
-        return [*PLACERS, "llm"]
+        from hpctwin.topology.placement import PLACEMENTS  # noqa: PLC0415
+        return PLACEMENTS.names()
     if what == "scheduler":
         from hpctwin.schedulers.registry import known_schedulers  # noqa: PLC0415
         return known_schedulers()
     if what == "estimate":
         from hpctwin.datasets.estimates import MODELS  # noqa: PLC0415
         return ["requested", "exact", *MODELS]
+    if what == "allocation":
+        from .allocation import ALLOCATIONS  # noqa: PLC0415
+        return ALLOCATIONS.names()
     raise KeyError(what)  # pragma: no cover
+
+
+#: numbers checked after the names (a wrong name is the more useful first error)
+_LATE = ("sample_dt", "nodes", "seed", "power_cap", "gpus_per_node")
 
 
 def validate_run_config(cfg, source: str = "command line") -> None:
     """Check a `twin.run.RunConfig` before anything is loaded: names (with suggestions), sizes
     (machine at most `twin.workload.MAX_UNITS` units), numbers (finite, in range) and options
-    that apply to the chosen scheduler and models. Raises `ConfigError`."""
+    that apply to the chosen scheduler and models. Raises `ConfigError` (a `RunConfigError`)."""
     def flag(name: str) -> str:
         return f"{source}: --{name.replace('_', '-')}" if source == "command line" else f"{source}: {name}"
 
     schema = run_field_schema()
+    by_name = not isinstance(cfg.scheduler, str)          # a Python class or instance
     for f in fields(cfg):                    # types first: a config file can hold anything
-        if f.name in schema and f.name not in ("sample_dt", "nodes", "seed", "power_cap", "gpus_per_node"):
+        if f.name in schema and f.name not in _LATE and not (f.name == "scheduler" and by_name):
             schema[f.name].check(getattr(cfg, f.name), flag(f.name))
     if not isinstance(cfg.workload, str) or not cfg.workload.strip():
         raise ConfigError(f"{flag('workload')}: empty workload (a file, a registry name, or synthetic)")
-    if not isinstance(cfg.scheduler, str) or not cfg.scheduler.strip():
+    if by_name:
+        from hpctwin.schedulers.registry import entry_for_object  # noqa: PLC0415
+        entry_for_object(cfg.scheduler)      # a scheduler class or instance, else UnknownSchedulerError
+    elif not cfg.scheduler.strip():
         raise ConfigError(f"{flag('scheduler')}: empty scheduler name")
     for name in ("system", "data_dir"):     # an empty value must not mean "the default"
         v = getattr(cfg, name)
         if v is not None and not str(v).strip():
             raise ConfigError(f"{flag(name)}: empty {name.replace('_', ' ')}")
-    if ":" not in cfg.scheduler:
-        known = _known_names("scheduler")
-        if cfg.scheduler not in known:
+    if not by_name:                          # a module:Class is imported by the plan, not here
+        from hpctwin.schedulers.registry import SCHEDULERS, is_plugin_spec  # noqa: PLC0415
+        if SCHEDULERS.get(cfg.scheduler, resolve=False) is None and not is_plugin_spec(cfg.scheduler):
+            known = _known_names("scheduler")
             raise ConfigError(f"{flag('scheduler')}: unknown scheduler {cfg.scheduler!r}"
                               f"{did_you_mean(cfg.scheduler, known)}; known: {', '.join(known)}, or module:Class")
-    for name in ("placement", "estimate"):
+    for name in ("placement", "estimate", "allocation"):
         v = getattr(cfg, name)
         known = _known_names(name)
         if name == "estimate" and isinstance(v, str) and v.startswith("f-badness:"):
             continue                             # f-badness:F, F checked by datasets.estimates
         if v not in known:
             raise ConfigError(f"{flag(name)}: unknown {name} {v!r}{did_you_mean(v, known)}; known: {', '.join(known)}")
-    Key(int, 1, MAX_UNITS, nullable=True).check(cfg.nodes, flag("nodes"))
-    Key(int, 1, 4096, nullable=True).check(cfg.gpus_per_node, flag("gpus_per_node"))
-    Key(int, 0, MAX_SEED).check(cfg.seed, flag("seed"))
-    Key(float, 0.0, exclusive_min=True).check(cfg.sample_dt, flag("sample_dt"))
-    Key(float, 0.0, exclusive_min=True, nullable=True).check(cfg.power_cap, flag("power_cap"))
-    Key(bool).check(cfg.kill_at_walltime, flag("kill_at_walltime"))
-    for name in ("network", "power"):
-        Key(bool).check(getattr(cfg, name), flag(name))
+    for name in _LATE:
+        schema[name].check(getattr(cfg, name), flag(name))
     _check_applicable(cfg, flag)
     options = cfg.options or {}
-    sched_opts = options.get("scheduler", {}) if isinstance(options.get("scheduler", {}), dict) else {}
-    if "slurm_conf" in sched_opts and not str(sched_opts["slurm_conf"]).strip():
-        raise ConfigError(f"{flag('slurm_conf')}: empty path")
-    if "slurm_conf" in sched_opts and cfg.scheduler != "slurm":
-        raise ConfigError(f"{flag('slurm_conf')}: a slurm.conf applies to --scheduler slurm only, not "
-                          f"{cfg.scheduler!r}")
     fl = options.get("failures")
     # --failures on sets failures.enabled; a config file or a sweep says options.failures.enabled = true
     # (twin.run refuses failure options without it, as here)
     failures_on = isinstance(fl, dict) and bool(fl.get("enabled", False))
     check_set_options(options, cfg.scheduler, failures=failures_on, power=bool(cfg.power),
                       network=bool(cfg.network), source="--set" if source == "command line" else source,
-                      allocation=cfg.allocation)
+                      allocation=cfg.allocation, cfg=cfg)
+
+
+def _entry_without_code(name: Any):
+    """The scheduler entry, as far as it is known without importing code a name points to (a
+    ``module:Class`` plug-in takes neither order nor backfill: a generic plug-in entry)."""
+    from hpctwin.schedulers.registry import SCHEDULERS, SchedulerEntry, entry_for_object  # noqa: PLC0415
+    if not isinstance(name, str):
+        return entry_for_object(name)
+    return SCHEDULERS.get(name, resolve=False) or SchedulerEntry(name)
 
 
 def _check_applicable(cfg, flag) -> None:
-    """Flags that the chosen scheduler or allocation would silently ignore are errors."""
-    from hpctwin.schedulers import registry  # noqa: PLC0415
-    name = cfg.scheduler
-    takes_order = name in registry.BUILTIN or name in ("llm", "gpu-pack")
-    takes_backfill = takes_order or name == "price-aware"
-    why = {"slurm": "the Slurm-like policy orders by multifactor priority and backfills as its slurm.conf says "
-                    "(give them in --slurm-conf or --set scheduler.KEY)",
-           "price-aware": "the price-aware policy orders the queue by its own rule"}
-    for attr, ok in (("order", takes_order), ("backfill", takes_backfill)):
-        if getattr(cfg, attr) is not None and not ok:
-            reason = why.get(name, f"scheduler {name!r} builds its own queue order and backfilling")
+    """Flags that the chosen scheduler or allocation would silently ignore are errors, and what the
+    scheduler's entry needs (GPU allocation) is there."""
+    from hpctwin.schedulers.registry import SCHEDULERS  # noqa: PLC0415
+    entry = _entry_without_code(cfg.scheduler)
+    name = _shown(cfg.scheduler)
+    for attr in ("order", "backfill"):
+        if getattr(cfg, attr) is not None and attr not in entry.takes:
+            reason = entry.why_not or f"scheduler {name!r} builds its own queue order and backfilling"
             raise ConfigError(f"{flag(attr)}: does not apply to --scheduler {name}: {reason}")
+    need = entry.needs.allocation
+    if need is not None and cfg.allocation != need:
+        raise ConfigError(f"{flag('scheduler')}: {name} needs --allocation {need} (units must be GPUs)")
+    sched_opts = (cfg.options or {}).get("scheduler", {})
+    sched_opts = sched_opts if isinstance(sched_opts, dict) else {}
+    if "slurm_conf" in sched_opts and not str(sched_opts["slurm_conf"]).strip():
+        raise ConfigError(f"{flag('slurm_conf')}: empty path")
+    if "slurm_conf" in sched_opts and "slurm_conf" not in entry.takes:
+        takers = ", ".join(e.name for e in SCHEDULERS if "slurm_conf" in getattr(e, "takes", ()))
+        raise ConfigError(f"{flag('slurm_conf')}: a slurm.conf applies to --scheduler {takers} only, not {name!r}")
     if cfg.gpus_per_node is not None and cfg.allocation != "gpu":
         raise ConfigError(f"{flag('gpus_per_node')}: applies to --allocation gpu only (the default allocation "
                           "unit is a node)")
@@ -466,18 +426,10 @@ def check_prepared(cfg, workload, prep) -> None:
     if len(wl):
         end = float((wl.submit + wl.runtime).max())
         check_sample_grid(end - float(wl.submit.min()), float(cfg.sample_dt))
-    if cfg.scheduler == "llm":
-        cols = wl.columns
-        training = False
-        if "job_class" in cols:
-            training = bool(np.isin(np.asarray(cols["job_class"], dtype=object), ("llm_pretrain", "llm_finetune")).any())
-        if "max_groups" in cols:
-            training = training or bool((np.asarray(cols["max_groups"]) >= 0).any())
-        if not training:
-            raise ConfigError(f"--scheduler llm: workload {wl.name!r} has no LLM training jobs (job_class "
-                              "llm_pretrain/llm_finetune or a max_groups column), so the llm policy would only "
-                              "act as its inner EASY policy; use --scheduler easy, or an LLM workload such as "
-                              "--workload llm-synthetic or acme:trace_seren.csv")
+    needs_jobs = _entry_without_code(cfg.scheduler).needs.jobs
+    why = needs_jobs(wl) if needs_jobs is not None else None
+    if why:
+        raise ConfigError(f"--scheduler {_shown(cfg.scheduler)}: workload {wl.name!r} {why}")
 
 
 def nest_set_options(pairs: list[tuple[str, Any]], source: str = "--set") -> dict:
@@ -504,19 +456,10 @@ def nest_set_options(pairs: list[tuple[str, Any]], source: str = "--set") -> dic
 
 
 def run_field_schema() -> dict[str, Key]:
-    """The schema of every `twin.run.RunConfig` field (config files and sweeps set them by name)."""
-    return {
-        "workload": Key(str), "scheduler": Key(str), "order": Key(str, nullable=True),
-        "backfill": Key(str, choices=("none", "easy", "conservative"), nullable=True),
-        "system": Key(str, nullable=True), "nodes": Key(int, 1, MAX_UNITS, nullable=True),
-        "seed": Key(int, 0, MAX_SEED), "placement": Key(str), "network": Key(bool), "power": Key(bool),
-        "sample_dt": Key(float, 0.0, exclusive_min=True), "out": Key(str, nullable=True), "quiet": Key(bool),
-        "kill_at_walltime": Key(bool), "data_dir": Key(str, nullable=True), "estimate": Key(str),
-        "size_field": Key(str, choices=("auto", "requested", "allocated")),
-        "tau": Key(float, 0.0, exclusive_min=True), "power_cap": Key(float, 0.0, exclusive_min=True, nullable=True),
-        "allocation": Key(str, choices=("node", "gpu")), "gpus_per_node": Key(int, 1, 4096, nullable=True),
-        "options": Key("any"), "force": Key(bool), "allow_empty": Key(bool),
-    }
+    """The schema of every `twin.config.RunConfig` field (config files and sweeps set them by name), from
+    the fields' declarations."""
+    from .config import meta, run_fields  # noqa: PLC0415
+    return {name: meta(f)["key"] for name, f in run_fields().items()}
 
 
 def check_known_keys(found: dict[str, int | None], known: Iterable[str], source: str, *,

@@ -17,7 +17,6 @@ from __future__ import annotations
 import difflib
 import re
 import sys
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +39,9 @@ class ConfigFileError(ValueError):
 
 
 def run_config_fields() -> dict[str, Any]:
-    from .run import RunConfig  # noqa: PLC0415
-    return {f.name: f for f in fields(RunConfig)}
+    """`twin.config.RunConfig`'s fields by name (their declarations say which ``[run]`` records)."""
+    from .config import run_fields  # noqa: PLC0415
+    return run_fields()
 
 
 def _read(path: str | Path) -> tuple[Path, str, dict[str, Any]]:
@@ -108,13 +108,15 @@ def _parse(p: Path, text: str, data: dict[str, Any]) -> tuple[dict[str, Any], di
                               "[run], [options], [system] and [inputs]")
     if "run" not in data:
         raise ConfigFileError(f"{p}: no [run] table; is this a run folder's config.toml?")
+    from .config import recorded_fields  # noqa: PLC0415
     known = run_config_fields()
+    recorded = set(recorded_fields())
     kwargs: dict[str, Any] = {}
     facts: dict[str, Any] = {}
     for key, value in data["run"].items():
         if key in RUN_FACTS:
             facts[key] = value
-        elif key in known and key not in ("out", "quiet", "force", "options"):
+        elif key in recorded:
             kwargs[key] = value
         else:
             close = difflib.get_close_matches(key, list(known) + list(RUN_FACTS), n=1)
@@ -162,7 +164,7 @@ def load_run_config(path: str | Path, *, allow_exec: bool = False, allow_changed
     global _warned_unchecked
     from . import __version__  # noqa: PLC0415
     from .inputs import CodeInFileError, check_recorded_inputs, input_files, warn  # noqa: PLC0415
-    from .run import RunConfig  # noqa: PLC0415
+    from .config import RunConfig  # noqa: PLC0415
     p, text, data = _read(path)
     kwargs, facts = _parse(p, text, data)
     file_kwargs = dict(kwargs)

@@ -2,7 +2,7 @@
 
     hpctwin llm estimate --model llama3-70b --system dgx-h100 --gpus 512 --tp 8 --pp 4 --dp 16 \\
         --seq-len 8192 --global-batch-tokens 16777216 [--cp 1] [--micro-batch 1] [--zero 1] \\
-        [--recompute selective] [--json]
+        [--recompute selective] [--offload cpu+nvme+pfs --offload-what optimizer] [--json]
     hpctwin llm estimate --list-models | --list-systems
 
 Bad values print one line ``hpctwin llm estimate: error: ...`` on stderr and exit with status 2.
@@ -48,6 +48,15 @@ def _parser() -> _Parser:
                    help="share of the last backward that hides gradient reduction (default 1; 0 = not overlapped)")
     p.add_argument("--tp-overlap", type=float, default=0.0, help="share of TP communication hidden behind GEMMs (default 0)")
     p.add_argument("--allow-tp-across-nodes", action="store_true", help="let TP groups span nodes")
+    p.add_argument("--offload", default="none", metavar="TIERS",
+                   help="none (default), or offload tiers among cpu, nvme, pfs joined by + (one tier: ZeRO-Offload/"
+                        "Infinity style; several, e.g. cpu+nvme+pfs: MLP-Offload style; docs/training.md)")
+    p.add_argument("--offload-what", default="optimizer", choices=("optimizer", "params", "both"),
+                   help="what to offload (default optimizer; params and both need --zero 3)")
+    p.add_argument("--offload-overlap", type=float, default=0.0,
+                   help="share of the last backward that hides offload reads (assumption; default 0)")
+    p.add_argument("--other-io-nodes", type=int, default=0,
+                   help="nodes of other jobs using the parallel file system at the same time (default 0)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--list-models", action="store_true", help="list model presets and exit")
     p.add_argument("--list-systems", action="store_true", help="list system presets and exit")
@@ -81,6 +90,8 @@ def format_text(r: dict) -> str:
     c, b, mb = r["config"], r["breakdown_s"], r["memory_bytes"]
     terms = ", ".join(f"{k} {b[k]:.4g}" for k in ("compute", "memory_bound", "tp", "cp", "ep", "bubble", "pp", "dp",
                                                    "optimizer"))
+    if r.get("offload") is not None:
+        terms += f", offload {sum(v for key, v in b.items() if key.startswith('offload_')):.4g}"
     return "\n".join([
         f"{c['model']} on {c['system']} ({c['gpu']}): {c['gpus']} GPUs on {c['nodes']} nodes, TP {c['tp']} x PP {c['pp']}"
         f" x DP {c['dp']} x CP {c['cp']}, {c['microbatches']} micro-batches of {c['micro_batch']} x {c['seq_len']} tokens"
@@ -94,7 +105,27 @@ def format_text(r: dict) -> str:
         f"{r['memory_stage']} stage): {'fits' if r['fits'] else 'does NOT fit'}  (weights {_gib(mb['weights'])}, "
         f"gradients {_gib(mb['gradients'])}, optimizer {_gib(mb['optimizer'])}, activations {_gib(mb['activations'])}, "
         f"buffers {_gib(mb['buffers'])})",
-    ])
+    ] + _offload_lines(r))
+
+
+def _offload_lines(r: dict) -> list[str]:
+    """The offload line of an offloaded estimate, or the hint of a job that does not fit."""
+    o = r.get("offload")
+    if o is not None:
+        t = o["terms_s"]
+        where = ", ".join(f"{k} {v / 1e9:,.0f} GB" for k, v in o["bytes_per_node"].items())
+        line = (f"offload                 {o['what']} to {o['tiers']} ({o['style']}): per node {where}; update "
+                f"{t['update']:.4g} s (I/O {o['update_io_s']:.4g} s, CPU Adam {o['cpu_adam_s']:.4g} s), gradient "
+                f"copy {t['grad_copy']:.4g} s, flush {t['grad_flush']:.4g} s, parameter copy {t['param_copy']:.4g} s, "
+                f"fetch {t['param_fetch']:.4g} s")
+        return [line] + ([f"offload does not fit     {o['why']}"] if o["why"] else [])
+    if "fit_with_offload" in r:
+        s = r["fit_with_offload"]
+        if s is None:
+            return ["to fit                  no ZeRO stage or offload of the tiers cpu, nvme, pfs makes it fit"]
+        return [(f"to fit                  {s['args']}: {_gib(s['memory_per_gpu_bytes'])} per GPU, iteration "
+                 f"{s['iteration_s']:.4g} s")]
+    return []
 
 
 def _run_estimate(argv: list[str]) -> int:
@@ -110,7 +141,9 @@ def _run_estimate(argv: list[str]) -> int:
     r = estimate(a.model, a.system, a.gpus, a.tp, a.pp, a.dp, a.cp, seq_len=a.seq_len,
                  global_batch_tokens=a.global_batch_tokens, micro_batch=a.micro_batch, zero=a.zero,
                  recompute=a.recompute, ep=a.ep, vpp=a.vpp, sp=a.sp, attention=a.attention, dp_overlap=a.dp_overlap,
-                 tp_overlap=a.tp_overlap,                  allow_tp_across_nodes=a.allow_tp_across_nodes)
+                 tp_overlap=a.tp_overlap,                  allow_tp_across_nodes=a.allow_tp_across_nodes,
+                 offload=a.offload, offload_what=a.offload_what, offload_overlap=a.offload_overlap,
+                 other_io_nodes=a.other_io_nodes)
     print(json.dumps(r, sort_keys=True) if a.json else format_text(r))
     return 0
 

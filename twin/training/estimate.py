@@ -17,6 +17,7 @@ from .hardware import system_preset
 from .iteration import iteration_time
 from .memory import memory_per_gpu
 from .models import MODELS, total_params
+from .offload import check_zero, fit_with_offload, offload_iteration, parse_offload
 
 
 def _positive(name: str, v) -> int:
@@ -28,11 +29,19 @@ def _positive(name: str, v) -> int:
 def estimate(model: str, system: str, gpus: int, tp: int = 1, pp: int = 1, dp: int = 1, cp: int = 1, *,
              seq_len: int, global_batch_tokens: int, micro_batch: int = 1, zero: int = 0, recompute: str = "none",
              ep: int = 1, vpp: int = 1, sp: bool | None = None, attention: str = "flash", dp_overlap: float = 1.0,
-             tp_overlap: float = 0.0,              allow_tp_across_nodes: bool = False, k: Constants = CONSTANTS) -> dict:
+             tp_overlap: float = 0.0,              allow_tp_across_nodes: bool = False, k: Constants = CONSTANTS,
+             offload: str = "none", offload_what: str = "optimizer", offload_overlap: float = 0.0,
+             other_io_nodes: int = 0) -> dict:
     """Estimate one configuration; returns a JSON-ready dict with ``iteration_s``, ``tflops_per_gpu``
     (Narayanan et al.'s count, recomputation included), ``mfu`` (PaLM), ``memory_per_gpu_bytes``,
     ``fits`` and the details (``model_tflops_per_gpu``, ``tokens_per_s``, ``breakdown_s``,
-    ``memory_bytes``, ``config``). ``sp`` defaults to True when ``tp > 1``."""
+    ``memory_bytes``, ``config``). ``sp`` defaults to True when ``tp > 1``.
+
+    ``offload`` (`offload.parse_offload`: ``none`` or tiers among cpu, nvme, pfs joined by ``+``),
+    ``offload_what``, ``offload_overlap``, ``other_io_nodes``: see `offload`; with an offload the
+    figures are those of the offloaded iteration and ``offload`` holds its details. A job that does
+    not fit without offload gets ``fit_with_offload`` (`offload.fit_with_offload`: the fastest ZeRO
+    stage / offload that fits, or None)."""
     if model not in MODELS:
         raise TrainingConfigError(f"--model {model!r}: unknown; known models: {', '.join(MODELS)} (--list-models)")
     try:
@@ -47,15 +56,18 @@ def estimate(model: str, system: str, gpus: int, tp: int = 1, pp: int = 1, dp: i
                                   f"but gpus = {gpus}")
     if global_batch_tokens % seq_len:
         raise TrainingConfigError(f"global_batch_tokens = {global_batch_tokens} is not a multiple of seq_len = {seq_len}")
+    spec = parse_offload(offload, offload_what, offload_overlap, other_io_nodes)
     m = MODELS[model]
     par = ParallelConfig(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, sp=(tp > 1) if sp is None else bool(sp),
                          zero=zero, recompute=recompute, attention=attention, dp_overlap=dp_overlap,
                          tp_overlap=tp_overlap)
     batch = BatchConfig(seq_len, global_batch_tokens // seq_len, micro_batch)
+    if spec is not None:
+        check_zero(spec, par.zero)
     bd = iteration_time(m, hw, par, batch, allow_tp_across_nodes=allow_tp_across_nodes, k=k)
     mem = memory_per_gpu(m, par, batch, hw.gpu.memory_bytes, k)
     nodes = math.ceil(gpus / hw.gpus_per_node)
-    return {
+    out = {
         "iteration_s": bd.total, "tflops_per_gpu": bd.tflops_per_gpu, "mfu": bd.mfu,
         "memory_per_gpu_bytes": mem.total, "fits": bool(mem.fits),
         "model_tflops_per_gpu": bd.model_tflops_per_gpu, "tokens_per_s": bd.tokens_per_s,
@@ -70,3 +82,22 @@ def estimate(model: str, system: str, gpus: int, tp: int = 1, pp: int = 1, dp: i
                    **{key: v for key, v in asdict(par).items()}, "seq_len": seq_len, "micro_batch": micro_batch,
                    "fabric": "analytic"},
     }
+    if spec is not None:
+        _apply_offload(out, offload_iteration(m, hw, par, batch, bd, mem, spec, k))
+    elif not mem.fits:
+        out["fit_with_offload"] = fit_with_offload(m, hw, par, batch, k, {par.zero: (bd, mem)}, allow_tp_across_nodes)
+    return out
+
+
+def _apply_offload(out: dict, r) -> None:
+    """Replace the figures of ``out`` by those of the offloaded iteration ``r`` (`offload.OffloadResult`)."""
+    f = out["iteration_s"] / r.iteration_s
+    out["iteration_s"] = r.iteration_s
+    for key in ("tflops_per_gpu", "mfu", "model_tflops_per_gpu", "tokens_per_s"):
+        out[key] = out[key] * f
+    out["breakdown_s"] = {**out["breakdown_s"], "optimizer": 0.0 if r.spec.optimizer else out["breakdown_s"]["optimizer"],
+                          **{f"offload_{key}": v for key, v in r.terms.items() if key != "gpu_optimizer_removed"}}
+    out["memory_per_gpu_bytes"] = r.memory_per_gpu
+    out["memory_bytes"] = {**out["memory_bytes"], **r.memory}
+    out["fits"] = bool(r.fits)
+    out["offload"] = r.as_dict()

@@ -1,0 +1,171 @@
+"""A run's results from the engine's: the jobs table, summary.json, the series and the models' figures.
+
+Called by `twin.run.execute` once the engine has run, with the run's `twin.plan.Plan`, its set-up
+(`twin.run.Setup`: machine units, prepared jobs) and composition (`twin.run.Composition`: policy,
+models, gates, placer). The allocation strategy (`twin.allocation`) adds its own columns, figures and
+series at fixed places, so the column, key and series order of a run never depends on which code
+path built it.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from . import __version__
+from .metrics import CONVENTIONS, bounded_slowdown, interval_average, sample_at, summarise
+from .ranges import parse_ranges
+from .workload import Workload, job_states
+
+
+def jobs_frame(p, s, c, res) -> tuple[dict[str, Any], Any]:
+    """The jobs table's columns (one row a job), with the models' columns and the allocation's; and the
+    allocation's state for `summary` and `series`."""
+    cfg, prep = p.config, c.prep
+    wl = prep.workload
+    wait = res.start - wl.submit
+    runt = res.end - res.start
+    bsld = bounded_slowdown(wait, runt, cfg.tau)
+    df: dict[str, Any] = {                  # the jobs table's columns (RunResult.jobs makes the DataFrame)
+        "job_id": wl.job_id, "submit": wl.submit, "start": res.start, "end": res.end,
+        "wait": wait, "elapsed": runt, "procs": wl.procs, "timelimit": wl.requested_time,
+        "estimate": prep.estimate, "bsld": bsld,
+        "state": job_states(res.failed, res.killed, res.start, res.cancelled),
+        "log_status": wl.status, "user": wl.user, "group": wl.group, "queue": wl.queue,
+        "partition": wl.partition,
+        "nodes": [x if x is not None else "" for x in res.nodes],
+    }
+    if res.cancel_time is not None:         # only runs where a model withdrew a waiting job (same bytes otherwise)
+        df["cancel_time"] = res.cancel_time  # s; Slurm's End of a job cancelled while pending (control.cancel)
+    for m in c.models:
+        for k, v in m.job_columns().items():
+            df[k] = v
+    if c.node_group is not None and "groups_spanned" not in df:
+        from hpctwin.topology.placement import groups_spanned  # noqa: PLC0415
+        df["groups_spanned"] = [groups_spanned(parse_ranges(x), c.node_group) if x else 0 for x in df["nodes"]]
+    state = p.allocation.job_columns(df, wl, res, c.models, s.units)
+    return df, state
+
+
+def summary(p, s, c, res, df: dict, state, wall0: float, sim_wall: float) -> dict:
+    """summary.json: metrics, provenance, the policy's and gates' figures (``wall0``: perf_counter
+    at the start of the run, s; ``sim_wall``: the engine's wall time, s)."""
+    cfg, prep, sched, placer = p.config, c.prep, c.sched, c.placer
+    wl, total, system = prep.workload, s.units.total, p.system
+    if placer is not None and hasattr(placer, "describe"):
+        summary_extra = {"placement": placer.describe()}
+    else:
+        summary_extra = {"placement": {"name": cfg.placement}}
+    out = summarise(wl.submit, res.start, res.end, wl.procs, total, cfg.tau)
+    out.update({
+        "workload": wl.name, "workload_source": wl.source, "scheduler": sched.name,
+        "unix_start_time": _unix_start(wl),
+        "scheduler_params": sched.describe() if hasattr(sched, "describe") else {"name": sched.name},
+        "machine_units": total, "machine_size_source": s.total_source,
+        "system": system.name if system else None,
+        "jobs_in_log": s.jobs_in_log, "jobs_simulated": len(wl),
+        "jobs_skipped": prep.skipped, "jobs_killed_at_walltime": int(res.killed.sum()),
+        "estimate_model": cfg.estimate, "kill_at_walltime": cfg.kill_at_walltime,
+        "notes": prep.notes, "conventions": CONVENTIONS.format(tau=cfg.tau, window=" (no warm-up excluded)"),
+        "events": res.events, "scheduling_passes": res.passes,
+        "wall_seconds": round(time.perf_counter() - wall0, 3), "simulation_seconds": round(sim_wall, 3),
+        "jobs_per_second": round(len(wl) / sim_wall, 1) if sim_wall > 0 else None,
+        "code_version": __version__,
+    })
+    out.update(summary_extra)
+    if c.gates:                               # starts each gate refused (res.refusals: with the rest of the pass)
+        out["gates"] = {g.name: {**g.describe(), "refusals": int(res.refusals.get(g.name, 0))} for g in c.gates}
+    if placer is not None and getattr(placer, "warning", None) and placer.warning():
+        prep.notes.append(placer.warning())
+    from .workload import job_accounting  # noqa: PLC0415
+    out["accounting"] = job_accounting(s.jobs_in_log + sum(s.dropped.values()), s.dropped,
+                                       prep.skipped, np.asarray(df["state"]))
+    p.allocation.summary(out, state, s.units)
+    if "groups_spanned" in df:
+        gs = np.asarray(df["groups_spanned"])[~np.isnan(res.start)]
+        out["mean_groups_spanned"] = float(gs.mean()) if len(gs) else None
+    return out
+
+
+def series(p, s, c, res, state) -> dict[str, tuple[np.ndarray, str]]:
+    """Time series on the ``sample_dt`` grid: {name: (values, unit)}."""
+    wl, total = c.prep.workload, s.units.total
+    dt = float(p.config.sample_dt)
+    ts: dict[str, tuple[np.ndarray, str]] = {}
+    if len(res.change_t):
+        t0 = math.floor(float(wl.submit.min()) / dt) * dt if len(wl) else 0.0
+        t1 = float(np.nanmax(res.end)) if np.isfinite(res.end).any() else t0
+        grid = t0 + dt * np.arange(max(1, int(math.ceil((t1 - t0) / dt))))
+        ts["time"] = (grid, "s (start of each interval, log clock)")
+        ts["utilisation"] = (interval_average(res.change_t, res.change_busy / total, grid, dt, dtype=np.float32),
+                             "fraction of units busy, average over [t, t+dt)")
+        ts["queue_length"] = (sample_at(res.change_t, res.change_queue, grid, dtype=np.int32),
+                              "jobs waiting at time t")
+        for m in c.models:
+            ts.update(m.timeseries(grid, dt))
+        p.allocation.series(ts, grid, state, s.units)
+    return ts
+
+
+def model_results(c, res, df: dict, out: dict) -> None:
+    """The models' summary tables into ``out``, and recovery metrics when a model interrupted jobs."""
+    wl = c.prep.workload
+    for m in c.models:
+        out.update(m.summary())
+    from .models import entry_of  # noqa: PLC0415
+    for m in c.models:
+        if (e := entry_of(m)) is not None and e.interrupts:    # recovery metrics of the interrupted jobs
+            out[m.name].update(failure_columns(df, res, wl.runtime, wl.procs))
+
+
+def failure_columns(df, res, runtime: np.ndarray, procs: np.ndarray) -> dict:
+    """Per-job recovery metrics of a run with failures (adds columns to ``df``; returns summary figures).
+
+    ``queued_s``: time spent waiting over all (re)queueings; ``held_s``: wall time holding units over
+    all runs; ``work_done_s``: engine work over all runs (nominal s: runtime plus checkpoint writes,
+    restarts and lost work); ``useful_work_s``: the runtime for completed jobs, the work done minus
+    restarts and lost work for jobs killed at their requested time, 0 for failed jobs; ``ettr`` =
+    useful / engine work (effective training time ratio); ``lost_unit_hours`` = held x units x (1 -
+    ettr) / 3600 (exact when the job's rate was constant); ``lost_energy_j`` = the job's energy x (1 -
+    ettr) when the power model ran. Goodput = sum(units x held x ettr) / sum(units x held).
+    """
+    work_done = res.work_done
+    useful = np.where(np.isnan(res.start), 0.0, runtime)
+    if "lost_work_s" in df:                    # ``df``: a DataFrame or the {name: column} table
+        partial = np.maximum(work_done - np.asarray(df["restart_work_s"]) - np.asarray(df["lost_work_s"]), 0.0)
+        useful = np.where(res.killed, np.minimum(partial, runtime), useful)
+    useful = np.where(res.failed, 0.0, useful)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ettr = np.where(work_done > 0, np.minimum(useful / work_done, 1.0), np.nan)
+    df["queued_s"] = res.queued
+    df["held_s"] = res.held
+    df["work_done_s"] = work_done
+    df["useful_work_s"] = useful
+    df["ettr"] = ettr
+    lost_frac = np.where(np.isnan(ettr), 0.0, 1.0 - ettr)
+    df["lost_unit_hours"] = res.held * procs * lost_frac / 3600.0
+    out = {}
+    if "energy_j" in df:
+        e = np.asarray(df["energy_j"], dtype=np.float64)
+        df["lost_energy_j"] = np.where(np.isnan(e), 0.0, e) * lost_frac
+        out["lost_energy_kwh"] = float(np.nansum(np.asarray(df["lost_energy_j"])) / 3.6e6)
+    area = res.held * procs
+    out.update({
+        "goodput": float(np.sum(area * np.where(np.isnan(ettr), 0.0, ettr)) / area.sum()) if area.sum() > 0 else None,
+        "lost_unit_hours": float(np.nansum(np.asarray(df["lost_unit_hours"]))),
+        "jobs_interrupted": int((res.interruptions > 0).sum()),
+        "interruptions": int(res.interruptions.sum()),
+        "jobs_failed": int(res.failed.sum()),
+        "mean_queued_s": float(np.nanmean(res.queued[~np.isnan(res.start)])) if (~np.isnan(res.start)).any() else None,
+    })
+    return out
+
+
+def _unix_start(wl: Workload) -> float | None:
+    v = wl.header.get("UnixStartTime")
+    try:
+        return float(str(v).split()[0]) if v is not None else None
+    except ValueError:
+        return None

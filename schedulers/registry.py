@@ -350,6 +350,11 @@ SCHEDULERS.register(SchedulerEntry(
 SCHEDULERS.register(SchedulerEntry("exec:", _exec, options=Signature("hpctwin.schedulers.external:ExternalScheduler",
                                                                     ("command", "name")),
                                    prefix=True, code=True, doc="an external process (JSON-lines protocol)"))
+SCHEDULERS.register(SchedulerEntry("rl:", "hpctwin.twin.rl.policy_scheduler:RLPolicyScheduler",
+                                   options=Signature("hpctwin.twin.rl.policy_scheduler:RLPolicyScheduler",
+                                                     ("path", "name")),
+                                   prefix=True, code=True,
+                                   doc="a trained policy file (hpctwin.rl; a .zip model is unpickled: code)"))
 
 
 def _register_families() -> None:

@@ -472,3 +472,20 @@ def test_registration_entry_point():
     spec = gym.spec("Scheduling-v0")
     assert spec.entry_point == "hpctwin.twin.rl.env:SchedulingEnv"
     assert os.path.basename(hpctwin.rl.__file__) == "rl.py"
+
+
+def test_rl_prefix_runs_a_policy_file_from_the_command_line(tmp_path, capsys):
+    """``--scheduler rl:PATH`` is a table entry: a flat policy over the default preset with the EASY base
+    gives EASY's schedule (every score equal: the earliest slot, i.e. FCFS order, is committed first)."""
+    from hpctwin.twin.cli import main
+    flat = KernelNet([(np.zeros((17, 1)), np.zeros(1))], make_meta("default", 8, "easy")).save(tmp_path / "c.npz")
+    w = ["-w", "synthetic:jobs=300,nodes=32", "-q"]
+    assert main(["run", *w, "-s", f"rl:{flat}", "--out", str(tmp_path / "rl")]) == 0
+    assert main(["run", *w, "-s", "easy", "--out", str(tmp_path / "easy")]) == 0
+    cols = lambda d: (d / "jobs.csv").read_text().split("\n")[0]  # noqa: E731
+    assert cols(tmp_path / "rl") == cols(tmp_path / "easy")
+    import pandas as pd
+    a, b = pd.read_csv(tmp_path / "rl" / "jobs.csv"), pd.read_csv(tmp_path / "easy" / "jobs.csv")
+    assert (a["start"] == b["start"]).all()
+    assert main(["run", *w, "-s", "rl:", "--out", str(tmp_path / "x")]) == 2
+    assert "rl:PATH: no policy file given" in capsys.readouterr().err

@@ -173,7 +173,7 @@ def read_file(path: str | Path, fmt: str | None = None, *, name: str | None = No
     """Read a workload file in format ``fmt`` (detected when None)."""
     fmt = fmt or detect_format(path)
     if fmt not in FORMATS:
-        from hpctwin.twin.options import did_you_mean  # noqa: PLC0415
+        from hpctwin.twin.schema import did_you_mean  # noqa: PLC0415
         raise DatasetError(f"unknown workload format {fmt!r}{did_you_mean(fmt, FORMATS)}; known: {known_formats()}")
     p = check_input_path(path, DatasetError)
     opts = dict(options or {})
@@ -190,7 +190,7 @@ def read_file(path: str | Path, fmt: str | None = None, *, name: str | None = No
 
 
 def _llm_synthetic(spec: str, seed: int) -> Workload:
-    from hpctwin.twin.options import ConfigError, did_you_mean  # noqa: PLC0415
+    from hpctwin.twin.schema import ConfigError, did_you_mean  # noqa: PLC0415
 
     from .llm_synthetic import llm_workload  # noqa: PLC0415
     kinds = {"days": float, "gpus": int, "seed": int, "jobs": int, "gpus_per_node": int}
@@ -235,7 +235,7 @@ def load_workload(spec: str, *, data_dir: str | None = None, seed: int = 0, node
     p = Path(spec)
     if p.exists() or "/" in spec or p.suffix in (".swf", ".gz", ".csv", ".parquet", ".json", ".txt"):
         if sep and not p.exists() and len(head) > 1:
-            from hpctwin.twin.options import did_you_mean  # noqa: PLC0415
+            from hpctwin.twin.schema import did_you_mean  # noqa: PLC0415
             raise DatasetError(f"--workload {spec}: unknown format {head!r}{did_you_mean(head, FORMATS)}; "
                                f"known: {known_formats()}")
         return read_file(p, options=opts)

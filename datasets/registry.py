@@ -109,7 +109,7 @@ def lookup(name: str) -> DatasetEntry:
     lower = {k.lower(): v for k, v in reg.items()}
     if name.lower() in lower:
         return lower[name.lower()]
-    from hpctwin.twin.options import did_you_mean  # noqa: PLC0415
+    from hpctwin.twin.schema import did_you_mean  # noqa: PLC0415
     raise DatasetError(f"unknown dataset {name!r}{did_you_mean(name, reg)}; known: {', '.join(reg)} "
                        "(or give a path to a workload file, FORMAT:FILE, or synthetic)")
 

@@ -754,7 +754,7 @@ def parse_synthetic_spec(spec: str) -> dict:
         if not eq or not key:
             raise _spec_error(spec, f"item {item.strip()!r} is not key=value")
         if key not in _ALLOWED:
-            from hpctwin.twin.options import did_you_mean  # noqa: PLC0415
+            from hpctwin.twin.schema import did_you_mean  # noqa: PLC0415
             raise _spec_error(spec, f"unknown key {key!r}{did_you_mean(key, _ALLOWED)}")
         if key in out:
             raise _spec_error(spec, f"key {key!r} given twice")

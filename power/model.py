@@ -41,7 +41,7 @@ from hpctwin.power.chain import Chain, Layout
 from hpctwin.power.config import CoolingConfig, PowerConfig, PowerConfigError, parse_cooling, parse_power
 from hpctwin.power.cooling import run_cooling
 from hpctwin.power.profiles import device_ratio, frequency_ratio, job_profiles, progress_rate
-from hpctwin.power import stepseries as ss
+import hpctwin.power.stepseries as ss
 from hpctwin.twin.model_api import ModelContext, RunModel
 
 #: The most recently bound model of this process: `schedulers.power_aware.PowerAwareScheduler` falls

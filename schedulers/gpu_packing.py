@@ -216,3 +216,13 @@ class GPUPackingScheduler(Scheduler):
             untouched = False
             out.append(Start(j, units))
         return out
+
+
+def make_gpu_packing(**options) -> GPUPackingScheduler:
+    """The ``gpu-pack`` entry of the scheduler table; bad options are one `UnknownSchedulerError` line."""
+    from .registry import UnknownSchedulerError  # noqa: PLC0415
+    try:
+        return GPUPackingScheduler(**options)
+    except TypeError as e:
+        shown = {k: v for k, v in options.items() if k not in ("order", "backfill")}
+        raise UnknownSchedulerError(f"scheduler 'gpu-pack': bad options {shown}: {e}") from None

@@ -205,3 +205,9 @@ class GroupLimitGate(Gate):
             if t > now and (nxt is None or t < nxt):
                 nxt = t
         return nxt
+
+
+def make_llm_scheduler(**options) -> LLMScheduler:
+    """The ``llm`` entry of the scheduler table: LLM-aware placement around EASY (``options``: the
+    constructor's, ``order``/``backfill`` of the inner EASY among them)."""
+    return LLMScheduler(inner="easy", **options)

@@ -127,20 +127,6 @@ def _queue(name: str, order: str | None = None, backfill: str | None = None) -> 
     return QueueScheduler(o, b, name=name if (o, b) == BUILTIN[name] else f"{o}+{b}")
 
 
-def _llm(**options):
-    from .llm import LLMScheduler  # noqa: PLC0415
-    return LLMScheduler(inner="easy", **options)
-
-
-def _gpu_pack(**options):
-    from .gpu_packing import GPUPackingScheduler  # noqa: PLC0415
-    try:
-        return GPUPackingScheduler(**options)
-    except TypeError as e:
-        shown = {k: v for k, v in options.items() if k not in ("order", "backfill")}
-        raise UnknownSchedulerError(f"scheduler 'gpu-pack': bad options {shown}: {e}") from None
-
-
 def _price_aware(backfill: str | None = None, **options):
     from .price_aware import PriceAwareScheduler  # noqa: PLC0415
     try:
@@ -334,12 +320,12 @@ SCHEDULERS.register(SchedulerEntry(
     why_not="the Slurm-like policy orders by multifactor priority and backfills as its slurm.conf says (give them "
             "in --slurm-conf or --set scheduler.KEY)"))
 SCHEDULERS.register(SchedulerEntry(
-    "llm", _llm, options=Signature("hpctwin.schedulers.llm:LLMScheduler", ("inner", "order", "backfill", "node_group",
+    "llm", "hpctwin.schedulers.llm:make_llm_scheduler", options=Signature("hpctwin.schedulers.llm:LLMScheduler", ("inner", "order", "backfill", "node_group",
                                                                           "placer")),
     takes=("order", "backfill"), requires=Needs(jobs=_llm_training_jobs), from_run=("system",),
     check_with={"system": "dgx-h100"}, doc="LLM-aware placement around EASY (group limits of training jobs)"))
 SCHEDULERS.register(SchedulerEntry(
-    "gpu-pack", _gpu_pack, options=Signature("hpctwin.schedulers.gpu_packing:GPUPackingScheduler",
+    "gpu-pack", "hpctwin.schedulers.gpu_packing:make_gpu_packing", options=Signature("hpctwin.schedulers.gpu_packing:GPUPackingScheduler",
                                              ("order", "backfill", "node_group")),
     takes=("order", "backfill"), requires=Needs(allocation="gpu"), from_run=("gpus_per_node", "node_group"),
     packs_gpus=True, doc="GPU-granular packing of several jobs a node"))
@@ -392,7 +378,7 @@ def scheduler_entry(name) -> SchedulerEntry:
 
 def check_order_backfill(order: str | None, backfill: str | None) -> None:
     """Known ``order`` and ``backfill`` names (None: the scheduler's own)."""
-    from hpctwin.twin.options import did_you_mean  # noqa: PLC0415
+    from hpctwin.twin.schema import did_you_mean  # noqa: PLC0415
     if backfill is not None and backfill not in BACKFILLS:
         raise UnknownSchedulerError(f"unknown backfill {backfill!r}{did_you_mean(backfill, BACKFILLS)}; known: "
                                     f"{', '.join(BACKFILLS)}")

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from .argtypes import key_value, on_off, whole_number
 from .metrics import TAU
-from .options import MAX_SEED, Key
+from .schema import MAX_SEED, Key
 from .workload import MAX_UNITS
 
 

@@ -66,6 +66,14 @@ class JobTable:
     def __len__(self) -> int:
         return len(self.submit)
 
+    @classmethod
+    def of(cls, workload: Any, estimate: np.ndarray) -> "JobTable":
+        """The table of a workload (`twin.workload.Workload`) with the run's estimates (s)."""
+        wl = workload
+        return cls(job_id=wl.job_id, submit=wl.submit, procs=wl.procs, estimate=estimate,
+                   requested_time=wl.requested_time, user=wl.user, group=wl.group, queue=wl.queue,
+                   partition=wl.partition, columns=wl.columns)
+
 
 @runtime_checkable
 class ClusterView(Protocol):

@@ -19,6 +19,7 @@ import dataclasses
 
 import numpy as np
 
+from hpctwin.twin.contract import JobTable
 from hpctwin.twin.workload import Workload
 
 
@@ -58,12 +59,11 @@ def attach_held(prep, jobs, models: list):
     held = extra[0]
     if not np.all(held.submit == np.inf):
         raise ValueError("held jobs must have submit = +inf (the model submits them at run time)")
-    from hpctwin.twin.run import job_table  # noqa: PLC0415
     wl = concat_workloads(prep.workload, held)
     est = np.concatenate((prep.estimate, held.requested_time))
     kill = np.concatenate((prep.kill_limit, held.requested_time))
     prep = dataclasses.replace(prep, workload=wl, estimate=est, kill_limit=kill)
-    return prep, job_table(prep), len(held.submit)
+    return prep, JobTable.of(wl, est), len(held.submit)
 
 
 def trim_held(df, summary: dict, submit: np.ndarray, k: int):

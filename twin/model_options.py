@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .options import Key
+from .schema import Key
 from .plugins import option, signature_keys
 
 

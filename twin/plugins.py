@@ -29,7 +29,7 @@ from importlib import metadata
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from .errors import RunConfigError
-from .options import Key, did_you_mean
+from .schema import Key, did_you_mean
 
 
 class UnknownNameError(RunConfigError):

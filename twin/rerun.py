@@ -62,7 +62,7 @@ def _read(path: str | Path) -> tuple[Path, str, dict[str, Any]]:
 
 
 def _line(text: str, table: str, key: str | None = None) -> int | None:
-    from .options import toml_line  # noqa: PLC0415
+    from .schema import toml_line  # noqa: PLC0415
     return toml_line(text, table, key)
 
 

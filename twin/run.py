@@ -191,10 +191,8 @@ def prepare(workload: Workload, total: int, total_source: str, *, estimate: str 
 
 
 def job_table(p: Prepared) -> JobTable:
-    wl = p.workload
-    return JobTable(job_id=wl.job_id, submit=wl.submit, procs=wl.procs, estimate=p.estimate,
-                    requested_time=wl.requested_time, user=wl.user, group=wl.group, queue=wl.queue,
-                    partition=wl.partition, columns=wl.columns)
+    """What the scheduler reads about the prepared run's jobs (`JobTable.of`)."""
+    return JobTable.of(p.workload, p.estimate)
 
 
 # ---------------------------------------------------------------------- helpers

@@ -50,7 +50,7 @@ TABLES = ("system", "power", "cooling", "network")
 
 
 def _system_schema():
-    from .options import Key  # noqa: PLC0415
+    from .schema import Key  # noqa: PLC0415
     from .workload import MAX_UNITS  # noqa: PLC0415
     return {"name": Key(str), "description": Key(str), "nodes": Key(int, 1, MAX_UNITS),
             "cpus_per_node": Key(int, 1, 1 << 20), "gpus_per_node": Key(int, 0, 4096)}
@@ -59,7 +59,7 @@ def _system_schema():
 def _check_physics(raw: dict, path: Path, text: str, nodes: int, cpn: int, gpn: int) -> None:
     """Unknown keys of [power] and [cooling] are errors at load time, not only when ``--power on``
     reads them (their values are checked then, by `power.config`)."""
-    from .options import did_you_mean, toml_line, where  # noqa: PLC0415
+    from .schema import did_you_mean, toml_line, where  # noqa: PLC0415
     try:
         from hpctwin.power.config import PowerConfigError, parse_cooling, parse_power  # noqa: PLC0415
     except ImportError:  # pragma: no cover
@@ -92,7 +92,7 @@ def load_system(name_or_path: str) -> SystemSpec:
     unknown name, a missing file, a TOML syntax error, an unknown table or key, or a value of the
     wrong type or out of range (``nodes`` at most `twin.workload.MAX_UNITS`).
     """
-    from .options import ConfigError, check_table, did_you_mean, toml_line, where  # noqa: PLC0415
+    from .schema import ConfigError, check_table, did_you_mean, toml_line, where  # noqa: PLC0415
     if not isinstance(name_or_path, str) or not name_or_path.strip():
         raise SystemError_("--system: empty system name")
     p = Path(name_or_path)

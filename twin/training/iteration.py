@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import comm
+import hpctwin.twin.training.comm as comm
 from .compute import layer_times, logits_seconds
 from .config import BatchConfig, ParallelConfig, TrainingConfigError, validate
 from .constants import CONSTANTS, Constants

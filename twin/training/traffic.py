@@ -26,7 +26,7 @@ import math
 import numpy as np
 from hpctwin.topology.collectives import global_bytes
 
-from . import comm
+import hpctwin.twin.training.comm as comm
 from .memory import stage_params
 
 

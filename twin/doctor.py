@@ -82,7 +82,11 @@ def report() -> tuple[list[tuple[str, str]], bool]:
 
 def build_kernels() -> None:
     """Build every kernel set that is missing (each announces itself and its duration on stderr)."""
+    from hpctwin.twin import aot  # noqa: PLC0415
     for ks in _kernel_sets():
+        if not aot._enabled():  # noqa: SLF001 - the switch's one reader
+            print(f"{ks.name}: not built (HPCTWIN_AOT=0); runs use numba's JIT kernels", file=sys.stderr)
+            continue
         if ks.built():
             print(f"{ks.name}: already built ({ks.path()})")
             continue

@@ -1,4 +1,4 @@
-"""Autoscaling a colocated serving pool, with cold starts.
+"""Autoscaling a serving pool, with cold starts: a controller and pool lifecycle around the instance engine.
 
 A controller runs every ``interval_s`` (Kubernetes HPA's default sync period, 15 s) and sets the desired
 number of instances, clamped to ``[min_instances, max_instances]`` (``max_instances`` = what the
@@ -7,40 +7,37 @@ per GPU over ``load_GBps`` (`cold_start_s`). Scaling down first cancels instance
 drains the most recently started active ones (no new requests; they stop when empty). GPU time is
 billed from the scale-up decision to the stop.
 
-Policies (``desired(now, pool)`` -> int):
+Policies are the `policies` tables (re-exported here): `FixedPolicy`, `UtilizationPolicy` (HPA),
+`DecodeTPSPolicy` (HeteroScale); with ``make_decode=`` the deployment is disaggregated and a P/D policy
+(``desired_pd``, e.g. `RatioPolicy`: the decode pool follows decode TPS, the prefill pool is held at
+``ceil(decode x ratio)``) sizes both pools.
 
-* `FixedPolicy`: a constant count (fixed-at-peak provisioning);
-* `UtilizationPolicy`: HPA's rule ``ceil(current x metric / target)`` on the mean busy fraction of the
-  active instances over the last interval, with HPA's 10 % tolerance and its 300 s scale-down
-  stabilisation window (the highest recommendation of the window wins);
-* `DecodeTPSPolicy`: HeteroScale's signal, decode tokens per second over the interval, divided by a
-  per-instance capacity (``ceil(tps / tps_per_instance)``), optionally with the same stabilisation;
-* `RatioPolicy` (disaggregated pools, ``make_decode=``): the decode pool follows a policy (HeteroScale:
-  decode TPS) and the prefill pool is held at ``ceil(decode x ratio)``, HeteroScale's fixed P/D ratio.
-
-Disaggregated pools hand a finished prompt to the decode pool by `pd.simulate_pd`'s rule (`pd.KVPump`):
-the decode instance is chosen among the active ones when the prompt completes, sets the prompt's KV
-blocks aside while it crosses (`pd.kv_transfer_s` with both instances' TP) and queues the request when
-it lands; a prompt finding no active decode instance waits until one serves, and its transfer starts
-then. A draining decode instance stops only once no KV is on its way to it.
+The serving itself is the instance engine's (`engine.ServingEngine`, ``lazy_drain``: draining instances
+are advanced until idle): arrivals, activations, controller ticks and, for disaggregated pools, the
+P/D hand-off of `pd.simulate_pd` (the decode instance is chosen among the active ones when the prompt
+completes, sets the prompt's KV blocks aside while it crosses, `handoff.kv_transfer_s` with both
+instances' TP, and queues the request when it lands; a prompt finding no active decode instance waits
+until one serves, and its transfer starts then). A draining decode instance stops only once no KV is on
+its way to it. Events at one instant: activation, controller tick, arrival.
 """
 from __future__ import annotations
 
-import heapq
-import math
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from hpctwin.datasets.serving_traces import ServingRequest
 
-from .cluster import ROUTERS, ServingResult, make_requests
+from .engine import INF, KVLink, Member, ServingEngine, ServingResult, check_served, make_requests
+from .handoff import DEFAULT_KV_LINK_GBPS
 from .instance import Instance
-from .limits import (MAX_COLD_START_S, MAX_GBPS, MAX_INSTANCES, check_fraction, check_int, check_number,
-                     check_ticks)
+from .limits import MAX_COLD_START_S, MAX_GBPS, MAX_INSTANCES, check_int, check_number, check_ticks
+from .policies import (HPA_DOWNSCALE_WINDOW_S, HPA_SYNC_S, HPA_TOLERANCE, DecodeTPSPolicy, FixedPolicy, PoolView,
+                       RatioPolicy, UtilizationPolicy)
 
-#: HPA defaults (kube-controller-manager): sync period 15 s, tolerance 0.1, downscale stabilisation 300 s
-HPA_SYNC_S, HPA_TOLERANCE, HPA_DOWNSCALE_WINDOW_S = 15.0, 0.1, 300.0
+__all__ = ["HPA_SYNC_S", "HPA_TOLERANCE", "HPA_DOWNSCALE_WINDOW_S", "DEFAULT_LOAD_GBPS", "DEFAULT_STARTUP_S",
+           "cold_start_s", "PoolView", "FixedPolicy", "UtilizationPolicy", "DecodeTPSPolicy", "RatioPolicy",
+           "ScaleLog", "ScaledPool", "simulate_autoscaled"]
+
 #: one PCIe Gen4 NVMe SSD's sequential read (Samsung 990 PRO data sheet: 7.45 GB/s), 1 GB = 1e9 B
 DEFAULT_LOAD_GBPS = 7.0
 #: process start, CUDA context and graph capture before weights load (s): an assumption to state, not a measurement
@@ -58,78 +55,6 @@ def cold_start_s(weight_bytes_per_gpu: float, load_GBps: float = DEFAULT_LOAD_GB
 
 
 @dataclass
-class PoolView:
-    """What a policy sees at a controller tick."""
-    now: float
-    interval_s: float
-    active: int
-    starting: int
-    busy_fraction: float      # mean over active instances during the last interval
-    decode_tps: float         # decode tokens per second over the last interval
-    waiting: int              # requests queued on active instances
-    kv_fraction: float = 0.0  # mean KV-block use of the active instances at the tick
-
-
-class FixedPolicy:
-    def __init__(self, n: int) -> None:
-        self.n = int(n)
-
-    def desired(self, v: PoolView) -> int:
-        return self.n
-
-
-class _Stabilised:
-    def __init__(self, window_s: float) -> None:
-        self.window_s = window_s
-        self._recent: deque[tuple[float, int]] = deque()
-
-    def _stabilise(self, now: float, rec: int) -> int:
-        self._recent.append((now, rec))
-        while self._recent and self._recent[0][0] < now - self.window_s:
-            self._recent.popleft()
-        return max(r for _, r in self._recent)
-
-
-class UtilizationPolicy(_Stabilised):
-    """HPA on a utilisation metric: desired = ceil(current x metric / target) outside the tolerance band.
-
-    ``metric="busy"``: the fraction of time the GPUs run an iteration (what a GPU-utilisation counter
-    reports; with continuous batching one decoding request keeps it near 1); ``metric="kv"``: the mean
-    KV-cache use (vLLM's ``gpu_cache_usage_perc``)."""
-
-    def __init__(self, target: float = 0.7, tolerance: float = HPA_TOLERANCE,
-                 window_s: float = HPA_DOWNSCALE_WINDOW_S, metric: str = "busy") -> None:
-        super().__init__(window_s)
-        check_number(window_s, "window_s", unit="s")
-        check_number(tolerance, "tolerance", unit="")
-        if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0 < target <= 1:
-            check_fraction(target, "utilisation target")
-            raise ValueError(f"utilisation target must be in (0, 1], got {target}")
-        if metric not in ("busy", "kv"):
-            raise ValueError(f"utilisation metric must be busy or kv, got {metric!r}")
-        self.target, self.tolerance, self.metric = target, tolerance, metric
-
-    def desired(self, v: PoolView) -> int:
-        cur = max(1, v.active + v.starting)
-        ratio = (v.busy_fraction if self.metric == "busy" else v.kv_fraction) / self.target
-        rec = cur if abs(ratio - 1) <= self.tolerance else math.ceil(max(1, v.active) * ratio)
-        return self._stabilise(v.now, rec)
-
-
-class DecodeTPSPolicy(_Stabilised):
-    """HeteroScale's decode-TPS signal: desired = ceil(decode tokens/s / per-instance capacity)."""
-
-    def __init__(self, tps_per_instance: float, window_s: float = HPA_DOWNSCALE_WINDOW_S) -> None:
-        super().__init__(window_s)
-        check_number(tps_per_instance, "tps_per_instance", lo_open=True, unit="tokens/s")
-        check_number(window_s, "window_s", unit="s")
-        self.tps_per_instance = tps_per_instance
-
-    def desired(self, v: PoolView) -> int:
-        return self._stabilise(v.now, max(1, math.ceil(v.decode_tps / self.tps_per_instance)))
-
-
-@dataclass
 class ScaleLog:
     """Instance-count time series and the billed GPU time of an autoscaled run."""
     times: list[float] = field(default_factory=list)
@@ -140,70 +65,41 @@ class ScaleLog:
 
 
 class ScaledPool:
-    """One resizable pool: its instances' states (starting, active, draining, stopped), routing to the
-    active ones (requests wait at the router while none is active), scale up/down and GPU billing."""
+    """One resizable pool of the engine's members (``role``: ``both``, ``prefill`` or ``decode``): scale
+    up (a member starting, active after its cold start), scale down (cancel starting ones, drain active
+    ones), its controller view and GPU billing."""
 
-    def __init__(self, make: Callable[[int], Instance], router: str, log: ScaleLog, on_start: Callable,
-                 role: str = "both") -> None:
-        self.make, self.pick, self.log, self.on_start, self.role = make, ROUTERS[router](), log, on_start, role
-        self.insts: list[Instance] = []
-        self.state: dict[int, str] = {}
-        self.billed_from: dict[int, float] = {}
-        self.pending: deque = deque()
+    def __init__(self, engine: ServingEngine, make: Callable[[int], Instance], role: str, log: ScaleLog) -> None:
+        self.engine, self.make, self.role, self.log = engine, make, role, log
         self.prev = {"t": 0.0, "busy": 0.0, "tok": 0}
-        #: what an activation does with each waiting item (default: route it); P/D decode: start its KV
-        self.dispatch: Callable = self.route
 
-    def of(self, *states: str) -> list[Instance]:
-        return [x for x in self.insts if self.state[id(x)] in states]
+    def of(self, *states: str) -> list[Member]:
+        """Its members in ``states`` (all when none is given), in creation order."""
+        return self.engine.in_pool(self.role, *states)
 
     def start(self, now: float, ready_at: float, iid: int) -> None:
+        """Scale up at ``now``: a new instance serving from ``ready_at`` (s); billed from ``now``."""
         x = self.make(iid)
         x.role = self.role
-        self.insts.append(x)
-        self.state[id(x)] = "starting"
-        self.billed_from[id(x)] = now
         x.t = ready_at
-        self.on_start(ready_at, self, x)
+        k = self.engine.add(Member(x, self.role, t0=now, ready=ready_at))
+        self.engine.activate_at(k, ready_at)
 
-    def stop(self, x: Instance, now: float) -> None:
-        self.state[id(x)] = "stopped"
-        self.log.gpu_seconds += x.model.tp * max(0.0, now - self.billed_from[id(x)])
-        self.log.busy_gpu_seconds += x.model.tp * x.busy_s
-
-    def advance(self, t: float) -> None:
-        for x in self.of("active", "draining"):
-            x.advance_until(t)
-            if self.state[id(x)] == "draining" and x.idle() and not x.inbound:
-                self.stop(x, max(x.t, t))
-
-    def activate(self, x: Instance, t: float) -> None:
-        if self.state.get(id(x)) != "starting":
-            return
-        self.state[id(x)] = "active"
-        x.t = t
-        while self.pending:
-            self.dispatch(*self.pending.popleft(), t)
-
-    def route(self, r, transferred: bool, t: float) -> None:
-        act = self.of("active")
-        if not act:
-            self.pending.append((r, transferred))
-            return
-        x = self.pick(act, r)
-        if transferred:
-            x.add_transferred(r, t)
-        else:
-            x.add(r, t)
+    def stop(self, m: Member, now: float) -> None:
+        m.state, m.t_end = "stopped", now
+        self.log.gpu_seconds += m.x.model.tp * max(0.0, now - m.billed_from)
+        self.log.busy_gpu_seconds += m.x.model.tp * m.x.busy_s
 
     def view(self, t: float, interval_s: float) -> PoolView:
-        act = self.of("active")
-        busy = sum(x.busy_s for x in self.insts)
-        tok = sum(x.tokens_decoded for x in self.insts)
+        mine = self.of()
+        act = [m for m in mine if m.state == "active"]
+        busy = sum(m.x.busy_s for m in mine)
+        tok = sum(m.x.tokens_decoded for m in mine)
         span = max(1e-9, t - self.prev["t"])
-        v = PoolView(t, interval_s, len(act), len(self.of("starting")),
+        v = PoolView(t, interval_s, len(act), sum(1 for m in mine if m.state == "starting"),
                      min(1.0, (busy - self.prev["busy"]) / (span * max(1, len(act)))), (tok - self.prev["tok"]) / span,
-                     sum(len(x.waiting) for x in act), sum(x.kv.used / x.kv.num_blocks for x in act) / max(1, len(act)))
+                     sum(len(m.x.waiting) for m in act),
+                     sum(m.x.kv.used / m.x.kv.num_blocks for m in act) / max(1, len(act)))
         self.prev.update(t=t, busy=busy, tok=tok)
         return v
 
@@ -213,41 +109,31 @@ class ScaledPool:
         for _ in range(max(0, want - have)):
             self.start(t, t + cold_start, next_id())
         extra = max(0, have - want)
-        for x in reversed(starting):
+        for m in reversed(starting):
             if extra == 0:
                 break
-            self.stop(x, t)
+            self.stop(m, t)
             extra -= 1
-        for x in reversed(act):
+        for m in reversed(act):
             if extra == 0:
                 break
-            self.state[id(x)] = "draining"
-            if x.idle() and not x.inbound:
-                self.stop(x, t)
+            m.state = "draining"
+            if m.x.idle() and not m.x.inbound:
+                self.stop(m, t)
             extra -= 1
 
     def busy(self) -> bool:
-        return bool(self.pending) or any(not x.idle() for x in self.of("active", "draining"))
+        """Requests wait for this pool, or one of its serving instances has work."""
+        waiting = self.engine.waiting_d if self.role == "decode" else self.engine.waiting
+        return bool(waiting) or any(not m.x.idle() for m in self.of("active", "draining"))
 
     def finish(self) -> float:
+        """Drain its serving instances; the latest end (s)."""
         end = 0.0
-        for x in self.of("active", "draining"):
-            x.drain()
-            end = max(end, x.t)
+        for m in self.of("active", "draining"):
+            m.x.drain()
+            end = max(end, m.x.t)
         return end
-
-
-class RatioPolicy:
-    """HeteroScale for P/D pools: the decode pool follows ``decode_policy`` and the prefill pool holds
-    ``ceil(decode x ratio)`` instances (the P/D ratio)."""
-
-    def __init__(self, decode_policy, ratio: float) -> None:
-        check_number(ratio, "the P/D ratio", lo_open=True, hi=MAX_INSTANCES, unit="")
-        self.decode_policy, self.ratio = decode_policy, ratio
-
-    def desired_pd(self, vp: PoolView, vd: PoolView) -> tuple[int, int]:
-        nd = int(self.decode_policy.desired(vd))
-        return max(1, math.ceil(nd * self.ratio)), nd
 
 
 def _start_initial(P, D, n0: int, next_id) -> None:
@@ -278,17 +164,9 @@ def _rescale(P, D, policy, t: float, interval_s: float, bounds: tuple[int, int],
     P.resize(wp, t, cold_start, next_id)
 
 
-def simulate_autoscaled(trace: Sequence[ServingRequest], make_instance: Callable[[int], Instance], policy,
-                        min_instances: int, max_instances: int, cold_start: float, interval_s: float = HPA_SYNC_S,
-                        initial: int | None = None, router: str = "least_loaded",
-                        make_decode: Callable[[int], Instance] | None = None, link_GBps: float | None = None
-                        ) -> tuple[ServingResult, ScaleLog]:
-    """Serve ``trace`` on a pool resized by ``policy`` (see the module docstring).
-
-    With ``make_decode``, the deployment is disaggregated: ``make_instance`` builds prefill instances,
-    ``make_decode`` decode ones, ``policy.desired_pd(prefill_view, decode_view)`` sizes both (e.g.
-    `RatioPolicy`), and the bounds apply to the two pools together (each keeps at least one)."""
-    from .pd import DEFAULT_KV_LINK_GBPS, KVPump  # noqa: PLC0415
+def _check(trace, min_instances: int, max_instances: int, cold_start: float, interval_s: float,
+           initial: int | None, link_GBps: float | None) -> None:
+    """The options of `simulate_autoscaled` (type, range, unit; bounded work)."""
     check_int(min_instances, "min_instances", lo=1, hi=MAX_INSTANCES, what="instances")
     check_int(max_instances, "max_instances", lo=1, hi=MAX_INSTANCES, what="instances")
     if initial is not None:
@@ -303,76 +181,61 @@ def simulate_autoscaled(trace: Sequence[ServingRequest], make_instance: Callable
     span = max((s.arrival_s for s in trace), default=0.0)
     check_ticks(span + cold_start, interval_s, "interval_s", what=f"the trace's {span:,.6g} s plus a "
                                                                   f"{cold_start:,.6g} s cold start")
+
+
+def simulate_autoscaled(trace: Sequence[ServingRequest], make_instance: Callable[[int], Instance], policy,
+                        min_instances: int, max_instances: int, cold_start: float, interval_s: float = HPA_SYNC_S,
+                        initial: int | None = None, router: str = "least_loaded",
+                        make_decode: Callable[[int], Instance] | None = None, link_GBps: float | None = None
+                        ) -> tuple[ServingResult, ScaleLog]:
+    """Serve ``trace`` on a pool resized by ``policy`` (see the module docstring).
+
+    With ``make_decode``, the deployment is disaggregated: ``make_instance`` builds prefill instances,
+    ``make_decode`` decode ones, ``policy.desired_pd(prefill_view, decode_view)`` sizes both (e.g.
+    `RatioPolicy`), and the bounds apply to the two pools together (each keeps at least one)."""
+    _check(trace, min_instances, max_instances, cold_start, interval_s, initial, link_GBps)
     pd = make_decode is not None
     if pd and max_instances < 2:
         raise ValueError("a disaggregated pool needs max_instances >= 2")
     reqs = make_requests(trace)
     log = ScaleLog()
-    ev: list = []
-    counter = {"seq": 0, "iid": 0}
-
-    def push(t: float, kind: int, payload) -> None:
-        counter["seq"] += 1
-        heapq.heappush(ev, (t, kind, counter["seq"], payload))
+    pools: dict[str, ScaledPool] = {}
+    eng = ServingEngine(reqs, router, router if pd else None, pd=pd,
+                        kv=KVLink(link_GBps or DEFAULT_KV_LINK_GBPS) if pd else None, lazy_drain=True,
+                        on_drained=lambda m, t: pools[m.pool].stop(m, t))
+    P = pools["prefill" if pd else "both"] = ScaledPool(eng, make_instance, "prefill" if pd else "both", log)
+    D = pools["decode"] = ScaledPool(eng, make_decode, "decode", log) if pd else None
+    counter = {"iid": 0}
 
     def next_id() -> int:
         counter["iid"] += 1
         return counter["iid"] - 1
 
-    P = ScaledPool(make_instance, router, log, lambda t, pool, x: push(t, 0, (pool, x)), "prefill" if pd else "both")
-    D = ScaledPool(make_decode, router, log, lambda t, pool, x: push(t, 0, (pool, x)), "decode") if pd else None
-    kv = KVPump(link_GBps or DEFAULT_KV_LINK_GBPS) if pd else None
-
-    def choose(r, x: Instance, t: float) -> Instance | None:
-        """The decode instance of a prompt done at ``t`` (None: kept until one is active)."""
-        act = D.of("active")
-        if not act:
-            D.pending.append((r, x))
-            return None
-        return D.pick(act, r)
-
-    if pd:
-        D.dispatch = lambda r, x, t: kv.send(r, x, D.pick(D.of("active"), r), t)
-
-    def advance(t: float) -> None:
-        P.advance(t)
-        if D is None:
-            return
-        kv.collect(P.insts)
-        kv.run(t, choose, D.advance)
-
     _start_initial(P, D, max(min_instances, min(max_instances, initial if initial is not None else min_instances)),
                    next_id)
-    for i in sorted(range(len(reqs)), key=lambda i: (reqs[i].arrival, i)):
-        push(reqs[i].arrival, 2, reqs[i])
     last_arrival = max((r.arrival for r in reqs), default=0.0)
-    push(interval_s, 1, None)
+    qs = [P] + ([D] if D else [])
 
-    while ev:
-        t, kind, _, payload = heapq.heappop(ev)
-        advance(t)
-        if kind == 0:
-            pool, x = payload
-            pool.activate(x, t)
-        elif kind == 2:
-            P.route(payload, False, t)
-        else:
-            _rescale(P, D, policy, t, interval_s, (min_instances, max_instances), cold_start, next_id)
-            pools = [P] + ([D] if D else [])
-            log.times.append(t)
-            log.active.append(sum(len(q.of("active")) for q in pools))
-            log.starting.append(sum(len(q.of("starting")) for q in pools))
-            if t < last_arrival or any(q.busy() for q in pools) or (kv is not None and kv.busy()):
-                push(t + interval_s, 1, None)
+    def tick(t: float) -> None:
+        """The controller at ``t``: resize, log, and the next tick while work remains."""
+        _rescale(P, D, policy, t, interval_s, (min_instances, max_instances), cold_start, next_id)
+        log.times.append(t)
+        log.active.append(sum(len(q.of("active")) for q in qs))
+        log.starting.append(sum(len(q.of("starting")) for q in qs))
+        if t < last_arrival or any(q.busy() for q in qs) or (pd and eng.kv_busy()):
+            eng.timer_t = t + interval_s
+
+    eng.on_timer = tick
+    eng.timer_t = interval_s
+    while (t := eng.next_scheduled()) < INF:
+        eng.advance(t)
     end = P.finish()
     if D is not None:
-        advance(float("inf"))
+        eng.advance(INF)
         end = max(end, D.finish())
-    for q in [P] + ([D] if D else []):
-        for x in q.of("active", "draining"):
-            q.stop(x, end)
-    for r in reqs:
-        if r.generated != r.output:
-            raise RuntimeError(f"request {r.uid} generated {r.generated} of {r.output} tokens")
-    insts = P.insts + (D.insts if D else [])
+    for q in qs:
+        for m in q.of("active", "draining"):
+            q.stop(m, end)
+    check_served(reqs)
+    insts = [m.x for m in P.of()] + ([m.x for m in D.of()] if D else [])
     return ServingResult(reqs, insts, end), log

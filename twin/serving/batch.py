@@ -1,44 +1,64 @@
 """An LLM serving deployment as jobs of the batch scheduler, on the shared cluster (issue 16 item 4).
 
 `ServingBatchModel` is a `RunModel` (registry name ``serving``, on with ``--set serving.trace=FILE``)
-that runs the request-level serving simulator (`twin.serving.instance`) inside a batch run:
+that drives the serving instance engine (`engine.ServingEngine`) inside a batch run. A colocated pool
+(``serving.mode = "colocated"``) and disaggregated prefill/decode pools (``serving.mode = "pd"``) are two
+configurations of the same model: one or two pools of node requests.
 
-* **Node requests.** Each serving instance is one batch job of ``ceil(tp / gpus_per_node)`` nodes and
-  a requested time of ``lease_s``: a *held* job (`twin.serving.held`) that the model submits at a
-  controller tick (`EngineControl.submit`). It waits in the same queue as the log's jobs and the
-  policy (FCFS, EASY, conservative, Slurm) starts it like any other.
+* **Node requests.** Each serving instance is one batch job of ``ceil(tp / gpus_per_node)`` nodes (its
+  pool's TP) and a requested time of ``lease_s``: a *held* job (`twin.serving.held`) that the model
+  submits at a controller tick (`EngineControl.submit`). It waits in the same queue as the log's jobs
+  and the policy (FCFS, EASY, conservative, Slurm) starts it like any other. Each pool has its own
+  bounded set of held jobs (``serving.slots``, default 16 x its max + 16).
 * **Instances.** When the job starts, the instance loads its weights: it serves from job start +
   cold start (`autoscale.cold_start_s`). Requests that find no serving instance wait at the router.
-* **Autoscaler.** Every ``interval_s`` (a model timer event) the controller (``fixed``,
-  ``utilization`` = HPA on busy or KV use, ``decode_tps`` = HeteroScale's signal; `autoscale`) sets
-  the desired instance count, clamped to ``[min_instances, max_instances]``. Scale up submits node
-  requests; scale down first withdraws requests still waiting in the queue (`EngineControl.cancel`:
-  the job leaves the queue, state CANCELLED, the policy is told with ``on_cancel``), then releases
-  instances still loading, then drains the most recent active ones: a draining instance gets
-  no new request, so its remaining work is simulated at once and its job is released (ended as
-  completed, `EngineControl.release`) at the instant its last request finishes. An instance within
-  ``renew_s`` of its lease's end is *retiring*: it serves on but no longer counts, so the controller
-  requests its replacement; it drains once the active instances that do count reach the desired
-  number, or two controller periods before its lease ends.
+* **Autoscaler.** Every ``interval_s`` (a model timer event) the controller sets the desired instance
+  count of each pool, clamped to its bounds: colocated, an autoscaler of `policies.AUTOSCALERS`
+  (``fixed``, ``utilization`` = HPA on busy or KV use, ``decode_tps`` = HeteroScale's signal); P/D, its
+  form in `policies.PD_POLICIES` (``PD_FORM``: ``fixed`` holds ``prefill_instances`` /
+  ``decode_instances``; ``decode_tps`` sizes the decode pool by decode tokens/s and holds the prefill
+  pool at ``ceil(decode x pd_ratio)``, ``pd_ratio`` 0: the initial counts' ratio; ``utilization`` runs
+  HPA on each pool's own signal). Scale up submits node requests; scale down first withdraws requests
+  still waiting in the queue (`EngineControl.cancel`: the job leaves the queue, state CANCELLED, the
+  policy is told with ``on_cancel``), then releases instances still loading, then drains the most
+  recent active ones: a draining instance gets no new request, so its remaining work is simulated at
+  once and its job is released (ended as completed, `EngineControl.release`) at the instant its last
+  request finishes (a draining decode instance: once no KV transfer to it is in flight). An instance
+  within ``renew_s`` of its lease's end is *retiring*: it serves on but no longer counts, so the
+  controller requests its replacement; it drains once the active instances that do count reach the
+  desired number, or two controller periods before its lease ends.
+* **P/D requests.** An arrival goes to a serving prefill instance (the ``router``), which computes the
+  prompt and produces the first token there. The prompt's KV then goes to a decode instance chosen when
+  the prompt completes (a request finding no serving decode instance waits at the decode router until
+  one serves, its KV kept on the prefill side); the decode instance sets aside its KV blocks while the
+  transfer is in flight (`handoff.reserve_kv`, `handoff.land_kv`), and the request joins its queue when
+  the KV has arrived: TTFT = prefill done; the second token follows the transfer (`handoff.kv_transfer_s`:
+  ``2 x layers x KV heads x head_dim x bytes x tokens`` over ``min(tp_p, tp_d)`` links of
+  ``kv_link_GBps``, plus ``kv_latency_s``) and decode admission. **KV on the topology**
+  (``serving.kv_network``: ``auto``, the default, when the run's system has a ``[network]`` table and
+  GPUs; ``on``; ``off``): the transfer is a flow between the nodes the batch scheduler gave the two
+  instances (`kvflow.DynamicKVNetwork`) instead of the formula; an instance must fit on one node there.
 * **Failures.** A serving job that leaves its nodes without being released (a node failure of
   `twin.failures`, whose default regime for the job class ``llm_infer_service`` is ``fast_recovery``:
   requeued at the front; or its lease running out) kills the instance: every request routed to it
   that had not finished by then is recomputed from scratch on the other instances (vLLM has no
-  cross-instance KV migration; its TTFT counts from its original arrival). A requeued job that starts
-  again brings a new instance (with a cold start).
-* **Power.** Per-phase GPU power (`energy.power_for`: prefill near max, decode lower, idle) from each
-  instance's busy and prefill-busy time; the series ``serving_power_w`` (GPUs of serving nodes, W)
-  averages the cumulative energy sampled at the model's events (controller ticks) over the sample
-  grid. With ``--power on`` they drive the serving jobs' node power in the facility power model
-  (`twin.serving.power_feed`; stated in the summary), else they stand alone.
-
-* **Disaggregated P/D** (``serving.mode = "pd"``): `twin.serving.batch_pd.ServingBatchPDModel`, a prefill and
-  a decode pool of node requests with KV transfers between them (its docstring).
+  cross-instance KV migration; its TTFT counts from its original arrival). P/D: a prefill instance lost,
+  the requests whose prompt it had not finished (or whose KV had not left) start over on the prefill
+  pool; a decode instance lost, the requests it held or was receiving start over from the prefill pool.
+  A requeued job that starts again brings a new instance (with a cold start).
+* **Power.** Per-phase GPU power (`energy.power_for`: prefill near max, decode lower, idle; each pool its
+  own GPU type and TP) from each instance's busy and prefill-busy time; the series ``serving_power_w``
+  (GPUs of serving nodes, W) averages the cumulative energy sampled at the model's events (controller
+  ticks) over the sample grid. With ``--power on`` they drive the serving jobs' node power in the
+  facility power model (`twin.serving.power_feed`; stated in the summary), else they stand alone; the
+  KV transfer's own power is not modelled.
 
 The serving world is advanced lazily: at each of the model's events and at each start or finish the
-engine tells it about, arrivals up to that instant are routed in time order and the instances run the
-iterations that start before it (as `cluster.simulate` does between arrivals).
+batch engine tells it about, the instance engine is advanced to that instant (`ServingEngine.advance`:
+arrivals routed in time order, activations, KV hand-offs, the instances' iterations before it).
+`twin.serving.batch_pd.ServingBatchPDModel` is the P/D constructor kept for callers of that name.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -51,15 +71,19 @@ import numpy as np
 from hpctwin.datasets.serving_traces import MAX_SPAN_S
 from hpctwin.twin.contract import RunModel
 
-from .autoscale import (DEFAULT_LOAD_GBPS, DEFAULT_STARTUP_S, HPA_DOWNSCALE_WINDOW_S, HPA_SYNC_S, DecodeTPSPolicy,
-                        FixedPolicy, PoolView, UtilizationPolicy, cold_start_s)
-from .cluster import ROUTERS, make_requests
+from .autoscale import DEFAULT_LOAD_GBPS, DEFAULT_STARTUP_S, cold_start_s
 from .energy import power_for
+from .engine import KVLink, Member, ServingEngine, make_requests
 from .limits import (MAX_BATCHED_TOKENS, MAX_CLOCK_S, MAX_COLD_START_S, MAX_GBPS, MAX_INSTANCES, MAX_NUM_SEQS,
                      MAX_SLOTS, MAX_TP, check_bool, check_fraction, check_int, check_number, check_ticks)
 from .metrics import fifteen, latencies, slo_attainment
+from .policies import AUTOSCALERS, HPA_DOWNSCALE_WINDOW_S, HPA_SYNC_S, PD_POLICIES, PoolView
+from .routers import ROUTERS
 
-POLICIES = ("fixed", "utilization", "decode_tps")
+#: ``serving.policy``: the autoscaler (`policies.AUTOSCALERS`) of a colocated deployment
+POLICIES = tuple(AUTOSCALERS)
+#: its P/D form (`policies.PD_POLICIES`): fixed counts per pool, decode TPS with the P/D ratio, HPA per pool
+PD_FORM = {"fixed": "fixed", "decode_tps": "ratio", "utilization": "per_pool"}
 INF = math.inf
 
 
@@ -239,31 +263,53 @@ class ServingBatchConfig:
                     what=f"{span + cold_s:,.6g} s ({trace}, plus a {cold_s:,.6g} s cold start)")
 
 
-class _Inst:
-    """One instance: its engine, its job, its life (s) and the requests routed to it."""
+@dataclass
+class Pool:
+    """One pool of node requests (``both`` colocated; ``prefill`` or ``decode``): its engine factory and
+    sizes (times in s)."""
 
-    __slots__ = ("x", "job", "state", "t0", "ready", "t_end", "reason", "routed", "unwanted", "retiring")
+    name: str
+    make: object                    # iid -> Instance
+    tp: int
+    hardware: str
+    nodes: int                      # nodes per instance (one node-request job)
+    cold_s: float
+    lo: int                         # first slot index of the pool
+    n_slots: int
+    lo_bound: int
+    hi_bound: int
+    initial: int
+    power: object = None            # energy.PhasePower of its hardware, or None
+    next_slot: int = 0
 
-    def __init__(self, x, job: int, t0: float, ready: float, unwanted: bool) -> None:
-        self.x, self.job, self.t0, self.ready, self.unwanted = x, job, t0, ready, unwanted
-        self.state = "starting"
-        self.t_end = math.nan
-        self.reason = ""
-        self.routed: list = []
-        self.retiring = False          # its lease ends soon: a replacement is requested, then it drains
+    def __post_init__(self) -> None:
+        self.next_slot = self.lo
+
+
+def _power_of(hardware: str):
+    """The per-phase power table of ``hardware`` (`energy.power_for`), or None when it has none."""
+    try:
+        return power_for(hardware)
+    except KeyError:
+        return None
 
 
 class ServingBatchModel(RunModel):
     """See the module docstring. ``make_instance(iid)`` builds an engine (tests pass their own);
     ``trace`` is a list of `ServingRequest` (arrivals in s from the trace's zero); ``policy``: a
-    controller object (``desired(PoolView) -> int``) instead of ``cfg.policy``'s."""
+    controller object (``desired(PoolView) -> int``; P/D: ``desired_pd(prefill view, decode view)``)
+    instead of ``cfg.policy``'s. With ``make_decode`` the deployment is disaggregated: ``make_instance``
+    builds prefill instances, ``make_decode`` decode ones; ``weight_bytes_per_gpu`` and
+    ``decode_weight_bytes`` are their weights per GPU (bytes, for the cold starts); ``kv_network``: a
+    `kvflow.DynamicKVNetwork` for the KV transfers (None: the formula)."""
 
     name = "serving"
     #: the model's events keep the run going after the log's last job (the engine's ``drives_run``)
     drives_run = True
 
     def __init__(self, cfg: ServingBatchConfig, trace: list, make_instance, gpus_per_node: int = 1,
-                 weight_bytes_per_gpu: float = 0.0, policy=None) -> None:
+                 weight_bytes_per_gpu: float = 0.0, policy=None, *, make_decode=None,
+                 decode_weight_bytes: float = 0.0, kv_network=None) -> None:
         self.cfg = cfg
         self._custom_policy = policy                   # any object with desired(PoolView) -> int
         self.trace = trace[:cfg.max_requests] if cfg.max_requests else list(trace)
@@ -276,10 +322,30 @@ class ServingBatchModel(RunModel):
         self.span_s = max(r.arrival_s for r in self.trace)
         cfg.check_work(self.span_s, self.cold_s)
         self.slots = cfg.slots or 16 * cfg.max_instances + 16
-        try:
-            self.power = power_for(cfg.hardware)
-        except KeyError:
-            self.power = None
+        self.power = _power_of(cfg.hardware)
+        self.pd = make_decode is not None
+        self.net = kv_network                          # P/D: KV transfers as flows on it (None: the formula)
+        if not self.pd:
+            self.pools = {"both": Pool("both", make_instance, cfg.tp, cfg.hardware, self.nodes_per_instance,
+                                       self.cold_s, 0, self.slots, cfg.min_instances, cfg.max_instances,
+                                       cfg.instances, self.power)}
+            return
+        self.pools = {}
+        lo = 0
+        for name, make, w in (("prefill", make_instance, weight_bytes_per_gpu),
+                              ("decode", make_decode, decode_weight_bytes)):
+            tp = getattr(cfg, f"{name}_tp") or cfg.tp
+            hw = getattr(cfg, f"{name}_hardware") or cfg.hardware
+            hi = getattr(cfg, f"{name}_max_instances")
+            k = cfg.slots or 16 * hi + 16
+            cold = cold_start_s(w, cfg.load_GBps, cfg.startup_s)
+            self.pools[name] = Pool(name, make, tp, hw, -(-tp // self.gpn), cold, lo, k,
+                                    getattr(cfg, f"{name}_min_instances"), hi,
+                                    getattr(cfg, f"{name}_instances"), _power_of(hw))
+            lo += k
+        self.slots = lo
+        self.nodes_per_instance = max(p.nodes for p in self.pools.values())   # bind's machine-size check
+        cfg.check_work(self.span_s, max(p.cold_s for p in self.pools.values()))   # the decode pool's cold start
 
     # ---- power-feed hook (issue 16 item 2): with --power on, twin.serving.power_feed drives the
     # serving jobs' node power in the power model; it observes after each _advance (3 calls below)
@@ -290,19 +356,41 @@ class ServingBatchModel(RunModel):
         self.power_feed = PowerFeed.attach(self, peers)
     # ---- end of the power-feed hook
 
+    # ------------------------------------------------------------------ the engine's state
+    @property
+    def insts(self) -> list[Member]:
+        """The instances, in creation order (index = instance id)."""
+        return self.engine.members
+
+    @property
+    def reqs(self) -> list:
+        return self.engine.reqs
+
+    @property
+    def retries(self) -> np.ndarray:
+        """Restarts of each request (an instance lost under it)."""
+        return self.engine.retries
+
+    @property
+    def waiting(self) -> list:
+        """Requests with no serving (prefill) instance yet."""
+        return self.engine.waiting
+
     # ------------------------------------------------------------------ before the run
     def held_jobs(self, workload):
-        """The node-request rows (`twin.serving.held`): ``slots`` jobs of one instance's nodes."""
+        """The node-request rows (`twin.serving.held`): ``slots`` jobs, each of its pool's instance nodes."""
         from hpctwin.twin.workload import Workload  # noqa: PLC0415
         k, c = self.slots, self.cfg
         first_id = int(workload.job_id.max()) + 1 if len(workload.job_id) else 1
         user = c.user if c.user >= 0 else (int(workload.user.max()) + 1 if len(workload.user) else 0)
         lease = np.full(k, float(c.lease_s))
         minus = np.full(k, -1, dtype=np.int64)
+        procs = np.full(k, self.nodes_per_instance, dtype=np.int64)
+        for p in self.pools.values():
+            procs[p.lo:p.lo + p.n_slots] = p.nodes
         cols = {"job_class": np.full(k, "llm_infer_service", dtype=object)}   # failures: fast_recovery
         return Workload(name="serving", job_id=first_id + np.arange(k, dtype=np.int64), submit=np.full(k, INF),
-                        runtime=lease, requested_time=lease.copy(), procs=np.full(k, self.nodes_per_instance,
-                                                                                 dtype=np.int64),
+                        runtime=lease, requested_time=lease.copy(), procs=procs,
                         user=np.full(k, user, dtype=np.int64), group=minus, queue=minus.copy(),
                         partition=minus.copy(), status=minus.copy(), columns=cols)
 
@@ -318,118 +406,96 @@ class ServingBatchModel(RunModel):
                              f"{ctx.n_nodes}")
         c = self.cfg
         self.t_start = c.start_s if c.start_s >= 0 else (float(ctx.jobs.submit[0]) if self.lo else 0.0)
-        self.reqs = make_requests(self.trace)
-        for r in self.reqs:
+        reqs = make_requests(self.trace)
+        for r in reqs:
             r.arrival = r.queued = r.ready = self.t_start + r.arrival * c.time_scale
-        self.order = sorted(range(len(self.reqs)), key=lambda i: (self.reqs[i].arrival, i))
-        self.ai = 0
-        self.pick = ROUTERS[c.router]()
+        kv = KVLink(c.kv_link_GBps, c.kv_latency_s)
+        if self.pd and self.net is not None:
+            from .kvflow import FlowSet  # noqa: PLC0415
+            kv.flows = FlowSet(self.net)
+        self.engine = ServingEngine(reqs, c.router, c.router if self.pd else None, pd=self.pd, kv=kv,
+                                    on_drain_landing=self._landed_draining)
         self.policy = self._custom_policy if self._custom_policy is not None else self._policy()
         #: per node request: free, pending (waits in the queue), running, lost[_unwanted] (left its nodes
         #: without a release: requeued or gone), cancelled (withdrawn from the queue), done
         self.slot = ["free"] * self.slots
-        self.next_slot = 0
-        self.inst_of: dict[int, _Inst] = {}
-        self.insts: list[_Inst] = []
-        self.activations: list = []                    # (ready s, instance index)
+        self.slot_pool = [""] * self.slots
+        for p in self.pools.values():
+            self.slot_pool[p.lo:p.lo + p.n_slots] = [p.name] * p.n_slots
+        self.inst_of: dict[int, Member] = {}
         self.releases: list = []                       # (drain end s, instance index)
-        self.waiting: list = []                        # requests with no serving instance yet
-        self.retries = np.zeros(len(self.reqs), dtype=np.int64)
         self.submitted_at: dict[int, float] = {}
         self.warm: set[int] = set()                    # node requests whose instance skips the cold start
         self.request_waits: list[float] = []
         self.next_tick = self.t_start
         self.finished = False
-        self.prev = {"t": self.t_start, "busy": 0.0, "tok": 0}
+        self.prevs = {name: {"t": self.t_start, "busy": 0.0, "tok": 0} for name in self.pools}
         self.energy_t, self.energy_j = [self.t_start], [0.0]
         self.counts = {"scale_up_requests": 0, "instances_lost_failure": 0, "instances_lost_lease": 0,
                        "released_unwanted": 0, "withdrawn": 0, "renewals": 0, "ticks": 0}
         self.log_t, self.log_active, self.log_starting, self.log_pending = [], [], [], []
+        self.log_pools = {name: [] for name in self.pools}  # per tick: (active, starting, pending)
 
     def _policy(self):
+        """The controller of ``serving.policy`` from the plug-in tables (`policies`)."""
         c = self.cfg
-        if c.policy == "fixed":
-            return FixedPolicy(c.instances)
-        if c.policy == "utilization":
-            return UtilizationPolicy(c.target, window_s=c.window_s, metric=c.metric)
-        return DecodeTPSPolicy(c.tps_per_instance, window_s=c.window_s)
+        opts = {"fixed": {"instances": c.instances},
+                "utilization": {"target": c.target, "window_s": c.window_s, "metric": c.metric},
+                "decode_tps": {"tps_per_instance": c.tps_per_instance, "window_s": c.window_s}}
+        if not self.pd:
+            return AUTOSCALERS.make(c.policy, **opts[c.policy])
+        form = PD_FORM[c.policy]
+        if form == "fixed":
+            return PD_POLICIES.make("fixed", prefill=c.prefill_instances, decode=c.decode_instances)
+        if form == "ratio":
+            ratio = c.pd_ratio or c.prefill_instances / c.decode_instances
+            return PD_POLICIES.make("ratio", decode_policy=AUTOSCALERS.make(c.policy, **opts[c.policy]), ratio=ratio)
+        return PD_POLICIES.make("per_pool", prefill=AUTOSCALERS.make(c.policy, **opts[c.policy]),
+                                decode=AUTOSCALERS.make(c.policy, **opts[c.policy]))
 
     # ------------------------------------------------------------------ the serving world
-    def _live(self, *states: str) -> list[_Inst]:
+    def _live(self, *states: str) -> list[Member]:
         return [i for i in self.insts if i.state in states]
 
+    def _in(self, pool: str, *states: str) -> list[Member]:
+        return self.engine.in_pool(pool, *states)
+
     def _advance(self, t: float) -> None:
-        """Route the arrivals and activate the instances due up to ``t``; run the iterations before it."""
-        reqs, order, act = self.reqs, self.order, self.activations
-        while True:
-            ta = reqs[order[self.ai]].arrival if self.ai < len(order) else INF
-            tr = act[0][0] if act else INF
-            te = ta if ta < tr else tr
-            if te > t:
-                break
-            for i in self._live("active"):
-                i.x.advance_until(te)
-            if tr <= ta:
-                _, k = heapq.heappop(act)
-                self._activate(self.insts[k], tr)
-            else:
-                self._route(reqs[order[self.ai]], ta)
-                self.ai += 1
-        for i in self._live("active"):
-            i.x.advance_until(t)
-
-    def _activate(self, inst: _Inst, t: float) -> None:
-        if inst.state != "starting":
-            return
-        inst.state = "active"
-        inst.x.t = max(inst.x.t, t)
-        self._serve_waiting(inst, t)
-
-    def _serve_waiting(self, inst: _Inst, t: float) -> None:
-        """``inst`` became active at ``t``: the requests that found no active instance are routed."""
-        todo, self.waiting = self.waiting, []
-        for r in todo:
-            self._route(r, t)
-
-    def _routable(self) -> list[_Inst]:
-        """The instances a new request may be routed to."""
-        return self._live("active")
+        """The instance engine up to ``t``: arrivals, activations, KV hand-offs, iterations before it."""
+        self.engine.advance(t)
 
     def _route(self, r, t: float) -> None:
-        act = self._routable()
-        if not act:
-            self.waiting.append(r)
-            return
-        x = self.pick([a.x for a in act], r)
-        inst = next(i for i in act if i.x is x)
-        inst.x.add(r, t)
-        inst.routed.append(r)
+        self.engine.route(r, t)
 
-    def _lose(self, inst: _Inst, t: float, reason: str) -> None:
-        """``inst``'s nodes are gone at ``t``: requests routed to it and not finished by ``t`` start over."""
+    def _lose(self, inst: Member, t: float, reason: str) -> None:
+        """``inst``'s nodes are gone at ``t``: requests routed to it and not finished by ``t`` start over
+        (P/D prefill: whose prompt it had not finished, or whose KV had not left it)."""
+        eng = self.engine
+        eng.collect()
         inst.state, inst.t_end, inst.reason = "stopped", t, reason
-        lost = [r for r in inst.routed if not (r.generated >= r.output and r.last <= t)]
+        if inst.pool == "prefill":
+            lost = [r for r in inst.routed if eng.handed.get(r.uid, INF) > t]
+            held = [r for r, _, _ in eng.waiting_d if r.prefill_instance == inst.x.iid]
+            eng.waiting_d = [w for w in eng.waiting_d if w[0].prefill_instance != inst.x.iid]
+            lost += held
+        else:
+            lost = [r for r in inst.routed if not (r.generated >= r.output and r.last <= t)]
+        gone = set(id(r) for r in lost)
+        inst.routed = [r for r in inst.routed if id(r) not in gone]
         for r in lost:
-            self._restart(r)
-        inst.routed = [r for r in inst.routed if r not in set(lost)] if lost else inst.routed
+            eng.restart(r)
         for r in sorted(lost, key=lambda q: (q.arrival, q.uid)):
             self._route(r, t)
 
-    def _restart(self, r) -> None:
-        """Request ``r`` lost its instance: it starts over (prompt recomputed, no tokens kept)."""
-        r.num_tokens, r.computed, r.generated, r.transferred = r.prompt, 0, 0, 0
-        r.first = r.last = math.nan
-        r.hashes = []
-        r.instance = -1
-        self.retries[r.uid] += 1
-
     def _energy_now(self, t: float) -> float:
         """Energy (J) of the serving GPUs from the start to ``t`` (per-phase power of each instance)."""
-        p = self.power
-        if p is None:
+        if not self.pd and self.power is None:
             return math.nan
         e = 0.0
         for i in self.insts:
+            p = self.pools[i.pool].power
+            if p is None:
+                return math.nan
             end = i.t_end if i.t_end == i.t_end else t
             life = max(0.0, min(end, t) - i.t0)
             busy = min(i.x.busy_s, life)
@@ -442,9 +508,15 @@ class ServingBatchModel(RunModel):
         s = self._request_started(now, job)
         if s is None:
             return None
+        p = self.pools[self.slot_pool[s]]
         unwanted = self.slot[s] == "lost_unwanted"    # lost: requeued and restarted at once, before a tick
-        cold = self._cold_s(job, self.cold_s)
-        self._place(_Inst(self.make(len(self.insts)), job, now, now + cold, unwanted), s, now)
+        cold = self._cold_s(job, p.cold_s)
+        x = p.make(len(self.insts))
+        if self.pd:
+            x.role = p.name
+            if self.net is not None:
+                self.net.add_instance(x.iid, p.tp, int(nodes[0]))
+        self._place(Member(x, p.name, job, now, now + cold, unwanted), s, now)
         return None
 
     def _request_started(self, now: float, job: int) -> int | None:
@@ -467,13 +539,13 @@ class ServingBatchModel(RunModel):
         self.warm.discard(job)
         return cold
 
-    def _place(self, inst: _Inst, s: int, now: float) -> None:
+    def _place(self, inst: Member, s: int, now: float) -> None:
         """Add the new instance ``inst`` of slot ``s``: it serves from ``inst.ready``."""
         inst.x.t = inst.ready
-        self.insts.append(inst)
+        k = self.engine.add(inst)
         self.inst_of[inst.job] = inst
         self.slot[s] = "running"
-        heapq.heappush(self.activations, (inst.ready, len(self.insts) - 1))
+        self.engine.activate_at(k, inst.ready)
         if self.power_feed is not None:                # power-feed hook
             self.power_feed.observe(now)
 
@@ -528,9 +600,15 @@ class ServingBatchModel(RunModel):
             self.power_feed.observe(now)
         return None
 
-    def _drain_done(self, i: _Inst, now: float) -> bool:
+    def _drain_done(self, i: Member, now: float) -> bool:
         """Release a draining instance at its drain end (P/D decode: only once no KV is inbound)."""
-        return i.state == "draining"
+        if i.state != "draining":
+            return False
+        return i.pool != "decode" or (i.x.inbound == 0 and i.x.idle() and i.x.t <= now)
+
+    def _landed_draining(self, m: Member, k: int, t: float) -> None:
+        """KV landed at draining decode instance ``k`` at ``t`` (drained since): released at its new end."""
+        heapq.heappush(self.releases, (max(t, m.x.t), k))
 
     def _release(self, job: int, now: float, reason: str, control) -> None:
         inst = self.inst_of.get(job)
@@ -540,21 +618,29 @@ class ServingBatchModel(RunModel):
             control.release(job)
 
     # ------------------------------------------------------------------ the controller
-    def _view(self, now: float) -> PoolView:
-        act = self._live("active")
-        busy = sum(i.x.busy_s for i in self.insts)
-        tok = sum(i.x.tokens_decoded for i in self.insts)
-        span = max(1e-9, now - self.prev["t"])
-        pending = sum(1 for s in self.slot if s == "pending")
-        v = PoolView(now, self.cfg.interval_s, len(act), len(self._live("starting")) + pending,
-                     min(1.0, (busy - self.prev["busy"]) / (span * max(1, len(act)))), (tok - self.prev["tok"]) / span,
-                     sum(len(i.x.waiting) for i in act) + len(self.waiting),
+    def _pool_view(self, now: float, name: str) -> PoolView:
+        """What the controller sees of pool ``name`` at ``now`` (its signals since the last tick)."""
+        act = self._in(name, "active")
+        mine = self._in(name)
+        busy = sum(i.x.busy_s for i in mine)
+        tok = sum(i.x.tokens_decoded for i in mine)
+        prev = self.prevs[name]
+        span = max(1e-9, now - prev["t"])
+        p = self.pools[name]
+        pending = sum(1 for s in range(p.lo, p.lo + p.n_slots) if self.slot[s] == "pending")
+        waiting = self.engine.waiting_d if name == "decode" else self.engine.waiting
+        v = PoolView(now, self.cfg.interval_s, len(act), len(self._in(name, "starting")) + pending,
+                     min(1.0, (busy - prev["busy"]) / (span * max(1, len(act)))), (tok - prev["tok"]) / span,
+                     sum(len(i.x.waiting) for i in act) + len(waiting),
                      sum(i.x.kv.used / i.x.kv.num_blocks for i in act) / max(1, len(act)))
-        self.prev.update(t=now, busy=busy, tok=tok)
+        prev.update(t=now, busy=busy, tok=tok)
         return v
 
     def _all_served(self, now: float) -> bool:
-        if self.ai < len(self.order) or self.waiting:
+        eng = self.engine
+        if eng.kv_starts or eng.kv_land or eng.waiting_d or eng.inflight:
+            return False
+        if eng.ai < len(eng.order) or eng.waiting:
             return False
         return all(i.x.idle() and i.x.t <= now for i in self._live("active", "starting"))
 
@@ -585,32 +671,41 @@ class ServingBatchModel(RunModel):
         self.log_pending.append(sum(1 for s in self.slot if s == "pending"))
 
     def _size(self, now: float, control) -> None:
-        """The controller's decision at a tick: the desired count, node requests and drains."""
+        """The controller's decision at a tick: the desired count of each pool, node requests and drains."""
         c = self.cfg
-        view = self._view(now)
+        views = [self._pool_view(now, name) for name in self.pools]
         first = now == self.t_start and not self.counts["scale_up_requests"]
-        want = c.instances if first else int(self.policy.desired(view))
-        want = max(c.min_instances, min(c.max_instances, want))
-        starting = [i for i in self._live("starting") if not i.unwanted]
-        active = [i for i in self._live("active") if not i.retiring]
-        pending = [s for s, st in enumerate(self.slot) if st == "pending"]
-        have = len(active) + len(starting) + len(pending)
-        if want > have:
-            self._scale_up(want - have, now, control)
-            if first and c.warm_start:
-                self.warm = set(self.submitted_at)
-        elif want < have:
-            self._scale_down(have - want, pending, starting, active, now, control)
-        for i in self._live("active"):                # retiring: once replaced, or near the lease's end
-            if i.retiring and (len(active) >= want or i.t0 + c.lease_s - now <= 2 * c.interval_s):
-                self._drain(i, now, control)
+        if first:
+            wants = [p.initial for p in self.pools.values()]
+        elif self.pd:
+            wants = [int(w) for w in self.policy.desired_pd(*views)]
+        else:
+            wants = [int(self.policy.desired(views[0]))]
+        for p, want in zip(self.pools.values(), wants):
+            want = max(p.lo_bound, min(p.hi_bound, want))
+            starting = [i for i in self._in(p.name, "starting") if not i.unwanted]
+            active = [i for i in self._in(p.name, "active") if not i.retiring]
+            pending = [s for s in range(p.lo, p.lo + p.n_slots) if self.slot[s] == "pending"]
+            have = len(active) + len(starting) + len(pending)
+            if want > have:
+                self._scale_up(p, want - have, now, control)
+            elif want < have:
+                self._scale_down(have - want, pending, starting, active, now, control)
+            for i in self._in(p.name, "active"):       # retiring: once replaced, or near the lease's end
+                if i.retiring and (len(active) >= want or i.t0 + c.lease_s - now <= 2 * c.interval_s):
+                    self._drain(i, now, control)
+            self.log_pools[p.name].append((len(self._in(p.name, "active")), len(self._in(p.name, "starting")),
+                                           sum(1 for s in range(p.lo, p.lo + p.n_slots) if self.slot[s] == "pending")))
+        if first and c.warm_start:
+            self.warm = set(self.submitted_at)
 
-    def _scale_up(self, k: int, now: float, control) -> None:
-        for _ in range(self._reclaim(self._live("starting"), k)):
-            if self.next_slot >= self.slots:
-                raise RuntimeError(f"serving: all {self.slots} node-request jobs are used; raise serving.slots")
-            self.next_slot += 1
-            self._request(self.next_slot - 1, now, control)
+    def _scale_up(self, p: Pool, k: int, now: float, control) -> None:
+        for _ in range(self._reclaim(self._in(p.name, "starting"), k)):
+            if p.next_slot >= p.lo + p.n_slots:
+                which = f"{p.n_slots} {p.name}" if self.pd else f"{p.n_slots}"
+                raise RuntimeError(f"serving: all {which} node-request jobs are used; raise serving.slots")
+            p.next_slot += 1
+            self._request(p.next_slot - 1, now, control)
 
     @staticmethod
     def _reclaim(starting: list, k: int) -> int:
@@ -650,18 +745,27 @@ class ServingBatchModel(RunModel):
         self.slot[s] = "cancelled"
         self.counts["withdrawn"] += 1
 
-    def _drain(self, i: _Inst, now: float, control) -> None:
-        """No new request for ``i``: its work is simulated to the end, its job released at its last token."""
+    def _drain(self, i: Member, now: float, control) -> None:
+        """No new request for ``i``: its work is simulated to the end, its job released at its last token
+        (a decode instance: also once no KV is inbound)."""
         i.state = "draining"
         i.x.drain()
-        end = max(now, i.x.t)
-        if end <= now:
+        if self._drain_done(i, now) and max(now, i.x.t) <= now:
             self._release(i.job, now, "drained", control)
         else:
-            heapq.heappush(self.releases, (end, self.insts.index(i)))
+            heapq.heappush(self.releases, (max(now, i.x.t), self.insts.index(i)))
 
     # ------------------------------------------------------------------ results
     def finalize(self, end: float) -> None:
+        if self.pd:                                   # prompts done, then their KV delivered
+            self._advance(end)
+            for i in self.insts:
+                if i.state in ("active", "draining", "starting") and i.pool == "prefill":
+                    i.x.drain()
+            self._advance(INF)
+            for i in self.insts:
+                if i.state in ("active", "draining", "starting"):
+                    i.x.drain()
         self._advance(end)
         for i in self._live("active", "draining", "starting"):
             i.x.drain()
@@ -681,7 +785,12 @@ class ServingBatchModel(RunModel):
                 why[self.lo + s] = "withdrawn"
         for i in self.insts:
             why[i.job] = i.reason
-        return {"kind": kind, "serving_end": why}
+        out = {"kind": kind, "serving_end": why}
+        if self.pd:
+            pool = np.full(n, "", dtype=object)
+            pool[self.lo:] = self.slot_pool
+            out["serving_pool"] = pool
+        return out
 
     def timeseries(self, grid: np.ndarray, dt: float) -> dict:
         t = np.asarray(self.energy_t, dtype=float)
@@ -692,7 +801,7 @@ class ServingBatchModel(RunModel):
         for i in self.insts:
             end = i.t_end if i.t_end == i.t_end else (grid[-1] + dt if len(grid) else i.t0)
             lo, hi = np.clip(grid, i.t0, end), np.clip(grid + dt, i.t0, end)
-            held += (hi - lo) / dt * self.nodes_per_instance
+            held += (hi - lo) / dt * self.pools[i.pool].nodes
         return {"serving_power_w": (np.diff(cum) / dt, "W, GPUs of serving instances (per-phase power), "
                                                        "average over [t, t+dt) at controller-tick resolution"),
                 "serving_nodes": (held, "nodes held by serving jobs, average over [t, t+dt)")}
@@ -707,7 +816,9 @@ class ServingBatchModel(RunModel):
                             "input_tokens": [q.prompt for q in r], "output_tokens": [q.generated for q in r],
                             "ttft_s": lat["ttft"], "tpot_s": lat["tpot"], "instance": [q.instance for q in r],
                             "retries": self.retries, "preemptions": [q.preemptions for q in r]})
-        inst = pd.DataFrame({"instance": range(len(self.insts)), "pool": [getattr(i, "pool", "both") for i in self.insts],
+        if self.pd:
+            req["prefill_instance"] = [q.prefill_instance for q in r]
+        inst = pd.DataFrame({"instance": range(len(self.insts)), "pool": [i.pool for i in self.insts],
                              "job_id": [int(jid[i.job]) for i in self.insts],
                              "start_s": [i.t0 for i in self.insts], "ready_s": [i.ready for i in self.insts],
                              "end_s": [i.t_end for i in self.insts], "end": [i.reason for i in self.insts],
@@ -721,7 +832,7 @@ class ServingBatchModel(RunModel):
         life = sum(i.t_end - i.t0 for i in self.insts)
         waits = np.asarray(self.request_waits, dtype=float)
         e = self._energy_now(max(self.energy_t))
-        return {"serving": {
+        out = {"serving": {
             "units": "seconds, joules", "trace": c.trace, "policy": c.policy, "hardware": c.hardware,
             "model": c.model, "tp": c.tp, "gpus_per_node": self.gpn, "nodes_per_instance": self.nodes_per_instance,
             "cold_start_s": self.cold_s, "lease_s": c.lease_s, "start_s": self.t_start, "time_scale": c.time_scale,
@@ -740,16 +851,47 @@ class ServingBatchModel(RunModel):
                 "per-phase GPU power of serving instances (twin.serving.energy); not fed into the "
                 "facility power model, which counts serving nodes with its own job power"),
         }}
+        if self.pd:
+            self._pd_summary(out["serving"])
+        return out
+
+    def _pd_summary(self, s: dict) -> None:
+        """The P/D parts of the summary: per pool, and the KV transfers (s, bytes)."""
+        pools = {}
+        for name, p in self.pools.items():
+            mine = [i for i in self.insts if i.pool == name]
+            life = sum(i.t_end - i.t0 for i in mine)
+            pools[name] = {"hardware": p.hardware, "tp": p.tp, "nodes_per_instance": p.nodes, "cold_start_s": p.cold_s,
+                           "min_instances": p.lo_bound, "max_instances": p.hi_bound, "instances": len(mine),
+                           "instance_hours": life / 3600.0, "node_hours": life * p.nodes / 3600.0,
+                           "gpu_hours": life * p.tp / 3600.0,
+                           "peak_active": max((a for a, _, _ in self.log_pools[name]), default=0)}
+        s.update(mode="pd", pools=pools, node_hours=sum(v["node_hours"] for v in pools.values()),
+                 gpu_hours=sum(v["gpu_hours"] for v in pools.values()), tp=None, nodes_per_instance=None)
+        kv, flows = self.engine.kv_stats, self.engine.flows
+        d = np.asarray(kv["transfer_s"], dtype=float)
+        w = np.asarray(kv["decode_wait_s"], dtype=float)
+        s["kv_transfer"] = {"units": "seconds, bytes",
+                            "model": (f"flows on the {self.net.name or 'system'} topology ({self.net.routing} "
+                                      "routing, max-min fair)") if self.net is not None else "formula",
+                            "max_concurrent": flows.max_concurrent if flows is not None else None,
+                            "link_GBps": self.cfg.kv_link_GBps,
+                            "latency_s": self.cfg.kv_latency_s, "transfers": kv["transfers"],
+                            "bytes": int(kv["bytes"]), "reservations_deferred": kv["reservations_deferred"],
+                            "transfer_s_mean": float(d.mean()) if len(d) else None,
+                            "transfer_s_max": float(d.max()) if len(d) else None,
+                            "waited_for_decode": kv["waited_for_decode"],
+                            "decode_wait_s_max": float(w.max()) if len(w) else None}
 
 
 def _kv_network(cfg: ServingBatchConfig, system):
-    """The P/D deployment's KV network (`batch_pd.DynamicKVNetwork`) per ``serving.kv_network``, or None."""
+    """The P/D deployment's KV network (`kvflow.DynamicKVNetwork`) per ``serving.kv_network``, or None."""
     has = system is not None and bool(getattr(system, "network", None)) and getattr(system, "gpus_per_node", 0) > 0
     if cfg.kv_network == "off" or (cfg.kv_network == "auto" and not has):
         return None
     if not has:
         raise ValueError("serving.kv_network = on needs a --system with a [network] table and gpus_per_node")
-    from .batch_pd import DynamicKVNetwork  # noqa: PLC0415
+    from .kvflow import DynamicKVNetwork  # noqa: PLC0415
     hw = cfg.decode_hardware or cfg.hardware
     return DynamicKVNetwork.from_system(system, hw, cfg.gpus_per_node or system.gpus_per_node,
                                         cfg.kv_d2d_GBps or None, cfg.kv_routing)
@@ -764,8 +906,7 @@ def build(setup) -> ServingBatchModel:
     if setup.gpu:
         raise ValueError("serving: --allocation gpu is not supported yet (node requests are whole nodes)")
     gpn = getattr(setup.system, "gpus_per_node", 0) if setup.system is not None else 0
-    if cfg.mode == "pd":                                  # disaggregated pools (twin.serving.batch_pd)
-        from .batch_pd import ServingBatchPDModel  # noqa: PLC0415
+    if cfg.mode == "pd":                                  # disaggregated pools: two pools of node requests
         makes, weights = [], []
         for pool in ("prefill", "decode"):
             tp, hw = getattr(cfg, f"{pool}_tp") or cfg.tp, getattr(cfg, f"{pool}_hardware") or cfg.hardware
@@ -773,8 +914,10 @@ def build(setup) -> ServingBatchModel:
                                                    max_num_batched_tokens=cfg.max_num_batched_tokens),
                                           getattr(setup.cfg, "data_dir", None)))
             weights.append(model_shape(cfg.model).weight_bytes_per_rank(tp))
-        return ServingBatchPDModel(cfg, read_serving_trace(Path(cfg.trace)), *makes, gpus_per_node=gpn or 1,
-                                   weight_bytes=tuple(weights), kv_network=_kv_network(cfg, setup.system))
+        trace = read_serving_trace(Path(cfg.trace))
+        net = _kv_network(cfg, setup.system)
+        return ServingBatchModel(cfg, trace, makes[0], gpus_per_node=gpn or 1, weight_bytes_per_gpu=weights[0],
+                                 make_decode=makes[1], decode_weight_bytes=weights[1], kv_network=net)
     spec = PoolSpec(cfg.hardware, cfg.model, tp=cfg.tp, max_num_seqs=cfg.max_num_seqs,
                     max_num_batched_tokens=cfg.max_num_batched_tokens)
     make = instance_factory(spec, getattr(setup.cfg, "data_dir", None))

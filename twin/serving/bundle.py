@@ -40,6 +40,7 @@ from .limits import (MAX_BATCHED_TOKENS, MAX_BLOCK_SIZE, MAX_GBPS, MAX_GPU_MEM_G
                      MAX_LATENCY_NS, MAX_NUM_SEQS, MAX_TP, check_bool, check_bytes, check_fraction, check_int,
                      check_number, check_str)
 from .models import ModelShape, model_shape
+from .plugins import did_you_mean
 from .profiles import IterationModel, LayerProfile, find_profile, skew_alpha_from_meta
 
 GIB = 1024 ** 3  # LLMServingSim's GB_TO_BYTE (its log prints GiB)
@@ -205,7 +206,6 @@ def _table(v: object, where: str, kind: str | None = None, nullable: bool = True
         known = CONFIG_KEYS[kind]
         for k in v:
             if k not in known:
-                from hpctwin.twin.options import did_you_mean  # noqa: PLC0415
                 raise BundleError(f"{where}: unknown key {k!r}{did_you_mean(k, known)}; known: {', '.join(known)} "
                                   "(other LLMServingSim features are not modelled by hpctwin)")
     return v

@@ -200,6 +200,37 @@ class KVNetwork:
         return np.concatenate([[vs, vd + 1], ids]), np.concatenate([[1.0, 1.0], w]), lat
 
 
+
+class DynamicKVNetwork(KVNetwork):
+    """A `KVNetwork` whose instances join as their node-request jobs start (`add_instance`), on the nodes
+    the batch scheduler chose (the batch-coupled P/D deployment, `batch.ServingBatchModel`)."""
+
+    def __init__(self, router, graph, gpus_per_node: int, d2d_Bps: float, d2d_latency_s: float = 0.0,
+                 routing: str = "minimal", name: str = "") -> None:
+        super().__init__(router, graph, [], gpus_per_node, d2d_Bps, d2d_latency_s, routing, name)
+
+    @classmethod
+    def from_system(cls, spec, hardware: str, gpus_per_node: int, d2d_GBps: float | None = None,
+                    routing: str = "minimal") -> "DynamicKVNetwork":
+        """The network of a `SystemSpec`'s ``[network]`` table, no instance placed yet."""
+        from hpctwin.topology.presets import build_network  # noqa: PLC0415
+        G = build_network(dict(spec.network), spec.nodes, f"system file {spec.path} [network]")
+        bps, lat = d2d_of(hardware, d2d_GBps or None)
+        return cls(make_router(G), G, gpus_per_node, bps, lat, routing, spec.name)
+
+    def add_instance(self, iid: int, tp: int, node: int) -> None:
+        """Instance ``iid`` (TP ``tp``) now runs on ``node``: its NIC share and device links join."""
+        R = self.router
+        if not 0 <= node < R.n_hosts:
+            raise KVNetworkError(f"instance {iid}: node {node} is not a host of the topology (0..{R.n_hosts - 1})")
+        if not 1 <= tp <= self.gpus_per_node:
+            raise KVNetworkError(f"instance {iid}: TP {tp} does not fit on one node of {self.gpus_per_node} GPUs; "
+                                 "KV flows need one node per instance (serving.kv_network = off)")
+        self.node_of[iid] = int(node)
+        self._vlink[iid] = len(self.capacity)
+        nic = float(R.bandwidth[R.term_up[node]]) * tp / self.gpus_per_node
+        self.capacity = np.concatenate((self.capacity, [nic, nic, tp * self.d2d_Bps, tp * self.d2d_Bps]))
+
 class _Flow:
     __slots__ = ("key", "size", "rem", "rate", "ids", "w", "latency")
 

@@ -204,9 +204,10 @@ class PowerFeed:
 
 def slot_specs(serving) -> list[tuple[int, int, PhasePower]]:
     """``(tp, nodes, phase power)`` of each node-request slot of ``serving``: one colocated pool
-    (``serving.tp``, ``hardware``), or the P/D model's pools (``serving.pools``: each slot its pool's
-    GPU type and TP). A GPU type without a phase-power table is an error naming its key."""
-    pools = getattr(serving, "pools", None)
+    (``serving.tp``, ``hardware``; a model whose ``pd`` is false), or the P/D model's pools
+    (``serving.pools``: each slot its pool's GPU type and TP). A GPU type without a phase-power table is
+    an error naming its key."""
+    pools = getattr(serving, "pools", None) if getattr(serving, "pd", True) else None
     if not pools:
         if serving.power is None:
             raise ValueError(f"serving.hardware = {serving.cfg.hardware!r} has no per-phase power table "

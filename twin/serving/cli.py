@@ -87,7 +87,8 @@ def summary(engine: dict, res: ServingResult, arrival: str = "engine") -> dict:
     span = res.makespan_s - min((r.arrival for r in reqs), default=0.0)
     return {
         "units": "seconds",
-        "definitions": {"ttft": "first_token - arrival", "tpot": "(last_token - first_token) / max(1, output_tokens - 1)",
+        "definitions": {"ttft": "first_token - arrival",
+                        "tpot": "(last_token - first_token) / max(1, output_tokens - 1)",
                         "e2e": "last_token - arrival",
                         "arrival": ("when the engine receives the request (vLLM's queued_ts: the engine core "
                                     "reads its input queue between steps); the workload's own arrival is in "
@@ -172,7 +173,8 @@ def run_trace(a: argparse.Namespace) -> tuple[dict, ServingResult]:
         if not a.no_timeseries:
             for x in insts:
                 x.series = []
-        res = simulate_pd(trace, pre, dec, a.router, a.router, kv_network=kv_network(kv_options(a), pre, dec, a.hardware))
+        res = simulate_pd(trace, pre, dec, a.router, a.router,
+                          kv_network=kv_network(kv_options(a), pre, dec, a.hardware))
     else:
         if a.system:
             raise ValueError("--system places the KV transfers of a disaggregated deployment: give --prefill and "

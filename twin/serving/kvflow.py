@@ -147,7 +147,8 @@ class KVNetwork:
         cap = [np.asarray(router.bandwidth, dtype=np.float64)]
         for k, (iid, tp, node) in enumerate(instances):
             if not 0 <= node < router.n_hosts:
-                raise KVNetworkError(f"instance {iid}: node {node} is not a host of the topology (0..{router.n_hosts - 1})")
+                raise KVNetworkError(f"instance {iid}: node {node} is not a host of the topology "
+                                     f"(0..{router.n_hosts - 1})")
             self.node_of[iid] = int(node)
             self._vlink[iid] = L + 4 * k
             nic = float(router.bandwidth[router.term_up[node]]) * tp / self.gpus_per_node

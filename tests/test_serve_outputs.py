@@ -12,8 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from hpctwin.datasets.registry import default_data_dir
 from hpctwin.twin.runfolder import MARKER, is_run_folder
 from hpctwin.twin.serving import cli as serve_cli
+
+#: the default deployment of --trace mode reads its timing profiles from the data directory
+PERF = Path(default_data_dir(None)) / "LLM-serving" / "LLMServingSim" / "perf" / "RTXPRO6000"
+needs_profiles = pytest.mark.skipif(not PERF.is_dir(), reason="LLM-serving profiles not in the data directory")
 
 AZURE_HEAD = "TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(
     f"2023-11-16 18:15:{10 + i:02d}.000000,{200 + 7 * i},{20 + i}\n" for i in range(30))
@@ -58,6 +63,7 @@ def test_file_dot_and_symlink_are_refused(tmp_path, trace, monkeypatch, capsys):
     assert err.count("hpctwin serve: error:") == 3
 
 
+@needs_profiles
 def test_existing_output_needs_force_and_a_rerun_drops_old_files(tmp_path, trace, capsys):
     out = tmp_path / "o"
     assert _serve(trace, out) == 0
@@ -71,6 +77,7 @@ def test_existing_output_needs_force_and_a_rerun_drops_old_files(tmp_path, trace
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".o.")]
 
 
+@needs_profiles
 def test_failed_simulation_leaves_old_folder_and_no_partial(tmp_path, trace, monkeypatch, capsys):
     out = tmp_path / "o"
     assert _serve(trace, out) == 0
@@ -95,6 +102,7 @@ def _complete(out: Path) -> dict[str, bytes] | None:
     return {p.name: p.read_bytes() for p in out.iterdir() if p.name != MARKER}
 
 
+@needs_profiles
 def test_kill_at_any_moment_leaves_old_or_new_folder(tmp_path):
     t = tmp_path / "big.csv"
     t.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(

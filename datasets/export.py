@@ -50,8 +50,8 @@ __all__ = ["main", "BATSIM_COLUMNS", "batsim_jobs", "write_batsim_jobs", "interv
 BATSIM_COLUMNS = ["job_id", "workload_name", "profile", "submission_time", "requested_number_of_resources",
                   "requested_time", "success", "final_state", "starting_time", "execution_time", "finish_time",
                   "waiting_time", "turnaround_time", "stretch", "allocated_resources", "consumed_energy", "metadata"]
-_STATES = {"COMPLETED": "COMPLETED_SUCCESSFULLY", "TIMEOUT": "COMPLETED_WALLTIME_REACHED", "NODE_FAIL": "COMPLETED_KILLED",
-           "PENDING": "REJECTED"}
+_STATES = {"COMPLETED": "COMPLETED_SUCCESSFULLY", "TIMEOUT": "COMPLETED_WALLTIME_REACHED",
+           "NODE_FAIL": "COMPLETED_KILLED", "PENDING": "REJECTED"}
 _NEEDED = ("job_id", "submit", "start", "end", "procs", "timelimit", "state", "nodes")
 
 
@@ -193,18 +193,21 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="what", required=True)
     p_swf = sub.add_parser("swf", help="write a workload as SWF")
     p_swf.add_argument("--workload", "-w", required=True)
-    p_swf.add_argument("--force", action="store_true", help="replace an existing --out file (never a folder, a link or the input)")
+    p_swf.add_argument("--force", action="store_true",
+                       help="replace an existing --out file (never a folder, a link or the input)")
     p_swf.add_argument("--out", "-o", required=True)
     p_swf.add_argument("--data-dir", default=None)
     p_swf.add_argument("--seed", type=int, default=0)
     p_sacct = sub.add_parser("sacct", help="write a run's schedule as a sacct -P dump")
     p_sacct.add_argument("run_dir")
-    p_sacct.add_argument("--force", action="store_true", help="replace an existing --out file (never a folder, a link or the input)")
+    p_sacct.add_argument("--force", action="store_true",
+                         help="replace an existing --out file (never a folder, a link or the input)")
     p_sacct.add_argument("--out", "-o", required=True)
     p_sacct.add_argument("--epoch", type=float, default=None, help="Unix time of the log's time 0")
     p_bat = sub.add_parser("batsim", help="write a run's jobs as Batsim's out_jobs.csv (read by evalys)")
     p_bat.add_argument("run_dir")
-    p_bat.add_argument("--force", action="store_true", help="replace an existing --out file (never a folder, a link or the input)")
+    p_bat.add_argument("--force", action="store_true",
+                       help="replace an existing --out file (never a folder, a link or the input)")
     p_bat.add_argument("--out", "-o", default=None, help="CSV file (default: RUN_DIR/out_jobs.csv)")
     a = ap.parse_args(_format_to_subcommand(argv))
     from hpctwin.twin.runread import RunReadError  # noqa: PLC0415

@@ -78,7 +78,8 @@ FORMATS: dict[str, Format] = {
     "swf": Format(_swf, "Standard Workload Format (Parallel Workloads Archive), .swf or .swf.gz"),
     "sacct": Format(_sacct, "Slurm accounting dump (sacct -P, pipe-separated, header line)"),
     "alibaba-gpu": Format(_gpu("read_alibaba_gpu2023"), "Alibaba GPU 2023 openb pod list (openb_pod_list_*.csv)"),
-    "alibaba-dlrm": Format(_gpu("read_alibaba_dlrm2025"), "Alibaba GPU 2025 DLRM instances (disaggregated_DLRM_trace.csv)"),
+    "alibaba-dlrm": Format(_gpu("read_alibaba_dlrm2025"),
+                           "Alibaba GPU 2025 DLRM instances (disaggregated_DLRM_trace.csv)"),
     "acme": Format(_gpu("read_acme"), "AcmeTrace job file (trace_seren.csv, trace_kalos.csv)"),
     "helios": Format(_gpu("read_helios"), "Helios cluster_log.csv"),
     "philly": Format(_gpu("read_philly"), "Philly cluster_job_log (JSON)"),
@@ -185,7 +186,8 @@ def read_file(path: str | Path, fmt: str | None = None, *, name: str | None = No
     if fmt != "sacct" and "unit" in opts:
         raise DatasetError(f"--set workload.unit: applies to sacct dumps only, not to {p.name} ({fmt})")
     if fmt not in ("swf", "sacct") and "duplicate_ids" in opts:
-        raise DatasetError(f"--set workload.duplicate_ids: applies to SWF and sacct files only, not to {p.name} ({fmt})")
+        raise DatasetError(f"--set workload.duplicate_ids: applies to SWF and sacct files only, "
+                           f"not to {p.name} ({fmt})")
     return FORMATS[fmt].read(p, name, opts)
 
 
@@ -204,7 +206,8 @@ def _llm_synthetic(spec: str, seed: int) -> Workload:
         try:
             val = kinds[k](v)
         except ValueError:
-            raise ConfigError(f"--workload {spec}: {k}: {v!r} is not {'an integer' if kinds[k] is int else 'a number'}") from None
+            raise ConfigError(f"--workload {spec}: {k}: {v!r} is not "
+                              f"{'an integer' if kinds[k] is int else 'a number'}") from None
         limits = {"days": (1e-6, 36500), "gpus": (1, 2 ** 26), "seed": (0, 2 ** 63 - 1), "jobs": (1, 50_000_000),
                   "gpus_per_node": (1, 4096)}[k]
         if not limits[0] <= val <= limits[1]:

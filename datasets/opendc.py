@@ -40,7 +40,7 @@ def read_opendc_tasks(path: str | os.PathLike, *, name: str | None = None) -> Wo
     p = check_input_path(path, OpenDCError)
     try:
         df = pd.read_parquet(p)
-    except Exception as e:  # pyarrow raises several types for a file that is not Parquet
+    except Exception as e:  # noqa: BLE001 - pyarrow raises several types for a file that is not Parquet
         raise OpenDCError(f"{p}: not a readable Parquet file: {e}") from None
     missing = [c for c in REQUIRED if c not in df.columns]
     if missing:

@@ -263,7 +263,8 @@ def read_mooncake(path: str | Path, *, allow_empty: bool = False) -> list[Servin
     for i, d in _json_lines(path, ("timestamp", "input_length", "output_length"),
                             " (a Mooncake trace line has timestamp, input_length, output_length)"):
         n_in = _count(d["input_length"], path, i, "input_length", 1)
-        out.append(ServingRequest(arrival_s=float(_time(d["timestamp"], path, i, "timestamp", "milliseconds", 1e3)) / 1e3,
+        out.append(ServingRequest(arrival_s=float(_time(d["timestamp"], path, i, "timestamp",
+                                                        "milliseconds", 1e3)) / 1e3,
                                   input_tokens=n_in,
                                   output_tokens=max(1, _count(d["output_length"], path, i, "output_length")),
                                   block_hashes=_ids(d.get("hash_ids"), path, i, "hash_ids",

@@ -212,8 +212,9 @@ def read_swf_table(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, str
 
 
 def _read_table(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[str, str], np.ndarray, dict]:
-    """`read_swf_table`'s work, the 18 fields as {name: array}; the extras are returned apart (pandas deep-copies ``attrs`` on every
-    column access, which made per-job host arrays there quadratic-looking in practice)."""
+    """`read_swf_table`'s work, the 18 fields as {name: array}; the extras are returned apart (pandas
+    deep-copies ``attrs`` on every column access, which made per-job host arrays there quadratic-looking
+    in practice)."""
     path = Path(path)
     text = _open_text(path)
     lines = text.split("\n")
@@ -426,7 +427,9 @@ def read_swf(path: str | os.PathLike, size_field: str = "auto", name: str | None
         procs = np.where(req_p > 0, req_p, alloc_p)
     req_time = col["req_time"].astype(np.float64)
     req_time[req_time < 0] = np.nan
-    notes += [f"job size: {'requested processors (field 8), else allocated (field 5)' if size_field == 'auto' else size_field + ' processors'}",
+    size_text = ('requested processors (field 8), else allocated (field 5)' if size_field == 'auto'
+                 else size_field + ' processors')
+    notes += [f"job size: {size_text}",
               "requested time (field 9) is the estimate and the kill limit"]
     cols_extra: dict[str, np.ndarray] = {}
     if "alea_hosts" in extra:

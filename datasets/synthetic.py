@@ -689,7 +689,8 @@ def lublin_workload(jobs: int = 10_000, nodes: int = 256, seed: int = 0, load: f
             f"{cls.name}: SERIAL_PROB={cls.serial_prob} POW2_PROB={cls.pow2_prob} ULOW={ulow:g} UMED={umed:g} "
             f"UHI={uhi:g} (log2 {nodes} nodes) UPROB={cls.uprob}; log-runtime hyper-gamma A1={cls.a1} B1={cls.b1} "
             f"A2={cls.a2} B2={cls.b2} p=PA*size+PB, PA={cls.pa} PB={cls.pb}, cap exp({TOO_MUCH_TIME:g}) s; "
-            f"log-inter-arrival gamma(AARR*ARAR={cls.aarr}*{cls.arar}, BARR={cls.barr}), cap exp({TOO_MUCH_ARRIVE_TIME:g}) s; "
+            f"log-inter-arrival gamma(AARR*ARAR={cls.aarr}*{cls.arar}, BARR={cls.barr}), "
+            f"cap exp({TOO_MUCH_ARRIVE_TIME:g}) s; "
             f"daily cycle gamma(ANUM={cls.anum}, BNUM={cls.bnum}) over 48 half-hour buckets from "
             f"CYCLIC_DAY_START={CYCLIC_DAY_START}, START hour {START_HOUR}.")
     if load is None:

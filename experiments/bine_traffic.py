@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hpctwin.topology.collectives import PAIRS, AlphaBetaGamma, build_schedule, global_bytes, supports
+from hpctwin.topology.collectives import PAIRS, AlphaBetaGamma, build_schedule, global_bytes, link_loads, supports
 from hpctwin.topology.collectives.algorithms import ALGORITHMS
 
 from . import cli
@@ -123,7 +123,8 @@ def load_leonardo(data_dir: Path) -> tuple[list[str], list[np.ndarray], np.ndarr
             try:
                 node_cell[int(parts[parts.index("NODE") + 1])] = int(parts[parts.index("CELL") + 1])
             except (ValueError, IndexError) as exc:
-                raise ValueError(f"{map_path}:{lineno}: expected 'NODE n ... CELL c ...', got {line.strip()!r}") from exc
+                raise ValueError(f"{map_path}:{lineno}: expected 'NODE n ... CELL c ...', "
+                                 f"got {line.strip()!r}") from exc
     groups = np.full(max(node_cell) + 1, -1, dtype=np.int64)
     groups[list(node_cell)] = list(node_cell.values())
     ids, allocs, skipped = _read_tar_lists(data_dir / "leonardo-allocations.tar.gz", r"lrdn(\d+)")
@@ -292,13 +293,13 @@ def link_load_table(preset: str, ps: list[int], nbytes: float, alpha: float, see
     note if the topology package is unavailable).  Placements: the first p hosts and a seeded random
     sample of p hosts; routing by ``topology.routing.make_router`` (structural minimal routing, ECMP)."""
     try:
-        from hpctwin.topology import presets, routing as trouting  # lazy: written by the topology work
+        from hpctwin.topology import presets, routing as trouting  # noqa: PLC0415 - networkx, numba: this table only
         graph = presets.build_preset(preset)
         router = trouting.make_router(graph)
     except (ImportError, AttributeError, KeyError, TypeError, ValueError) as exc:
-        print(f"note: link-load table skipped (topology.presets/routing unavailable or preset {preset!r} failed: {exc})")
+        print(f"note: link-load table skipped (topology.presets/routing unavailable or preset {preset!r} "
+              f"failed: {exc})")
         return None
-    from hpctwin.topology.collectives import link_loads
 
     nh = int(router.n_hosts)
     hosts = np.arange(nh, dtype=np.int64)
@@ -378,8 +379,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--beta", type=float, default=BETA_S_PER_B, help="s per byte")
     ap.add_argument("--gamma", type=float, default=GAMMA_S_PER_B, help="s per byte reduced")
     ap.add_argument("--max-p", type=int, default=4096, help="largest p of the alpha-beta and link-load tables")
-    ap.add_argument("--preset", default="frontier", help="topology preset for the link-load table (frontier: 9,408 hosts, p up to 4,096)")
-    ap.add_argument("--linkload-bytes", type=float, default=16 * 2 ** 20, help="reference buffer (bytes) for link loads")
+    ap.add_argument("--preset", default="frontier",
+                    help="topology preset for the link-load table (frontier: 9,408 hosts, p up to 4,096)")
+    ap.add_argument("--linkload-bytes", type=float, default=16 * 2 ** 20,
+                    help="reference buffer (bytes) for link loads")
     cli.add_seed(ap, "seed of the random placement in the link-load table")
     ap.add_argument("--no-linkload", action="store_true", help="skip the link-load table")
     args = ap.parse_args(argv)
@@ -434,13 +437,15 @@ def _write_all(args, frames: list[pd.DataFrame], systems_text: str, out: Path, t
     ps = [2 ** k for k in range(1, 13) if 2 ** k <= args.max_p]
     model = AlphaBetaGamma(args.alpha, args.beta, args.gamma)
     ab = alpha_beta_table(model, [8 * 2 ** 10, 16 * 2 ** 20], ps)
-    write_table_files(ab, out, f"Alpha-beta-gamma time per collective algorithm; alpha={args.alpha:g} s, beta={args.beta:g} s/B, "
-              f"gamma={args.gamma:g} s/B; step = alpha*msgs + beta*max bytes in/out of a rank + gamma*max bytes reduced.",
+    write_table_files(ab, out, f"Alpha-beta-gamma time per collective algorithm; alpha={args.alpha:g} s, "
+              f"beta={args.beta:g} s/B, gamma={args.gamma:g} s/B; step = alpha*msgs + beta*max bytes in/out "
+              f"of a rank + gamma*max bytes reduced.",
                       by=["collective", "algorithm"], label="tab:alpha-beta", stem="alpha_beta")
     if not args.no_linkload:
         ll = link_load_table(args.preset, ps, args.linkload_bytes, args.alpha, args.seed)
         if ll is not None:
-            write_table_files(ll, out, f"Link-load time on preset {args.preset!r}, n={args.linkload_bytes:g} B, one rank per host, "
+            write_table_files(ll, out, f"Link-load time on preset {args.preset!r}, n={args.linkload_bytes:g} B, "
+                      f"one rank per host, "
                       f"placements: first p hosts / seeded random (seed {args.seed}); minimal routing with ECMP "
                       f"(topology.routing); "
                       f"step = alpha + max link bytes / bandwidth.", label="tab:link-load", stem="link_load")

@@ -448,15 +448,19 @@ def _run_and_write(a, out: Path) -> tuple[pd.DataFrame, list[dict]]:
            "only, all jobs; illustrative: not fitted). kamatar2025: the jobs that choose older GPUs run on their "
            f"own partition per option ({a.alt_nodes} nodes each, an assumption: the facility keeps an older machine "
            f"of that size per option; the jobs that stay run on the {a.nodes} Frontier nodes), each partition its own "
-           "EASY queue; 'Partitions (jobs)' lists the jobs per partition (home: Frontier). The older partitions are modelled "
+           "EASY queue; 'Partitions (jobs)' lists the jobs per partition (home: Frontier). The older partitions "
+           "are modelled "
            "with the Frontier node power model: a job runs at its hardware's speed (runtime and requested time x "
            "the runtime ratio) and energy (x the energy ratio, floored at the node idle power, 626 W on Frontier; "
-           "'Jobs at the idle-power floor': jobs run at that floor), and the partition's idle nodes draw that idle power too. "
+           "'Jobs at the idle-power floor': jobs run at that floor), and the partition's idle nodes draw that idle "
+           "power too. "
            "Energy, facility energy and cost are summed over partitions (each machine powered over the common "
            "window first submit .. last end, idle outside its own run; cost per partition with its own PUE "
-           "share); waits and bsld over all jobs; peak facility power of the summed series. 'Measured reduction': reduction of the "
+           "share); waits and bsld over all jobs; peak facility power of the summed series. 'Measured reduction': "
+           "reduction of the "
            "jobs' energy against node-hours with no response (Kamatar rows), of the jobs' electricity bill "
-           "against EASY on the same workload (Yang rows); 'Facility reduction': the same for facility energy / facility "
+           "against EASY on the same workload (Yang rows); 'Facility reduction': the same for facility energy / "
+           "facility "
            "bill (kamatar2025 row: against the baseline facility including the same older machines, idle over "
            "the baseline's window, so both sides have the same machines). Yang rows: job "
            f"power spread {YANG2013['power_spread']:g}x, tariff {tou_periods(YANG2013['price_ratios'][1])} "
@@ -465,7 +469,8 @@ def _run_and_write(a, out: Path) -> tuple[pd.DataFrame, list[dict]]:
     write_tables(df, out, ["rule", "response", "scheduler", "partitions"],
                  ["energy_mwh", "job_energy_mwh", "peak_facility_kw", "total_cost", "cost_gini_user", "mean_wait_s",
                   "mean_bsld", "killed_jobs", "below_idle_jobs", "measured_pct", "facility_pct", "anchor_pct"], cap,
-                 missing_note="{dash}: not applicable (a single machine, no emulated hardware, or no anchor for the row).")
+                 missing_note="{dash}: not applicable (a single machine, no emulated hardware, "
+                              "or no anchor for the row).")
     if ratio_rows:
         write_tables(pd.DataFrame(ratio_rows), out, ["scheduler", "price_ratio"],
                      ["jobs_bill_red_pct", "facility_bill_red_pct", "mean_wait_s"],

@@ -296,7 +296,8 @@ def expected_engine_ettr(work: float, nodes: int, node_mtbf_s: float, regime: st
 
 
 def model_job_ettr(tr: pd.DataFrame, regime: str, node_mtbf_s: float, checkpoint_s: float = CHECKPOINT_COST_S,
-                   restart_s: float = RESTART_S, recovery_s: float = FLASHRECOVERY_RECOVERY_S) -> tuple[np.ndarray, np.ndarray]:
+                   restart_s: float = RESTART_S,
+                   recovery_s: float = FLASHRECOVERY_RECOVERY_S) -> tuple[np.ndarray, np.ndarray]:
     """(expected ETTR, placement rate) of every row of ``tr`` (`expected_engine_ettr` with the job's
     runtime, nodes, last placement rate = 1 / iteration slowdown, and ideal iteration time)."""
     ettr = np.empty(len(tr))
@@ -517,7 +518,8 @@ def main(argv: list[str] | None = None) -> int:
 def _write(a, days: dict, df: pd.DataFrame, sizes: dict, out: Path) -> tuple[pd.DataFrame, str]:
     """timings.csv, the tables and the plot into the folder ``out``; returns the table and its conventions."""
     energy = ("energy of lost work = the job's node energy (power model, no cooling) x (1 - ETTR)"
-              if a.power == "on" else "energy of lost work = lost GPU-hours x GPU max power x class gpu_util (GPU only)")
+              if a.power == "on"
+              else "energy of lost work = lost GPU-hours x GPU max power x class gpu_util (GPU only)")
     conv = (f"Synthetic LLM-cluster workload (AcmeTrace Seren calibration, seed {a.seed}; days: "
             + ", ".join(f"{s} {d:g}" for s, d in days.items())
             + ") scaled to each machine's GPUs, whole-node allocation, EASY backfilling, requested times as "

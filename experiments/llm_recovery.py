@@ -74,8 +74,8 @@ def run_grid(model: str, system: str, gpus_list, sources, tp: int, pp: int, vpp:
             if gpus > machine_gpus:
                 raise ValueError(f"--gpus {gpus}: larger than --machine-gpus {machine_gpus}")
             dp = gpus // (tp * pp)
-            est = estimate(model, system, gpus, tp, pp, dp, seq_len=seq_len, global_batch_tokens=seq_len * per_replica * dp,
-                           zero=1, recompute="full", vpp=vpp)
+            est = estimate(model, system, gpus, tp, pp, dp, seq_len=seq_len,
+                           global_batch_tokens=seq_len * per_replica * dp, zero=1, recompute="full", vpp=vpp)
             step = est["iteration_s"]
             alone = recovery_costs(model, system, gpus, src, machine_gpus=machine_gpus)
             machine_nodes = machine_gpus // gpn
@@ -145,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     sources = [s.strip() for s in a.source.split(",") if s.strip()]
     caption = (f"Recovery at scale: {a.model} on {a.system} nodes (TP {a.tp} x PP {a.pp} x DP = GPUs / {a.tp * a.pp}, "
                f"{a.vpp} virtual stages, sequence {a.seq_len}, {a.per_replica} sequences per replica, ZeRO 1, full "
-               f"recomputation), machine of {a.machine_gpus:,} GPUs whose file system gives each GPU the sustained share of "
+               f"recomputation), machine of {a.machine_gpus:,} GPUs whose file system gives each GPU the sustained "
+               "share of "
                "Meta's Tectonic (2 TB/s for 24K GPUs), each node at most 20 GB/s. Failures: per-GPU rate of the source "
                "(llama3: 419 unexpected interruptions in 54 days on 16,384 H100; Llama 3 paper, Table 5). Checkpoint: "
                "14 B per parameter, synchronous, at Daly's interval; restart = 60 s detection + 120 s relaunch + 0.1 s "

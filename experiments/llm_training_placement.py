@@ -132,7 +132,8 @@ def plot(df: pd.DataFrame, path) -> None:
         x = np.arange(len(pols))
         w = 0.8 / len(bgs)
         for i, f in enumerate(bgs):
-            y = [float(d[(d["policy"] == p) & (d["background_share"] == f)]["iteration_slowdown"].iloc[0]) for p in pols]
+            y = [float(d[(d["policy"] == p) & (d["background_share"] == f)]["iteration_slowdown"].iloc[0])
+                 for p in pols]
             ax.bar(x + (i - len(bgs) / 2 + 0.5) * w, y, w, label=f"{100 * f:.0f} % of global links busy")
         spans = [int(d[d["policy"] == p]["groups_spanned"].iloc[0]) for p in pols]
         ax.set_xticks(x)
@@ -183,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--system: unknown machine {', '.join(bad)}; choose among {', '.join(MACHINES)}")
     if not 0.0 <= a.busy < 1.0:
         ap.error(f"--busy {a.busy}: expected a share in [0, 1)")
-    caption = (f"One training job ({a.model}, {a.gpus} GPUs, TP {a.tp} x PP {a.pp} x DP {a.gpus // max(a.tp * a.pp, 1)}, "
+    caption = (f"One training job ({a.model}, {a.gpus} GPUs, TP {a.tp} x PP {a.pp} x "
+               f"DP {a.gpus // max(a.tp * a.pp, 1)}, "
                f"sequence {a.seq_len}, {a.sequences} sequences per iteration, ZeRO {a.zero}, recompute {a.recompute}) "
                f"placed by each policy on a machine where other jobs hold {100 * a.busy:.0f} % of the nodes (seeded "
                f"random, seed {a.seed}); iteration time from hpctwin's training model on the topology graph (minimal "

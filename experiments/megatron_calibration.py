@@ -62,7 +62,8 @@ def calibration_rows(k: Constants = CONSTANTS) -> pd.DataFrame:
                     "batch": r.batch, "micro_batch": r.micro_batch, "vpp": r.vpp, "ddp": r.ddp,
                     "paper_tflops_per_gpu": r.tflops_per_gpu, "model_tflops_per_gpu": bd.tflops_per_gpu,
                     "error_pct": 100.0 * (bd.tflops_per_gpu / r.tflops_per_gpu - 1.0),
-                    "paper_peak_pct": r.peak_pct, "model_peak_pct": 100.0 * bd.tflops_per_gpu * 1e12 / hw.gpu.peak_flops,
+                    "paper_peak_pct": r.peak_pct,
+                    "model_peak_pct": 100.0 * bd.tflops_per_gpu * 1e12 / hw.gpu.peak_flops,
                     "mfu": bd.mfu, "iteration_s": bd.total, "compute_s": bd.compute, "memory_bound_s": bd.memory_bound,
                     "tp_s": bd.tp, "bubble_s": bd.bubble, "pp_s": bd.pp, "dp_s": bd.dp, "optimizer_s": bd.optimizer,
                     "memory_per_gpu_gib": mem.total / 2 ** 30, "fits": bool(mem.fits)})

@@ -20,8 +20,8 @@ power are the facility's (IT + conversion losses + cooling); peak = max over 15 
 
 Usage: ``python -m hpctwin.experiments.power_cap_whatif [-w KTH-SP2] [--out DIR] [--max-jobs N]``
 (``--max-jobs N``: the first N jobs of the log in submit order only; options: the vocabulary of
-``docs/experiments.md``, ``--log`` and ``--jobs`` are deprecated aliases). ``--out`` is checked before the first run and written
-atomically: it must not exist, be empty, or be a folder hpctwin wrote, replaced only with ``--force``.
+``docs/experiments.md``, ``--log`` and ``--jobs`` are deprecated aliases). ``--out`` is checked before the first run and
+written atomically: it must not exist, be empty, or be a folder hpctwin wrote, replaced only with ``--force``.
 """
 from __future__ import annotations
 
@@ -69,7 +69,8 @@ def one(log, system: str, nodes: int, mode: str, cap_w: float | None, seed: int)
     row = {"mode": mode if cap_w is not None else "none", "cap_w": cap_w if cap_w is not None else math.inf,
            "mean_wait_s": float(r.jobs["wait"].mean()), "mean_bsld": float(r.jobs["bsld"].mean()),
            "energy_mwh": s["energy_facility_kwh"] / 1e3, "peak_facility_w": float(np.nanmax(fac)),
-           "mean_facility_w": s["avg_facility_power_w"], "makespan_s": float(r.jobs["end"].max() - r.jobs["submit"].min()),
+           "mean_facility_w": s["avg_facility_power_w"],
+           "makespan_s": float(r.jobs["end"].max() - r.jobs["submit"].min()),
            "mean_pue": s["mean_pue"],
            "cap_held": s["power_cap"]["held"] if "power_cap" in s else None,
            "max_over_cap_w": s["power_cap"]["max_excess_w"] if "power_cap" in s else 0.0}
@@ -120,9 +121,9 @@ def _run_and_write(args, out: Path) -> pd.DataFrame:
             "(IT + losses + cooling); peak over 15 s averages.")
     write_table_files(df, out, head, by=["mode"], label="tab:power-cap",
                       missing_note="{dash}: no cap (mode none).")
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 - matplotlib only for the figure
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415 - matplotlib only for the figure
     fig, ax = plt.subplots(figsize=(11, 4))
     for key in [("none", None), ("throttle", 0.7), ("power-aware", 0.7)]:
         if key in series:

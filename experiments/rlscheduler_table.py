@@ -17,7 +17,8 @@ atomically: it must not exist, be empty, or be a folder hpctwin wrote, replaced 
 
 `PUBLISHED` is the paper's Table V (average bounded slowdown) as its authors print it in their
 repository's README; every one of the 40 replayed cells rounds to the published value (2 decimals),
-and the replay equals the harness's own output bit for bit (``tests/test_rlscheduler_compat.py``). Traces: Lublin-1 = ``lublin_256.swf`` and Lublin-2 =
+and the replay equals the harness's own output bit for bit (``tests/test_rlscheduler_compat.py``).
+Traces: Lublin-1 = ``lublin_256.swf`` and Lublin-2 =
 ``lublin_256_new2`` (the harness's files, same git blobs), HPC2N-2002-2.2-cln (same blob), and
 SDSC-SP2-1998-4.2-cln from the PWA copy in the datasets folder, whose blob differs from the harness's
 copy (which was too large to retrieve); its cells still match the harness run on this copy.

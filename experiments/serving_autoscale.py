@@ -33,8 +33,9 @@ from hpctwin.twin.serving.metrics import latencies, slo_attainment, statistics
 
 CAPTION = ("Autoscalers over a {hours:g} h diurnal workload (mean {rate:g} req/s, peak/trough {ptt:g}, Azure conv "
            "lengths, seed {seed}): {model} on {hw} TP {tp}, 1..{mx} instances; cold start {cold:.1f} s; SLO TTFT <= "
-           "{ttft} s and TPOT <= {tpot} s; GPU-hours billed from each scale-up decision; busy fraction = busy / billed GPU "
-           "time; throughput utilisation = decode tokens / ({cap:.0f} tok/s per instance, the SLO capacity, x billed instance time).")
+           "{ttft} s and TPOT <= {tpot} s; GPU-hours billed from each scale-up decision; busy fraction = busy / "
+           "billed GPU time; throughput utilisation = decode tokens / ({cap:.0f} tok/s per instance, the SLO "
+           "capacity, x billed instance time).")
 
 
 def slo_capacity_tps(make, lengths, ttft: float, tpot: float, minutes: float = 10.0, seed: int = 0,

@@ -1,6 +1,7 @@
 """Experiment: an LLM serving deployment sharing a real HPC machine with its batch log (issue 16 item 4).
 
-A window of a real log (default: two days of KTH-SP2 from day 204, one of its busiest: the machine is 98 % busy with a queue of ~25 jobs under EASY; 100 nodes) shares the machine with a
+A window of a real log (default: two days of KTH-SP2 from day 204, one of its busiest: the machine is 98 %
+busy with a queue of ~25 jobs under EASY; 100 nodes) shares the machine with a
 serving deployment driven by the Azure LLM inference 2023 conversation trace (19,366 requests in one hour,
 stretched ``--time-scale`` times), Qwen3-32B on two RTX PRO 6000 GPUs per instance (LLMServingSim's
 per-layer profile), the machine's nodes read as ``--gpus-per-node`` GPU nodes (a what-if: KTH's SP2 nodes
@@ -49,7 +50,8 @@ from hpctwin.twin.workload import Workload
 
 CAPTION = ("{log} days {d0:g}-{d1:g} ({jobs} jobs, {nodes} nodes read as {gpn}-GPU nodes) sharing the machine with "
            "an LLM deployment ({model}, TP {tp}, {npi} node(s) an instance) serving the Azure 2023 conversation trace "
-           "({reqs} requests, arrivals x {ts:g}) from hour {off:g}; dedicated = {static} instances on a static partition "
+           "({reqs} requests, arrivals x {ts:g}) from hour {off:g}; dedicated = {static} instances on a static "
+           "partition "
            "(the log on the other nodes); shared = node requests in the batch queue (lease {lease:g} h), fixed "
            "{static} or the decode-TPS autoscaler (capacity {tps:g} tok/s an instance, 1..{mx} instances, {iv:g} s "
            "period); cold start {cold:.1f} s. HPC: log jobs only, wait = start - submit, bsld = max(1, (wait + run) / "
@@ -132,9 +134,9 @@ def run(out: str | Path, log: str = "KTH-SP2", day0: float = 204.0, days: float 
         rows.append({"config": name, "scheduler": sched, **_hpc(r.jobs),
                      "hpc_jobs_skipped": sum(r.summary["jobs_skipped"].values()), **_serving(s, s["node_hours"])})
     df = pd.DataFrame(rows)
-    cap = CAPTION.format(log=display_name(log), d0=day0, d1=day0 + days, jobs=len(wl), nodes=nodes, gpn=gpus_per_node, model=model,
-                         tp=tp, npi=npi, reqs=srv.summary["serving"]["requests"], ts=time_scale, off=offset_h,
-                         static=static, lease=lease_h, tps=tps, mx=max_instances, iv=interval_s,
+    cap = CAPTION.format(log=display_name(log), d0=day0, d1=day0 + days, jobs=len(wl), nodes=nodes, gpn=gpus_per_node,
+                         model=model, tp=tp, npi=npi, reqs=srv.summary["serving"]["requests"], ts=time_scale,
+                         off=offset_h, static=static, lease=lease_h, tps=tps, mx=max_instances, iv=interval_s,
                          cold=srv.summary["serving"]["cold_start_s"], ttft=ttft, tpot=tpot)
     write_table_files(df, out, cap, by=["config", "scheduler"], label="tab:serving-cluster")
     return df

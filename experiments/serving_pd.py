@@ -11,8 +11,8 @@ DistServe definition), energy. Goodput = the highest replayed rate whose attainm
     python -m hpctwin.experiments.serving_pd [--trace conv] [--minutes 20] [--gpus 16] [--out runs/serving_pd]
         [--kv-systems dgx-h100,marconi100] [--kv-placement pools]
 
-``--out`` (``results.csv``, ``goodput.csv``, ``table.md``, ``table.tex``, ``attainment.png``) is checked before the runs and
-written atomically: it must not exist, be empty, or be a folder hpctwin wrote, replaced only with ``--force``.
+``--out`` (``results.csv``, ``goodput.csv``, ``table.md``, ``table.tex``, ``attainment.png``) is checked before the
+runs and written atomically: it must not exist, be empty, or be a folder hpctwin wrote, replaced only with ``--force``.
 
 KV transfer: the P/D rows without a system use the fixed 25 GB/s per GPU link (`pd.kv_transfer_s`); every
 system of ``--kv-systems`` adds the P/D rows again (``P3:D1 @system``) with the transfers as flows on
@@ -83,7 +83,8 @@ def run_config(trace: list[ServingRequest], model, gpus: int, prefill: int | Non
     en = fleet_energy(insts, span, power_for(hw))
     tt, tp_ = statistics(lat["ttft"]), statistics(lat["tpot"])
     return {"ttft_p50_s": tt["median"], "ttft_p99_s": tt["p99"], "tpot_p50_s": tp_["median"],
-            "tpot_p99_s": tp_["p99"], "attainment": slo_attainment(lat, ttft, tpot), "energy_kwh": en["energy_j"] / 3.6e6,
+            "tpot_p99_s": tp_["p99"], "attainment": slo_attainment(lat, ttft, tpot),
+            "energy_kwh": en["energy_j"] / 3.6e6,
             "energy_wh_per_request": en["energy_j"] / 3600 / len(R),
             "mean_power_w": en["mean_power_w"], "makespan_s": res.makespan_s, **kv}
 

@@ -410,7 +410,8 @@ def preflight(sw: Sweep) -> None:
             validate_run_config(RunConfig(**c), source=f"{sw.path}: {where}")
         except ValueError as e:
             errors.append(str(e))
-        key = ("sched", c["scheduler"], c["order"], c["backfill"], json.dumps(c["options"].get("scheduler", {}), sort_keys=True, default=str))
+        key = ("sched", c["scheduler"], c["order"], c["backfill"],
+               json.dumps(c["options"].get("scheduler", {}), sort_keys=True, default=str))
         if key not in checked:
             checked.add(key)
             try:
@@ -879,7 +880,8 @@ def caption(sw: Sweep, df: pd.DataFrame) -> str:
             if vals:
                 parts.append(f"{label.capitalize()}: {', '.join(vals)}.")
     if "machine_units" in ok.columns:
-        parts.append("Machine units: " + ", ".join(str(int(v)) for v in dict.fromkeys(ok["machine_units"].dropna())) + ".")
+        parts.append("Machine units: "
+                     + ", ".join(str(int(v)) for v in dict.fromkeys(ok["machine_units"].dropna())) + ".")
     for p in sw.points:
         f = sw.out / "points" / p.folder_name / "summary.json"
         if f.exists():

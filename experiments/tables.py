@@ -331,9 +331,11 @@ COLUMNS: dict[str, Column] = {
     "slo_attainment": _share("SLO attainment (%)"), "attainment": _share("SLO attainment (%)"),
     "ttft_p50_s": _n("TTFT P50 (s)", 3, "seconds"), "ttft_p99_s": _n("TTFT P99 (s)", 3, "seconds"),
     "ttft_mean_s": _n("TTFT mean (s)", 3, "seconds"),
-    "tpot_p50_s": _n("TPOT P50 (ms)", 1, "seconds", scale=1e3), "tpot_p99_s": _n("TPOT P99 (ms)", 1, "seconds", scale=1e3),
+    "tpot_p50_s": _n("TPOT P50 (ms)", 1, "seconds", scale=1e3),
+    "tpot_p99_s": _n("TPOT P99 (ms)", 1, "seconds", scale=1e3),
     "max_instances": _count("Most instances"), "instances_started": _count("Instances started"),
-    "scale_up_requests": _count("Scale-up requests"), "scale_up_wait_mean_s": _n("Scale-up wait, mean (s)", 1, "seconds"),
+    "scale_up_requests": _count("Scale-up requests"),
+    "scale_up_wait_mean_s": _n("Scale-up wait, mean (s)", 1, "seconds"),
     "scale_up_wait_max_s": _n("Scale-up wait, max. (s)", 1, "seconds"),
     "serving_node_hours": _n("Serving node time (node-h)", 2, "hours"),
     "serving_gpu_energy_kwh": _n("Serving GPU energy (kWh)", 2, "energy"), "instances_lost": _count("Instances lost"),
@@ -341,7 +343,8 @@ COLUMNS: dict[str, Column] = {
     "energy_wh_per_request": _n("Energy per request (Wh)", 3, "energy"),
     "kv_transfer_p50_s": _n("KV transfer P50 (ms)", 2, "seconds", scale=1e3),
     "kv_transfer_p99_s": _n("KV transfer P99 (ms)", 2, "seconds", scale=1e3),
-    "goodput_req_s": _n("Goodput (req/s)", 2, "ratio"), "goodput_req_s_per_gpu": _n("Goodput per GPU (req/s)", 3, "ratio"),
+    "goodput_req_s": _n("Goodput (req/s)", 2, "ratio"),
+    "goodput_req_s_per_gpu": _n("Goodput per GPU (req/s)", 3, "ratio"),
     "vs_colocated": _n("Goodput vs colocated (x)", 2, "ratio"),
     "measured_s": _n("Measured (s)", 4, "seconds"), "simulated_s": _n("Simulated (s)", 4, "seconds"),
     "error_pct": _n("Error (%)", 2, "percent", lower=None),
@@ -666,7 +669,8 @@ CI_METHOD = ("Cells: mean [lo, hi], the mean over {over}s and its 95 % confidenc
 
 
 def write_tables(df: pd.DataFrame, out: str | Path, by: Sequence[str], metrics: Sequence[str],
-                 caption: str, over: str = "seed", stem: str = "results", missing_note: str | None = None) -> pd.DataFrame:
+                 caption: str, over: str = "seed", stem: str = "results",
+                 missing_note: str | None = None) -> pd.DataFrame:
     """Write ``<stem>.csv`` (raw rows), ``<stem>_summary.csv`` (aggregated: mean, n and the t interval's
     half-width ``<metric>_ci95``), ``<stem>.md`` and ``<stem>.tex`` into ``out``; the tables show
     ``mean [lo, hi]`` with the interval clipped to the metric's range (`CI_METHOD`, stated in the

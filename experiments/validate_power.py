@@ -151,7 +151,8 @@ def _run_and_write(args, out: Path) -> dict:
     write_table_files(table, out, (
         f"Power model against the measured power of the SURF cluster (OpenDT trace, Oct 2022, {days}, 30 s "
         f"samples). Replay of the recorded tasks (no scheduler); P(t) = w_host x active hosts + w_core x busy "
-        f"core-equivalents (w_host: idle power per active host, w_core: dynamic power per busy core), both constants (W) fitted by least squares on the first {args.calib_days:g} days; "
+        f"core-equivalents (w_host: idle power per active host, w_core: dynamic power per busy core), both "
+        f"constants (W) fitted by least squares on the first {args.calib_days:g} days; "
         "MAPE = mean |simulated - measured| / measured (%) and Pearson r over the remaining samples."),
         by=["dataset"], label="tab:power-validation", stem="validation")
     from hpctwin.twin.plot import figure, save_png, step_series  # noqa: PLC0415

@@ -15,6 +15,6 @@ __all__ = ["PowerConfig", "PowerConfigError", "CoolingConfig", "parse_power", "p
 
 def __getattr__(name):  # lazy: importing power.model pulls in the engine's model API
     if name == "PowerModel":
-        from hpctwin.power.model import PowerModel
+        from hpctwin.power.model import PowerModel  # noqa: PLC0415 - lazy module attribute
         return PowerModel
     raise AttributeError(name)

@@ -338,7 +338,8 @@ class NodeHours(Rule):
 
     def __init__(self, rate: float = 1.0, weights: dict | None = None, weight_by: str = "partition",
                  units_per_node: float = 1.0):
-        self.rate, self.weights, self.weight_by, self.units_per_node = float(rate), dict(weights or {}), weight_by, float(units_per_node)
+        self.rate, self.weights, self.weight_by, self.units_per_node = (float(rate), dict(weights or {}), weight_by,
+                                                                        float(units_per_node))
 
     def charge(self, data):
         nh = _node_hours(data, self.units_per_node)

@@ -172,7 +172,8 @@ def parse_power(table: dict[str, Any], *, nodes: int, cpus_per_node: int, gpus_p
     }
     unknown = sorted(set(d) - known)
     if unknown:
-        raise PowerConfigError(f"system file {path or '<memory>'}: [power] unknown key(s) {', '.join(map(repr, unknown))}; "
+        raise PowerConfigError(f"system file {path or '<memory>'}: [power] unknown key(s) "
+                               f"{', '.join(map(repr, unknown))}; "
                                f"known keys: {', '.join(sorted(known))}")
     cpu_idle = _num(d, "cpu_idle_w", p, t, required=True)
     cpu_max = _num(d, "cpu_max_w", p, t, required=True)
@@ -193,8 +194,10 @@ def parse_power(table: dict[str, Any], *, nodes: int, cpus_per_node: int, gpus_p
     if slots < nodes:
         raise PowerConfigError(f"{_where(p, t, 'slots')} ({slots}) is smaller than [system] nodes ({nodes})")
     missing = d.get("missing_rack_positions", [])
-    if not isinstance(missing, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in missing):
-        raise PowerConfigError(f"{_where(p, t, 'missing_rack_positions')} must be a list of integers >= 0, got {missing!r}")
+    if not isinstance(missing, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
+                                                for x in missing):
+        raise PowerConfigError(f"{_where(p, t, 'missing_rack_positions')} must be a list of integers >= 0, "
+                               f"got {missing!r}")
     chassis = -(-slots // npc)
     racks = -(-chassis // cpr)
     cdus_needed = -(-(racks + len(missing)) // rpc)
@@ -282,7 +285,8 @@ def parse_cooling(table: dict[str, Any], *, path: str = "", default_design_heat_
     known = set(CoolingConfig.__dataclass_fields__) - {"path"}
     unknown = sorted(set(d) - known)
     if unknown:
-        raise PowerConfigError(f"system file {path or '<memory>'}: [cooling] unknown key(s) {', '.join(map(repr, unknown))}; "
+        raise PowerConfigError(f"system file {path or '<memory>'}: [cooling] unknown key(s) "
+                               f"{', '.join(map(repr, unknown))}; "
                                f"known keys: {', '.join(sorted(known))}")
     base = Path(path).parent if path else Path(".")
 
@@ -303,12 +307,15 @@ def parse_cooling(table: dict[str, Any], *, path: str = "", default_design_heat_
         path=path,
         backend=_choice(d, "backend", p, t, ("builtin", "fmu"), "builtin"),
         supply_setpoint_c=_num(d, "supply_setpoint_c", p, t, default=32.0, minimum=0.0, maximum=80.0),
-        secondary_delta_t_design_c=_num(d, "secondary_delta_t_design_c", p, t, default=10.0, minimum=0.0, strict_min=True),
-        secondary_heat_capacity_j_per_k=_num(d, "secondary_heat_capacity_j_per_k", p, t, default=5.0e7, minimum=0.0, strict_min=True),
+        secondary_delta_t_design_c=_num(d, "secondary_delta_t_design_c", p, t, default=10.0, minimum=0.0,
+                                        strict_min=True),
+        secondary_heat_capacity_j_per_k=_num(d, "secondary_heat_capacity_j_per_k", p, t, default=5.0e7, minimum=0.0,
+                                             strict_min=True),
         liquid_fraction=_eff(d, "liquid_fraction", p, t, default=1.0),
         design_heat_w=_num(d, "design_heat_w", p, t, default=default_design_heat_w, minimum=0.0, strict_min=True),
         facility_delta_t_design_c=_num(d, "facility_delta_t_design_c", p, t, default=8.0, minimum=0.0, strict_min=True),
-        facility_heat_capacity_j_per_k=_num(d, "facility_heat_capacity_j_per_k", p, t, default=2.0e8, minimum=0.0, strict_min=True),
+        facility_heat_capacity_j_per_k=_num(d, "facility_heat_capacity_j_per_k", p, t, default=2.0e8, minimum=0.0,
+                                            strict_min=True),
         hx_approach_c=_num(d, "hx_approach_c", p, t, default=1.5),
         tower_approach_design_c=_num(d, "tower_approach_design_c", p, t, default=4.0, minimum=0.0, strict_min=True),
         wet_bulb_design_c=_num(d, "wet_bulb_design_c", p, t, default=24.0, minimum=-40.0),

@@ -170,7 +170,7 @@ def run_cooling(cfg: CoolingConfig, heat_w: np.ndarray, grid: np.ndarray, dt: fl
     """Cooling on a run's grid (``grid[k]`` = start of interval k) with the configured back-end."""
     wb = wet_bulb_series(cfg, np.asarray(grid, dtype=float) + dt / 2.0)
     if cfg.backend == "fmu":
-        from hpctwin.power.fmu import run_fmu
+        from hpctwin.power.fmu import run_fmu  # noqa: PLC0415 - optional FMU back-end
         out = run_fmu(cfg, heat_w, grid, dt, wb)
     else:
         out = simulate_cooling(cfg, heat_w, dt, wb)

@@ -77,7 +77,7 @@ def check_fmu(cfg: CoolingConfig) -> dict[str, str]:
 
 def _import_fmpy():
     try:
-        import fmpy  # noqa: F401
+        import fmpy  # noqa: F401, PLC0415 - optional extra [fmu]
         return fmpy
     except ImportError:
         raise ImportError("the FMU cooling back-end needs fmpy: pip install 'hpctwin[fmu]' "

@@ -43,6 +43,7 @@ from hpctwin.power.cooling import run_cooling
 from hpctwin.power.profiles import device_ratio, frequency_ratio, job_profiles, progress_rate
 import hpctwin.power.stepseries as ss
 from hpctwin.twin.model_api import ModelContext, RunModel
+from hpctwin.twin.system import load_system
 
 #: The most recently bound model of this process: `schedulers.power_aware.PowerAwareScheduler` falls
 #: back to it when it was built by name (``module:Class``) without a model instance.
@@ -104,7 +105,8 @@ class PowerModel(RunModel):
         ``options["sample_dt"]`` is used when the power dict has none.
         """
         opts = dict((options or {}).get("power", {}) or {})
-        known = {"cooling", "facility_cap_w", "job_cpu_cap_w", "job_gpu_cap_w", "price_per_kwh", "sample_dt", "trace_dt"}
+        known = {"cooling", "facility_cap_w", "job_cpu_cap_w", "job_gpu_cap_w", "price_per_kwh", "sample_dt",
+                 "trace_dt"}
         bad = sorted(set(opts) - known)
         if bad:
             raise PowerConfigError(f"run options: unknown [options.power] key(s) {', '.join(map(repr, bad))}; "
@@ -127,7 +129,6 @@ class PowerModel(RunModel):
         self.units_per_node = getattr(ctx, "units_per_node", None) or self.units_per_node   # GPU allocation: G
         spec = self.system if self.system is not None else ctx.system
         if spec is None:
-            from hpctwin.twin.system import load_system
             spec = load_system("generic")
         self.spec = spec
         if not spec.power:
@@ -165,7 +166,7 @@ class PowerModel(RunModel):
             parse_cooling(cooling_table, path=spec.path, default_design_heat_w=peak["rack_input_w"])
             if want_cooling else None)
         if self.cool_cfg is not None and self.cool_cfg.backend == "fmu":
-            from hpctwin.power.fmu import check_fmu
+            from hpctwin.power.fmu import check_fmu  # noqa: PLC0415 - optional FMU back-end
             check_fmu(self.cool_cfg)
         self.cap = self._cap_arg if self._cap_arg is not None else PowerCap(cfg.facility_cap_w)
         self.capped = self.cap.finite
@@ -188,7 +189,8 @@ class PowerModel(RunModel):
             cols, nj, ctx.rng("power.profile"), np.asarray(ctx.runtime, dtype=float))
         self.cpu_cap = np.full(nj, cfg.job_cpu_cap_w)
         self.gpu_cap = np.full(nj, cfg.job_gpu_cap_w)
-        for name, arr, idle in (("cpu_cap_w", self.cpu_cap, cfg.cpu_idle_w), ("gpu_cap_w", self.gpu_cap, cfg.gpu_idle_w)):
+        for name, arr, idle in (("cpu_cap_w", self.cpu_cap, cfg.cpu_idle_w),
+                                ("gpu_cap_w", self.gpu_cap, cfg.gpu_idle_w)):
             if name in cols:
                 c = np.asarray(cols[name], dtype=float)
                 known = ~np.isnan(c)
@@ -501,7 +503,8 @@ class PowerModel(RunModel):
         r = self.running.get(job)
         if r is not None and t >= r.start:
             if t < r.t_lvl:
-                raise ValueError(f"set_job_power: job index {job}: change at t={t} before its previous one at {r.t_lvl}")
+                raise ValueError(f"set_job_power: job index {job}: change at t={t} before its previous one "
+                                 f"at {r.t_lvl}")
             d = node_w - r.level
             if d != 0.0:
                 if t >= r.t_last:
@@ -627,7 +630,8 @@ class PowerModel(RunModel):
             if driven and j in driven:
                 continue
             self._touch_energy(j, r, now)
-            base_j = float(r.trace[0][min(r.k, len(r.trace[0]) - 1)]) if r.trace is not None else float(self.p_capped[j])
+            base_j = (float(r.trace[0][min(r.k, len(r.trace[0]) - 1)]) if r.trace is not None
+                      else float(self.p_capped[j]))
             new = idle + theta * (base_j - idle) if theta < 1.0 else base_j
             self._apply(now, r, new - r.level, r.n * (new - r.level), 0.0)
             r.level = new
@@ -756,7 +760,6 @@ class PowerModel(RunModel):
         if len(grid) == 0:
             return {}
         edges = np.concatenate((grid, [grid[-1] + dt]))
-        v = self.v0
         cached = self._cool_cache if getattr(self, "_cool_cache", None) is not None else None
         same_grid = (cached is not None and dt == self.sample_dt and len(cached[0]) == len(grid)
                      and np.array_equal(cached[0], grid))

@@ -176,7 +176,7 @@ def target_for(label: str, scheduler: str, order: str | None = None, backfill: s
     t = Target(label, scheduler, order, backfill, dict(options or {}), {})
     try:
         t.run = {**run_requirements(t.entry(), t.make()), **(run or {})}
-    except Exception as e:              # reported by the "constructs" check, not at collection
+    except Exception as e:  # noqa: BLE001 - reported by the "constructs" check, not at collection
         t.run = dict(run or {})
         t.error = f"{type(e).__name__}: {e}"
     return t
@@ -224,7 +224,7 @@ def targets() -> list[Target]:
     for name in registry.known_schedulers():
         try:
             entry = registry.scheduler_entry(name)
-        except Exception:                   # reported by the "constructs" check of its target
+        except Exception:  # noqa: BLE001 - reported by the "constructs" check of its target
             add(target_for(name, name))
             continue
         if entry.queue is not None:         # a built-in order x backfill name: checked through the grid below
@@ -337,7 +337,8 @@ def _run(key: str, workload: str) -> Outcome:
     from hpctwin.twin.run import RunConfig, simulate  # noqa: PLC0415
     label, scheduler, order, backfill, options, run = json.loads(key)
     t0 = time.perf_counter()
-    cfg = RunConfig(workload=f"conformance-{workload.replace('@', '-seed').replace('#', '-units')}", scheduler=scheduler, order=order, backfill=backfill,
+    cfg = RunConfig(workload=f"conformance-{workload.replace('@', '-seed').replace('#', '-units')}",
+                    scheduler=scheduler, order=order, backfill=backfill,
                     nodes=units_of(workload) // GPUS_PER_NODE if run.get("allocation") == "gpu" else units_of(workload),
                     options={**run.pop("options", {}), **({"scheduler": options} if options else {})}, **run)
     res = simulate(cfg, copy.deepcopy(_workloads()[workload]))
@@ -464,7 +465,7 @@ def check_overrun(target: Target, workload: str) -> None:
         check_every_job_accounted(t, workload)
     except ConformanceError:
         raise
-    except Exception as e:          # the engine's SimulationError, or the policy's own error
+    except Exception as e:  # noqa: BLE001 - the engine's SimulationError, or the policy's own error
         _fail(target, workload, f"with jobs running past their estimate (kill_at_walltime = false): "
                                 f"{type(e).__name__}: {e}")
 
@@ -573,7 +574,7 @@ def check_node_failures(target: Target, workload: str, seed: int = 0) -> None:
                                        regimes={"default": regimes[seed % 4]}))
     try:
         res, prep, _, _ = _engine(target, workload, models=[model])
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any failure is a finding
         _fail(target, workload, f"under node failures (regime {regimes[seed % 4]}): {type(e).__name__}: {e}")
     jid, submit = prep.workload.job_id, prep.workload.submit
     if not model.node_failures:
@@ -618,7 +619,7 @@ def check_failures_run(target: Target, workload: str, seed: int = 0) -> None:
         out = run_target(t, workload)
     except ConformanceError:
         raise
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any failure is a finding
         _fail(target, workload, f"under node failures (regime {regimes[seed % 4]}): {type(e).__name__}: {e}")
     df, s = out.jobs, out.summary
     if not s["failures"]["node_failures"]:
@@ -747,7 +748,7 @@ def check_cancel(target: Target, workload: str) -> None:
     cc = Canceller()
     try:
         out = run_with_canceller(target, workload, cc)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any failure is a finding
         _fail(target, workload, f"with waiting jobs cancelled ({cc.cancelled}): {type(e).__name__}: {e}")
     df, s = out.jobs, out.summary
     if not cc.cancelled and workload == "mixed":
@@ -765,7 +766,8 @@ def check_cancel(target: Target, workload: str) -> None:
         _fail(target, workload, f"job {bad.job_id.iloc[0]} (not cancelled) ends in state {bad.state.iloc[0]!r}")
     skipped = sum(s.get("jobs_skipped", {}).values())
     if s["jobs_simulated"] + skipped != s["jobs_in_log"]:
-        _fail(target, workload, f"{s['jobs_in_log']} jobs in the log, {s['jobs_simulated']} simulated, {skipped} skipped")
+        _fail(target, workload, f"{s['jobs_in_log']} jobs in the log, {s['jobs_simulated']} simulated, "
+                                f"{skipped} skipped")
     early = df[df.start < df.submit]
     if len(early):
         _fail(target, workload, f"job {early.job_id.iloc[0]} starts before its submission")
@@ -779,7 +781,7 @@ def check_cancel_frees(target: Target, workload: str = "cancel-probe") -> None:
     cc = Canceller(plan=[(10.0, 1)])
     try:
         out = run_with_canceller(target, workload, cc, cancel_probe())
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any failure is a finding
         _fail(target, workload, f"B withdrawn at 10 s: {type(e).__name__}: {e}")
     df = out.jobs.set_index("job_id")
     ids = cancel_probe().job_id
@@ -810,7 +812,7 @@ def check_scheduler(target: Target) -> Iterator[tuple[str, Callable[[], None]]]:
     cannot be built gets one failing check, ``constructs``."""
     try:
         tags = target.tags()
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - the "constructs" check reports it
         msg = f"scheduler {target.label!r} cannot be built: {type(e).__name__}: {e}"
 
         def constructs() -> None:

@@ -17,7 +17,8 @@ Errors: a process that exits, prints a line that is not JSON (or not UTF-8, or l
 `MAX_LINE_BYTES`), sends an unknown event type or an invalid decision (a job that is not waiting,
 units that are not free, beyond the machine or not the job's count, a call-me-later in the past, a
 time that is not a finite number), writes more than one line for a message, does not read its
-input within ``timeout_s`` or does not answer within ``timeout_s``, stops the run with an `ExternalProtocolError` naming the command, the message
+input within ``timeout_s`` or does not answer within ``timeout_s``, stops the run with an `ExternalProtocolError`
+naming the command, the message
 number and the offending line (and the last lines the process wrote to its standard error). It is a
 `SimulationError`, so the engine passes it on unchanged and the command line prints it on one line.
 A bad set-up (empty command, a program that is not found or not executable, a bad ``timeout_s``, an
@@ -788,7 +789,8 @@ class ExternalScheduler(Scheduler):
             raise self._error(now, line, f"event {k}: alloc {shown} of job {jid} includes units that are not free: "
                                          f"{e}") from None
         except ValueError as e:
-            raise self._error(now, line, f"event {k}: alloc {shown} is not a unit range list like '0-3,8' ({e})") from None
+            raise self._error(now, line, f"event {k}: alloc {shown} is not a unit range list like '0-3,8' "
+                                         f"({e})") from None
         distinct = _distinct(ranges)
         if distinct != p or sum(hi - lo + 1 for lo, hi in ranges) != p:
             raise self._error(now, line, f"event {k}: alloc {shown} has {distinct} distinct units; job {jid} needs {p}")

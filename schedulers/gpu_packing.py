@@ -54,7 +54,7 @@ import numpy as np
 
 from hpctwin.topology.gpu_placement import GPUPacker, check_machine
 
-from .base import BindContext, ClusterView, JobTable, Scheduler, Start, bind_policy, resolve_hooks
+from .base import BindContext, ClusterView, Scheduler, Start, bind_policy, resolve_hooks
 
 DROP_MODES = ("skip", "block")
 

@@ -46,7 +46,8 @@ Our implementation (an interpretation of those descriptions, not the authors' co
 
 Job power: each job's per-node component power (W) at full speed, from the run's
 `power.model.PowerModel` (``job_node_power_w``), which `twin.run.run` hands to any scheduler whose
-``power_model`` was given (run with ``--power on``: the bind context holds a read-only view of it). The scheduler never mutates state.
+``power_model`` was given (run with ``--power on``: the bind context holds a read-only view of it). The scheduler
+never mutates state.
 
 Use: ``--scheduler schedulers.price_aware:PriceAwareScheduler --power on`` with options
 ``policy``, ``window``, ``periods``, ``t0_hour``, ``budget_fraction``.
@@ -235,7 +236,8 @@ class PriceAwareScheduler(QueueScheduler):
         if self._pw is None:
             if self._power_model is None:
                 raise RuntimeError(f"{self.name} has no power model: run with --power on (the bind context "
-                                   "gives the scheduler a read-only view of the run's power model) or pass power_model=...")
+                                   "gives the scheduler a read-only view of the run's power model) or pass "
+                                   "power_model=...")
             n = len(self.jobs)
             self._pw = np.array([self._power_model.job_node_power_w(j) for j in range(n)], dtype=float)
             self._ref_w = float(np.mean(self._pw)) if n else 0.0

@@ -320,13 +320,13 @@ SCHEDULERS.register(SchedulerEntry(
     why_not="the Slurm-like policy orders by multifactor priority and backfills as its slurm.conf says (give them "
             "in --slurm-conf or --set scheduler.KEY)"))
 SCHEDULERS.register(SchedulerEntry(
-    "llm", "hpctwin.schedulers.llm:make_llm_scheduler", options=Signature("hpctwin.schedulers.llm:LLMScheduler", ("inner", "order", "backfill", "node_group",
-                                                                          "placer")),
+    "llm", "hpctwin.schedulers.llm:make_llm_scheduler",
+    options=Signature("hpctwin.schedulers.llm:LLMScheduler", ("inner", "order", "backfill", "node_group", "placer")),
     takes=("order", "backfill"), requires=Needs(jobs=_llm_training_jobs), from_run=("system",),
     check_with={"system": "dgx-h100"}, doc="LLM-aware placement around EASY (group limits of training jobs)"))
 SCHEDULERS.register(SchedulerEntry(
-    "gpu-pack", "hpctwin.schedulers.gpu_packing:make_gpu_packing", options=Signature("hpctwin.schedulers.gpu_packing:GPUPackingScheduler",
-                                             ("order", "backfill", "node_group")),
+    "gpu-pack", "hpctwin.schedulers.gpu_packing:make_gpu_packing",
+    options=Signature("hpctwin.schedulers.gpu_packing:GPUPackingScheduler", ("order", "backfill", "node_group")),
     takes=("order", "backfill"), requires=Needs(allocation="gpu"), from_run=("gpus_per_node", "node_group"),
     packs_gpus=True, doc="GPU-granular packing of several jobs a node"))
 SCHEDULERS.register(SchedulerEntry(

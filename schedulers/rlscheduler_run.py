@@ -108,7 +108,8 @@ def compat_settings(cfg) -> CompatSettings:
     for key in opts:
         v = opts[key]
         if not isinstance(v, int) or isinstance(v, bool) or v < (0 if key == "batch_job_slice" else 1):
-            raise CompatError(f"--set compat.{key}={v!r}: a {'non-negative' if key == 'batch_job_slice' else 'positive'}"
+            raise CompatError(f"--set compat.{key}={v!r}: a "
+                              f"{'non-negative' if key == 'batch_job_slice' else 'positive'}"
                               " integer is needed")
     return CompatSettings(heuristic, cfg.backfill == "easy", int(cfg.seed), opts.get("sequences", 10),
                           opts.get("length", 1024),

@@ -1,6 +1,5 @@
 """A third-party scheduler for the plug-in tests: largest job first, no backfilling, written
 against the documented contract only (no project base class)."""
-import numpy as np
 
 
 class LargestFirst:

@@ -1,7 +1,6 @@
 """Built-in cooling model: exact first-order stages, Frontier's PUE band, FMU back-end errors."""
 from __future__ import annotations
 
-import math
 import zipfile
 
 import numpy as np
@@ -9,7 +8,7 @@ import pytest
 
 from hpctwin.power.chain import Chain
 from hpctwin.power.config import PowerConfigError, parse_cooling, parse_power
-from hpctwin.power.cooling import CP_WATER, first_order_lag, run_cooling, simulate_cooling
+from hpctwin.power.cooling import CP_WATER, first_order_lag, simulate_cooling
 from hpctwin.power.fmu import check_fmu, run_fmu
 from hpctwin.twin.system import load_system
 

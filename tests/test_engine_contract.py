@@ -2,7 +2,6 @@
 never patched, bind contexts with seeded RNGs, gates refusing starts and telling the policy."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from hpctwin.schedulers.base import BindContext, Gate, PluginScheduler, Refusal, Scheduler, resolve_hooks

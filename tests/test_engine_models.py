@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 
-import numpy as np
 import pytest
 
 from hpctwin.twin import run as run_mod

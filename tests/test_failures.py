@@ -9,10 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from hpctwin.schedulers.backfill import QueueScheduler
 from hpctwin.twin.failures import FailureConfig, FailureConfigError, FailureModel
 from hpctwin.twin.resilience import replay_failures
-from hpctwin.twin.run import RunConfig, RunConfigError, run
+from hpctwin.twin.run import RunConfig, run
 
 from .helpers import simulate, starts_by_id, workload
 

@@ -3,7 +3,6 @@ bounds the cooling plant, start refusals (wrapper and gate) reported to the poli
 running jobs, and a loud report when the cap cannot be held."""
 from __future__ import annotations
 
-import gzip
 import json
 import math
 from pathlib import Path
@@ -12,7 +11,6 @@ import numpy as np
 import pytest
 
 from hpctwin.power.cap import PowerCap, electrical_limit_w, steady_plant_w, worst_wet_bulb_c
-from hpctwin.power.config import parse_cooling
 from hpctwin.power.cooling import run_cooling
 from hpctwin.schedulers.base import Scheduler
 from hpctwin.twin.run import RunConfig, load_workload, run

@@ -1,8 +1,6 @@
 """Bad [power]/[cooling] input and wet-bulb files get clear errors naming the file and key."""
 from __future__ import annotations
 
-import zipfile
-
 import numpy as np
 import pytest
 

@@ -1,8 +1,6 @@
 """PowerModel: hand-checked power figures, exact energy accounting, caps, traces, time series."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 

@@ -5,7 +5,6 @@ import json
 import subprocess
 import sys
 import tomllib
-from pathlib import Path
 
 import h5py
 import numpy as np

@@ -5,7 +5,6 @@ cases use the LLMServingSim RTX PRO 6000 profile and the Azure conversation trac
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +13,6 @@ import pytest
 from hpctwin.datasets.serving_traces import ServingRequest
 from hpctwin.schedulers.registry import make_scheduler
 from hpctwin.twin.contract import ModelContext
-from hpctwin.twin.control import EngineControl
 from hpctwin.twin.guards import SimulationError
 from hpctwin.twin.run import RunConfig, job_table, prepare, simulate
 from hpctwin.twin.serving.batch import ServingBatchConfig, ServingBatchModel

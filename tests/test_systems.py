@@ -1,7 +1,6 @@
 """Built-in machine files: they load, validate, cite their constants and match the issue's figures."""
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest

@@ -1,8 +1,6 @@
 """Topology builders, presets and routing/link loads (hand-checked cases and invariants)."""
 from __future__ import annotations
 
-import itertools
-
 import networkx as nx
 import numpy as np
 import pytest

@@ -37,7 +37,9 @@ import numpy as np
 from numba import njit
 
 from hpctwin.topology import traffic as tr
-from hpctwin.topology.routing import Router, make_router
+from hpctwin.topology.presets import build_network, network_params
+from hpctwin.topology.routing import Router, TorusRouter, make_router
+from hpctwin.topology.torus import torus_shape
 
 try:  # the engine's base class (twin/model_api.py)
     from hpctwin.twin.model_api import RunModel
@@ -359,7 +361,6 @@ class NetworkContentionModel(RunModel):
 
     # ------------------------------------------------------------------ setup
     def bind(self, ctx) -> None:
-        from hpctwin.topology.presets import build_network, network_params
         self.ctx = ctx
         n = int(ctx.n_nodes)
         self.network_desc = ""
@@ -372,8 +373,6 @@ class NetworkContentionModel(RunModel):
                     table = {"preset": "generic"}
                 params = network_params(table, n, source)
                 if params["kind"] == "torus":  # route arithmetically; the graph is not needed
-                    from hpctwin.topology.routing import TorusRouter
-                    from hpctwin.topology.torus import torus_shape
                     torus_shape(params["dims"], params.get("block"), params.get("periodic"))
                     bw = params.get("bandwidth", 6.8e9)
                     self.router = TorusRouter(params["dims"], params.get("block"), params.get("periodic"), bw,
@@ -625,7 +624,8 @@ class NetworkContentionModel(RunModel):
             "network_comm_jobs": int((ran & self.is_comm).sum()),
             "network_max_stretch": float(st.max()) if len(st) else float("nan"),
             "network_total_global_bytes": float(self.gbytes.sum()),
-            "network_mean_groups_spanned": float(self.groups[self.groups >= 0].mean()) if (self.groups >= 0).any() else float("nan"),
+            "network_mean_groups_spanned": (float(self.groups[self.groups >= 0].mean()) if (self.groups >= 0).any()
+                                            else float("nan")),
             "network_recomputations": int(self.recomputations),
             "network_defaults": (f"comm_fraction~Beta{DEFAULT_COMM_BETA} and comm_kind~{DEFAULT_KIND_PROBS} "
                                  "where the workload has none (assumption)"),

@@ -197,7 +197,8 @@ def network_params(network_table: dict, nodes: int | None = None, source: str = 
             raise TopologyError(f"{source}: unknown preset {name!r}; known presets: {', '.join(sorted(PRESETS))}")
         params = {k: v for k, v in PRESETS[name].items() if k != "description"}
         if "kind" in table and table["kind"] != params["kind"]:
-            raise TopologyError(f"{source}: key 'kind' = {table['kind']!r} contradicts preset {name!r} ({params['kind']})")
+            raise TopologyError(f"{source}: key 'kind' = {table['kind']!r} contradicts preset {name!r} "
+                                f"({params['kind']})")
     else:
         if "kind" not in table:
             raise TopologyError(f"{source}: give 'preset' (one of {', '.join(sorted(PRESETS))}) or 'kind' "
@@ -225,12 +226,14 @@ def network_params(network_table: dict, nodes: int | None = None, source: str = 
             what = {"dragonfly": "g", "dragonfly_plus": "groups", "fat_tree": "pods"}[kind]
             raise TopologyError(
                 f"{source}: nodes = {n} disagrees with the {('preset ' + repr(name)) if name else kind} topology: "
-                f"it has {cap} host slots in groups of {per_group}, so it holds more than {cap - per_group} and at most "
+                f"it has {cap} host slots in groups of {per_group}, so it holds more than {cap - per_group} "
+                f"and at most "
                 f"{cap} nodes; set {what} = {math.ceil(n / per_group)} in [network] to resize it")
     if kind == "torus" and n is not None:
         total = int(np.prod(params["dims"]))
         if total != n:
-            raise TopologyError(f"{source}: nodes = {n} disagrees with the torus shape {params['dims']} ({total} nodes)")
+            raise TopologyError(f"{source}: nodes = {n} disagrees with the torus shape {params['dims']} "
+                                f"({total} nodes)")
     if kind == "leaf_spine" and n is None:
         raise TopologyError(f"{source}: a leaf_spine network needs a node count")
     return params
@@ -295,6 +298,6 @@ def node_groups(network_table: dict, nodes: int, source: str = "[network]") -> n
         return (i // int(p.get("hosts_per_edge") or half)) // half
     if kind == "leaf_spine":
         return i // int(p.get("hosts_per_leaf", 32))
-    from hpctwin.topology.torus import block_of, torus_shape
+    from hpctwin.topology.torus import block_of, torus_shape  # noqa: PLC0415 - networkx, ~0.2 s
     dims, block, _ = torus_shape(p["dims"], p.get("block"), p.get("periodic"))
     return block_of(np.stack(np.unravel_index(i, dims), axis=1), dims, block).astype(np.int64)

@@ -51,6 +51,7 @@ import numpy as np
 from numba import njit
 
 from hpctwin.topology.dragonfly import TopologyError
+from hpctwin.topology.torus import block_of, torus_shape
 from hpctwin.topology.traffic import Traffic
 from hpctwin.topology.traffic import pattern as tr_pattern
 
@@ -328,7 +329,8 @@ class _GroupedRouter(Router):
             if d["kind"] != "global":
                 continue
             for x, y in ((u, v), (v, u)):
-                per_pair.setdefault((x[1], y[1]), []).extend([(x[2], y[2], self.links.eid[(x, y)])] * int(d.get("links", 1)))
+                per_pair.setdefault((x[1], y[1]), []).extend([(x[2], y[2], self.links.eid[(x, y)])]
+                                                             * int(d.get("links", 1)))
         M = max((len(v) for v in per_pair.values()), default=1)
         self.gl_src = np.full((ng, ng, M), -1, dtype=np.int64)
         self.gl_dst = np.full((ng, ng, M), -1, dtype=np.int64)
@@ -890,7 +892,8 @@ class DragonflyPlusRouter(_GroupedRouter):
         self.host_acc = np.arange(H, dtype=np.int64) // p
         self.host_group = self.host_acc // nl
         self._bind_terminals(eid, lambda s: ("leaf", int(s // nl), int(s % nl)))
-        pairs = [((gg * nl + l, s), (("leaf", gg, l), ("spine", gg, s))) for gg in range(ng) for l in range(nl) for s in range(ns)]
+        pairs = [((gg * nl + l, s), (("leaf", gg, l), ("spine", gg, s)))
+                 for gg in range(ng) for l in range(nl) for s in range(ns)]
         self.up_id = _link_table(eid, pairs, (ng * nl, ns))
         self.down_id = np.where(self.up_id >= 0, self.up_id ^ 1, -1)
         self._init_global(G, ns)
@@ -982,7 +985,8 @@ class LeafSpineRouter(Router):
         self.host_acc = np.arange(H, dtype=np.int64) // p
         self.host_group = self.host_acc.copy()
         self._bind_terminals(eid, lambda l: ("leaf", int(l)))
-        self.up_id = _link_table(eid, (((l, s), (("leaf", l), ("spine", s))) for l in range(nl) for s in range(S)), (nl, S))
+        self.up_id = _link_table(eid, (((l, s), (("leaf", l), ("spine", s))) for l in range(nl) for s in range(S)),
+                                 (nl, S))
 
     def _network_pieces(self, traffic: Traffic, routing: str):
         ss, sd, v = self._switch_pairs(traffic, self.host_acc)
@@ -1008,7 +1012,6 @@ class TorusRouter(Router):
 
     def __init__(self, dims, block=None, periodic=None, bandwidth: float = 6.8e9,
                  terminal_bandwidth: float | None = None):
-        from hpctwin.topology.torus import block_of, torus_shape
         dims, block, periodic = torus_shape(dims, block, periodic)
         self.dims, self.block = dims, block
         self.wrap = tuple(p and n > 2 for p, n in zip(periodic, dims))

@@ -85,7 +85,7 @@ def draw(G: nx.Graph, path: str, title: str) -> None:
     switches = [n for n, k in kinds.items() if k == "switch"]
     try:
         pos = nx.kamada_kawai_layout(G.subgraph(switches)) if len(switches) > 1 else {s: (0, 0) for s in switches}
-    except Exception:  # pragma: no cover - layout fallback
+    except Exception:  # noqa: BLE001  # pragma: no cover - layout fallback
         pos = nx.spring_layout(G.subgraph(switches), seed=0)
     rng = np.random.default_rng(0)
     for n, k in kinds.items():
@@ -132,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     info = describe(G)
     t = info["topology"]
-    params = ", ".join(f"{k}={v}" for k, v in t.items() if not k.endswith("bandwidth") and k not in ("hosts", "switches"))
+    params = ", ".join(f"{k}={v}" for k, v in t.items()
+                       if not k.endswith("bandwidth") and k not in ("hosts", "switches"))
     print(f"{label}: {params}")
     print(f"hosts: {info['hosts']:,}   switches: {info['switches']:,}   groups: {info['groups']:,}")
     for kind in ("terminal", "local", "global"):
@@ -148,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             small = build_network(dict(SMALL[t["kind"]]), None if t["kind"] != "leaf_spine" else 16)
             draw(small, a.png, f"small instance of the {t['kind']} family (the machine has "
-                               f"{info['hosts']:,} hosts, {info['switches']:,} switches): " + ", ".join(f"{k}={v}" for k, v in SMALL[t['kind']].items() if k != 'kind'))
+                               f"{info['hosts']:,} hosts, {info['switches']:,} switches): "
+                               + ", ".join(f"{k}={v}" for k, v in SMALL[t['kind']].items() if k != 'kind'))
         print(f"wrote {a.png}")
     return 0
 

@@ -35,7 +35,8 @@ def _check_dims(dims, name: str = "dims") -> tuple[int, ...]:
         raise TopologyError(f"{name} must have at least one dimension")
     for d, v in enumerate(t):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 1:
-            raise TopologyError(f"{name}[{d}] must be an integer >= 1, got {v!r} (a torus dimension of 0 is impossible)")
+            raise TopologyError(f"{name}[{d}] must be an integer >= 1, got {v!r} "
+                                "(a torus dimension of 0 is impossible)")
     return tuple(int(v) for v in t)
 
 
@@ -80,7 +81,8 @@ def torus_graph(dims, *, block=None, periodic=None, nodes: int | None = None,
         raise TopologyError(f"a torus of shape {'x'.join(map(str, dims))} has {H} nodes, but nodes = {nodes}")
     bw = _positive_float("bandwidth", bandwidth)
     lat = _nonneg_float("latency", latency)
-    bw_t = 2 * len(dims) * bw if terminal_bandwidth is None else _positive_float("terminal_bandwidth", terminal_bandwidth)
+    bw_t = (2 * len(dims) * bw if terminal_bandwidth is None
+            else _positive_float("terminal_bandwidth", terminal_bandwidth))
     lat_t = _nonneg_float("terminal_latency", terminal_latency)
     coords = np.stack(np.unravel_index(np.arange(H), dims), axis=1)
     grp = block_of(coords, dims, block)

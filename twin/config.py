@@ -26,7 +26,8 @@ def setting(default: Any = MISSING, *, key: Key, flags: tuple[str, ...] = (), he
             record: bool = True, default_factory: Any = MISSING, **argparse_kwargs: Any) -> Any:
     """A `RunConfig` field: ``key`` checks a value; ``flags`` (none: no command-line flag), ``help``
     (a callable is evaluated for ``--help`` only, or when the parser is built with ``eager_help=True``)
-    and ``argparse_kwargs`` (type, choices as a list or a callable, metavar, action) declare the flag; ``record``: ``config.toml`` holds it (``out``,
+    and ``argparse_kwargs`` (type, choices as a list or a callable, metavar, action) declare the flag; ``record``:
+    ``config.toml`` holds it (``out``,
     ``quiet`` and ``force`` say where and how to write, not what runs)."""
     meta = {"key": key, "flags": tuple(flags), "help": help, "record": record, "argparse": argparse_kwargs}
     return field(default=default, default_factory=default_factory, metadata={"setting": meta})

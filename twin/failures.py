@@ -134,7 +134,8 @@ class FailureConfig:
         def pos(name, v, zero=False):
             v = float(v)
             if not (math.isfinite(v) and (v >= 0 if zero else v > 0)):
-                raise FailureConfigError(f"{source}: {name} must be {'>= 0' if zero else '> 0'} s and finite, got {v!r}")
+                raise FailureConfigError(f"{source}: {name} must be {'>= 0' if zero else '> 0'} s and finite, "
+                                         f"got {v!r}")
         pos("node_mtbf_s", self.node_mtbf_s)
         pos("repair_s", self.repair_s, True)
         pos("checkpoint_s", self.checkpoint_s, True)
@@ -146,7 +147,8 @@ class FailureConfig:
         if not float(self.shape) > 0:
             raise FailureConfigError(f"{source}: shape must be > 0, got {self.shape!r}")
         if self.repair_dist not in ("fixed", "exponential"):
-            raise FailureConfigError(f"{source}: repair_dist must be 'fixed' or 'exponential', got {self.repair_dist!r}")
+            raise FailureConfigError(f"{source}: repair_dist must be 'fixed' or 'exponential', "
+                                     f"got {self.repair_dist!r}")
         if self.requeue not in ("front", "back"):
             raise FailureConfigError(f"{source}: requeue must be 'front' or 'back', got {self.requeue!r}")
         for cls_name, reg in self.regimes.items():
@@ -154,7 +156,8 @@ class FailureConfig:
                 raise FailureConfigError(f"{source}: regimes.{cls_name} = {reg!r}; known regimes: {', '.join(REGIMES)}")
         if isinstance(self.interval, str):
             if self.interval not in ("daly", "young"):
-                raise FailureConfigError(f"{source}: interval must be 'daly', 'young' or seconds, got {self.interval!r}")
+                raise FailureConfigError(f"{source}: interval must be 'daly', 'young' or seconds, "
+                                         f"got {self.interval!r}")
         else:
             pos("interval", self.interval)
         if int(self.units_per_node) < 1:

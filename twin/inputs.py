@@ -28,6 +28,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
 #: fingerprints already computed in this process: (path, size, mtime_ns, inode, ctime_ns) -> fingerprint
 _FP_CACHE: dict[tuple, dict[str, Any]] = {}
 _CODE_IDENTITY: str | None = None
@@ -91,10 +96,6 @@ def _cooling_files(cfg: Any) -> dict[str, str]:
     sys_file = _system_file(_get(cfg, "system"))
     if sys_file is None or not _get(cfg, "power", False) or not sys_file.is_file():
         return {}
-    try:
-        import tomllib  # noqa: PLC0415
-    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
     try:
         raw = tomllib.loads(sys_file.read_bytes().decode("utf-8-sig"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):

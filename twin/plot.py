@@ -29,8 +29,8 @@ import pandas as pd
 
 from .ranges import parse_ranges
 
-__all__ = ["COLUMN_WIDTH_IN", "figure", "metric_label", "save_png", "envelope", "step_series", "time_axis", "draw_gantt",
-           "gantt_window", "main"]
+__all__ = ["COLUMN_WIDTH_IN", "figure", "metric_label", "save_png", "envelope", "step_series", "time_axis",
+           "draw_gantt", "gantt_window", "main"]
 
 #: one column of a two-column IEEE/ACM paper (inches)
 COLUMN_WIDTH_IN = 3.5

@@ -299,5 +299,5 @@ def _entry_points(group: str) -> dict[str, Any]:
     """The group's entry points by name, read once per process (scanning metadata costs ~20 ms)."""
     try:
         return {ep.name: ep for ep in metadata.entry_points(group=group)}
-    except Exception:  # pragma: no cover - broken environment metadata
+    except Exception:  # noqa: BLE001  # pragma: no cover - broken environment metadata
         return {}

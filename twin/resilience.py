@@ -187,7 +187,8 @@ def replay_failures(work: float, failures: np.ndarray, interval: float, checkpoi
     of ``interval`` s each followed by a checkpoint of ``checkpoint_cost`` s (none after the last),
     losing the uncommitted segment and paying ``restart`` s at each failure (sorted ``failures``,
     s). Returns (wall, failures hit); raises if the failures run out before the job ends."""
-    tau, d, r = _pos("interval", interval), _pos("checkpoint_cost", checkpoint_cost, True), _pos("restart", restart, True)
+    tau, d, r = (_pos("interval", interval), _pos("checkpoint_cost", checkpoint_cost, True),
+                 _pos("restart", restart, True))
     done, t, i, hit = 0.0, 0.0, 0, 0
     n = len(failures)
     while True:

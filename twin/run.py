@@ -87,7 +87,8 @@ class RunResult:
 
     def __repr__(self) -> str:
         return (f"RunResult(workload={self.summary.get('workload')!r}, scheduler={self.summary.get('scheduler')!r}, "
-                f"jobs={len(next(iter(self._jobs.values()), ())) if isinstance(self._jobs, dict) else len(self._jobs)}, "
+                f"jobs="
+                f"{len(next(iter(self._jobs.values()), ())) if isinstance(self._jobs, dict) else len(self._jobs)}, "
                 f"out={self.out!r})")
 
 

@@ -107,7 +107,8 @@ def check_out(out: Path, *, force: bool = False) -> Path:
             if not is_run_folder(out):
                 foreign = sorted(p.name for p in out.iterdir() if p.name not in RUN_FILES)[:5]
                 raise RunFolderError(
-                    f"--out {out}: exists and is not an hpctwin run folder (it holds {', '.join(foreign) or 'no marker'}"
+                    f"--out {out}: exists and is not an hpctwin run folder "
+                    f"(it holds {', '.join(foreign) or 'no marker'}"
                     f"{' ...' if len(foreign) == 5 else ''}); hpctwin never deletes it, even with --force: "
                     "choose another --out")
             if not force:

@@ -42,7 +42,7 @@ from typing import Sequence
 import numpy as np
 
 from .cluster import CapacityError, Cluster
-from .contract import (BindContext, JobTable, ModelContext, ModelView, RunModel, Scheduler, Start,
+from .contract import (BindContext, JobTable, ModelContext, ModelView, RunModel, Scheduler,
                        bind_policy, gate_hooks, model_hooks, resolve_hooks)
 from .control import EngineControl
 from .guards import QUIET_EVENTS, SimulationError, check_units, decode, located, stuck_message
@@ -164,14 +164,16 @@ class Simulation:
             return res
         self._bind()
         prog, timers, queue, cluster, rec = self._prog, self._timers, self._queue, self.cluster, self._rec
-        n, submit, fin_heap, tim_heap, on_submit = self.n - self.held_jobs, self._submit, prog.heap, timers.heap, self._hooks.on_submit
+        n, submit, fin_heap, tim_heap, on_submit = (self.n - self.held_jobs, self._submit, prog.heap, timers.heap,
+                                                    self._hooks.on_submit)
         has_events, rec_t, rec_busy, rec_q = bool(self._event_models), rec.t.append, rec.busy.append, rec.queue.append
         q_new, q_waiting, wakeup, driving = queue.new, queue.waiting, self._wakeup, self._driving
         now, ptr, events, version, quiet = 0.0, 0, 0, prog.version, 0
         try:
             while True:
                 t_sub = submit[ptr] if ptr < n else INF
-                t_fin = (fin_heap[0][0] if fin_heap[0][3] == version[fin_heap[0][2]] else prog.next_time()) if fin_heap else INF
+                t_fin = ((fin_heap[0][0] if fin_heap[0][3] == version[fin_heap[0][2]] else prog.next_time())
+                         if fin_heap else INF)
                 t_tim = timers.next_time(self._finished < self._expected or driving) if tim_heap else INF
                 now = t_fin if t_fin < t_sub else t_sub
                 if t_tim < now:
@@ -309,7 +311,8 @@ class Simulation:
     def _finishes(self, now: float) -> bool:
         prog, cluster, led = self._prog, self.cluster, self._ledger
         heap, version, work_left, start_seg = prog.heap, prog.version, prog.work_left, prog.start_seg
-        last_t, rate, kill_limit, runtime, seg_work = prog.last_t, prog.rate, prog.kill_limit, self._runtime, prog.seg_work
+        last_t, rate, kill_limit, runtime, seg_work = (prog.last_t, prog.rate, prog.kill_limit, self._runtime,
+                                                       prog.seg_work)
         on_finish, left, done = self._hooks.on_finish, self._left_hooks, self._done
         count = 0
         while heap and heap[0][0] <= now:

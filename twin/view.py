@@ -200,7 +200,8 @@ def gantt_of(jobs: pd.DataFrame, total_units: int, path: Path, max_jobs: int | N
     texts = None
     if "nodes" in jobs.columns:
         col = jobs["nodes"]
-        texts = [("" if (isinstance(v, float) and math.isnan(v)) or v is None else str(v).strip()) for v in col.to_numpy()]
+        texts = [("" if (isinstance(v, float) and math.isnan(v)) or v is None else str(v).strip())
+                 for v in col.to_numpy()]
         if not any(texts[i] for i in order):
             texts = None                       # no placement recorded at all: rows mode
     if texts is None:
@@ -225,7 +226,8 @@ def gantt_of(jobs: pd.DataFrame, total_units: int, path: Path, max_jobs: int | N
                 raise ViewError(f"{path}:{_line(i)}: field 'nodes': {e} (expected unit ranges like 0-3,8)") from None
             if rng[-1][1] >= total_units:
                 raise ViewError(f"{path}:{_line(i)}: field 'nodes': unit {rng[-1][1]} is outside the machine of "
-                                f"{total_units} units (ids 0..{total_units - 1}: summary.json's machine_units, else the "
+                                f"{total_units} units (ids 0..{total_units - 1}: summary.json's machine_units, "
+                                "else the "
                                 "largest job)")
             cache[text] = rng
         n_rects[k] = len(rng)
@@ -241,7 +243,8 @@ def gantt_of(jobs: pd.DataFrame, total_units: int, path: Path, max_jobs: int | N
 def size_labels(procs: np.ndarray) -> tuple[list[str], np.ndarray]:
     """(class labels, class index of each job) of job sizes in units: 1, 2-4, 5-16, ..., >4096."""
     edges = np.asarray(SIZE_EDGES)
-    labels = ["1 unit"] + [f"{edges[k - 1] + 1}-{edges[k]} units" for k in range(1, len(edges))] + [f">{edges[-1]} units"]
+    labels = (["1 unit"] + [f"{edges[k - 1] + 1}-{edges[k]} units" for k in range(1, len(edges))]
+              + [f">{edges[-1]} units"])
     return labels, np.searchsorted(edges, np.asarray(procs, dtype=float), side="left")
 
 
@@ -430,12 +433,13 @@ def gantt_figure(g: Gantt, axis: TimeAxis, jobs_cols: dict[str, Any], state_name
         sources.append(src)
         renderers.append(r)
         items.append(LegendItem(label=modes[mode]["names"][gi] if on else "", renderers=[r], visible=on))
-    legend = Legend(items=items, title=f"colour: {modes[mode]['label']}", click_policy="hide", label_text_font_size="9pt",
-                    glyph_width=14, glyph_height=12, spacing=1, name="gantt-legend")
+    legend = Legend(items=items, title=f"colour: {modes[mode]['label']}", click_policy="hide",
+                    label_text_font_size="9pt", glyph_width=14, glyph_height=12, spacing=1, name="gantt-legend")
     p.add_layout(legend, "right")
     hover = CustomJSHover(args={"jobs": jobs_src, "states": state_names, "unix_start_s": axis.unix_start_s},
                           code=_HOVER_JS)
-    p.add_tools(HoverTool(renderers=renderers, tooltips=_TOOLTIPS, formatters={"@jk": hover}, point_policy="follow_mouse"))
+    p.add_tools(HoverTool(renderers=renderers, tooltips=_TOOLTIPS, formatters={"@jk": hover},
+                          point_policy="follow_mouse"))
     return p, sources, renderers, items, legend, jobs_src
 
 
@@ -471,7 +475,8 @@ def series_glyphs(p, t: np.ndarray, v: np.ndarray, axis: TimeAxis, name: str, co
         how = (f"{len(t):,} samples in {MAX_SERIES_POINTS:,} bins of {width_h:.3g} h (band: minimum to maximum of "
                "the samples in a bin; line: their mean)")
     when = ("@x{%F %T} UTC", {"@x": "datetime"}) if axis.is_date else ("@x{0,0.00} h", {})
-    p.add_tools(HoverTool(renderers=[line], mode="vline", tooltips=[(name, f"@y{{0,0.[000]}} {unit}"), ("time", when[0])],
+    p.add_tools(HoverTool(renderers=[line], mode="vline",
+                          tooltips=[(name, f"@y{{0,0.[000]}} {unit}"), ("time", when[0])],
                           formatters=when[1]))
     return how
 

@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eval-length", type=int, default=1024)
     p.add_argument("--eval-seed", type=int, default=1)
     p.add_argument("--evaluate-only", action="store_true",
-                   help="no training: evaluate OUT/policy.npz again (steps 3, 5, 6; train figures from OUT/results.json)")
+                   help="no training: evaluate OUT/policy.npz again "
+                        "(steps 3, 5, 6; train figures from OUT/results.json)")
     a = p.parse_args(argv)
     try:
         import torch  # noqa: PLC0415
@@ -153,7 +154,8 @@ def report(a, out: Path, policy_path: Path, train_info: dict) -> int:
     from hpctwin.schedulers import checks  # noqa: PLC0415
     from hpctwin.twin.run import RunConfig, simulate  # noqa: PLC0415
     spec = "hpctwin.twin.rl.policy_scheduler:RLPolicyScheduler"
-    whole = simulate(RunConfig(workload="Lublin-256", scheduler=spec, options={"scheduler": {"path": str(policy_path)}}))
+    whole = simulate(RunConfig(workload="Lublin-256", scheduler=spec,
+                               options={"scheduler": {"path": str(policy_path)}}))
     baselines = {name: simulate(RunConfig(workload="Lublin-256", scheduler=name)).summary["mean_bsld"]
                  for name in ("fcfs", "sjf", "easy")}
     conformance = checks.run_checks(checks.Target("rl", spec, options={"path": str(policy_path)}))

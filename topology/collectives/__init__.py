@@ -16,7 +16,8 @@ so for p = 8 step 1 pairs (0,7) (1,2) (3,4) (5,6).  See :mod:`topology.collectiv
 """
 from .algorithms import ALGORITHMS, ALIASES, PAIRS, algorithms_for, build_schedule, canonical, supports
 from .bine import bine_partners, block_numbering, pi, rho, xor_partners
-from .cost import AlphaBetaGamma, LinkLoadResult, ShortestPathRouter, global_bytes, global_bytes_per_step, link_loads, rank_groups
+from .cost import (AlphaBetaGamma, LinkLoadResult, ShortestPathRouter, global_bytes, global_bytes_per_step, link_loads,
+                   rank_groups)
 from .schedule import COLLECTIVES, Schedule, ScheduleError, Step
 from .simulate import ScheduleExecutionError, check_schedule, reference_result, run_schedule
 

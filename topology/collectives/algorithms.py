@@ -222,7 +222,8 @@ def _allreduce_latency(kind: str, halving: bool, name: str):
     def gen(p: int, root: int = 0) -> Schedule:
         _check_p(p)
         pre, post, p2, real = _fold_steps(p, 1)
-        P = (bine_partners if kind == "bine" else xor_partners)(p2, halving=halving) if p2 > 1 else np.zeros((0, 1), np.int64)
+        P = ((bine_partners if kind == "bine" else xor_partners)(p2, halving=halving) if p2 > 1
+             else np.zeros((0, 1), np.int64))
         steps = pre + _full_butterfly(P, real) + post
         lay = _identity_layout(1)
         return Schedule("allreduce", name, p, 1, 1, steps, lay, lay, 1, 1, meta={"folded": p - p2})

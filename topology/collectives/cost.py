@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hpctwin.topology.traffic import Traffic
+
 from .schedule import Schedule
 
 __all__ = ["AlphaBetaGamma", "global_bytes", "global_bytes_per_step", "rank_groups",
@@ -115,7 +117,7 @@ class ShortestPathRouter:
     """
 
     def __init__(self, graph) -> None:
-        import networkx as nx  # local: only the link-load path needs it
+        import networkx as nx  # noqa: PLC0415 - only the link-load path needs it
 
         self._nx = nx
         self.graph = graph
@@ -223,10 +225,10 @@ def link_loads(sched: Schedule, graph_or_router, rank_host: np.ndarray, nbytes: 
     structural = hasattr(graph_or_router, "dense_loads")
     if structural:
         router = graph_or_router
-        from hpctwin.topology.traffic import Traffic  # lazy: only with the topology package's routers
         hosts = np.unique(rank_host)
     else:
-        router = graph_or_router if isinstance(graph_or_router, ShortestPathRouter) else ShortestPathRouter(graph_or_router)
+        router = (graph_or_router if isinstance(graph_or_router, ShortestPathRouter)
+                  else ShortestPathRouter(graph_or_router))
     bandwidth = np.asarray(router.bandwidth, dtype=np.float64)
     nl = bandwidth.size
     total = np.zeros(nl)

@@ -46,7 +46,7 @@ def split_count(sched: Schedule, count: int, what: str) -> int:
 def run_schedule_mpi(sched: Schedule, comm, local_input: np.ndarray | None, m: int, dtype) -> np.ndarray | None:
     """Execute ``sched`` on communicator ``comm``; ``local_input`` has shape (n_in, m) (None on non-roots
     of bcast/scatter).  Returns this rank's output (n_out, m) or None if it has none."""
-    from mpi4py import MPI
+    from mpi4py import MPI  # noqa: PLC0415 - mpi4py only under mpiexec
 
     rank = comm.Get_rank()
     if comm.Get_size() != sched.p:

@@ -39,7 +39,7 @@ _DTYPES = {"int32": np.int32, "int64": np.int64, "float32": np.float32, "float64
 
 def library_collective(comm, collective: str, inp: np.ndarray | None, m: int, dtype, root: int) -> np.ndarray | None:
     """The MPI library's result for the same inputs (same shapes as the schedule executor)."""
-    from mpi4py import MPI
+    from mpi4py import MPI  # noqa: PLC0415 - mpi4py only under mpiexec
 
     p, rank = comm.Get_size(), comm.Get_rank()
     if collective == "allreduce":
@@ -78,7 +78,7 @@ def library_collective(comm, collective: str, inp: np.ndarray | None, m: int, dt
 
 
 def _timed(comm, fn, reps: int) -> tuple[object, float]:
-    from mpi4py import MPI
+    from mpi4py import MPI  # noqa: PLC0415 - mpi4py only under mpiexec
 
     best = float("inf")
     res = None
@@ -167,7 +167,7 @@ def _drop_np(argv: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point (also for ``hpctwin collectives validate``); returns the exit status."""
-    from mpi4py import MPI
+    from mpi4py import MPI  # noqa: PLC0415 - mpi4py only under mpiexec
 
     comm = MPI.COMM_WORLD
     p, rank = comm.Get_size(), comm.Get_rank()
@@ -207,10 +207,12 @@ def main(argv: list[str] | None = None) -> int:
                         rng = np.random.default_rng([args.seed, rank, m])
                         inp = rng.integers(-50, 50, size=(sched.n_in, m)).astype(dt)
                         has_input = coll not in ("bcast", "scatter") or rank == root
-                        mine, t_s = _timed(comm, lambda: run_schedule_mpi(sched, comm, inp if has_input else None, m, dt), args.reps)
+                        mine, t_s = _timed(
+                            comm, lambda: run_schedule_mpi(sched, comm, inp if has_input else None, m, dt), args.reps)
                         ref, t_l = _timed(comm, lambda: library_collective(comm, coll, inp, m, dt, root), args.reps)
-                        ok = (mine is None and ref is None) or (mine is not None and ref is not None and mine.shape == ref.shape
-                                                                and np.array_equal(mine, ref))
+                        ok = ((mine is None and ref is None)
+                              or (mine is not None and ref is not None and mine.shape == ref.shape
+                                  and np.array_equal(mine, ref)))
                         ok = bool(comm.allreduce(int(ok), op=MPI.MIN))
                         all_ok &= ok
                         elems = sched.unit_blocks * m

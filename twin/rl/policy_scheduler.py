@@ -36,7 +36,8 @@ def load_policy(path: str | Path, preset: str | None = None, window: int | None 
             from stable_baselines3 import PPO  # noqa: PLC0415
         except ImportError:
             raise PolicyFileError(f"{path}: a stable-baselines3 model needs the [rl] extra (pip install "
-                                  "'hpctwin[rl]'); or export it to .npz with hpctwin.twin.rl.kernel.export_sb3") from None
+                                  "'hpctwin[rl]'); or export it to .npz with "
+                                  "hpctwin.twin.rl.kernel.export_sb3") from None
         model = PPO.load(str(path), device="cpu")
         kw = getattr(model.policy, "preset", None), getattr(model.policy, "window", None)
         if kw[0] is None:

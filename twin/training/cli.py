@@ -42,11 +42,13 @@ def _parser() -> _Parser:
     p.add_argument("--zero", type=int, default=0, choices=range(4), metavar="0..3", help="ZeRO stage (3 = FSDP)")
     p.add_argument("--recompute", default="none", choices=("none", "selective", "full"))
     p.add_argument("--attention", default="flash", choices=("flash", "unfused"))
-    p.add_argument("--sp", dest="sp", action="store_true", default=None, help="sequence parallelism (default: on if tp > 1)")
+    p.add_argument("--sp", dest="sp", action="store_true", default=None,
+                   help="sequence parallelism (default: on if tp > 1)")
     p.add_argument("--no-sp", dest="sp", action="store_false")
     p.add_argument("--dp-overlap", type=float, default=1.0,
                    help="share of the last backward that hides gradient reduction (default 1; 0 = not overlapped)")
-    p.add_argument("--tp-overlap", type=float, default=0.0, help="share of TP communication hidden behind GEMMs (default 0)")
+    p.add_argument("--tp-overlap", type=float, default=0.0,
+                   help="share of TP communication hidden behind GEMMs (default 0)")
     p.add_argument("--allow-tp-across-nodes", action="store_true", help="let TP groups span nodes")
     p.add_argument("--offload", default="none", metavar="TIERS",
                    help="none (default), or offload tiers among cpu, nvme, pfs joined by + (one tier: ZeRO-Offload/"
@@ -93,15 +95,18 @@ def format_text(r: dict) -> str:
     if r.get("offload") is not None:
         terms += f", offload {sum(v for key, v in b.items() if key.startswith('offload_')):.4g}"
     return "\n".join([
-        f"{c['model']} on {c['system']} ({c['gpu']}): {c['gpus']} GPUs on {c['nodes']} nodes, TP {c['tp']} x PP {c['pp']}"
-        f" x DP {c['dp']} x CP {c['cp']}, {c['microbatches']} micro-batches of {c['micro_batch']} x {c['seq_len']} tokens"
+        f"{c['model']} on {c['system']} ({c['gpu']}): {c['gpus']} GPUs on {c['nodes']} nodes, "
+        f"TP {c['tp']} x PP {c['pp']}"
+        f" x DP {c['dp']} x CP {c['cp']}, {c['microbatches']} micro-batches of "
+        f"{c['micro_batch']} x {c['seq_len']} tokens"
         f" per replica, recompute {c['recompute']}, ZeRO {c['zero']}",
         f"iteration time          {r['iteration_s']:.4g} s  ({terms}; s)",
         f"achieved TFLOP/s / GPU  {r['tflops_per_gpu']:.1f}  (Narayanan et al. count, recomputation included)",
         f"model TFLOP/s / GPU     {r['model_tflops_per_gpu']:.1f}  (no recomputation)",
         f"MFU                     {100 * r['mfu']:.1f} %  (PaLM definition)",
         f"tokens/s                {r['tokens_per_s']:.4g}",
-        f"memory per GPU          {_gib(r['memory_per_gpu_bytes'])} of {_gib(mb['capacity'])} (usable {_gib(mb['usable'])}, "
+        f"memory per GPU          {_gib(r['memory_per_gpu_bytes'])} of {_gib(mb['capacity'])} "
+        f"(usable {_gib(mb['usable'])}, "
         f"{r['memory_stage']} stage): {'fits' if r['fits'] else 'does NOT fit'}  (weights {_gib(mb['weights'])}, "
         f"gradients {_gib(mb['gradients'])}, optimizer {_gib(mb['optimizer'])}, activations {_gib(mb['activations'])}, "
         f"buffers {_gib(mb['buffers'])})",

@@ -247,7 +247,8 @@ def router_for(machine):
     return r
 
 
-def collective_time(fabric: Fabric, collective: str, groups: np.ndarray, nbytes: float, algorithm: str = "ring") -> float:
+def collective_time(fabric: Fabric, collective: str, groups: np.ndarray, nbytes: float,
+                    algorithm: str = "ring") -> float:
     """Seconds of ``collective`` on every group (row of ``groups``, rank ids) at once, reference
     buffer ``nbytes`` bytes per group (`topology.collectives.schedule` conventions)."""
     groups = np.asarray(groups, dtype=np.int64)

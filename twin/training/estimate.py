@@ -55,7 +55,8 @@ def estimate(model: str, system: str, gpus: int, tp: int = 1, pp: int = 1, dp: i
         raise TrainingConfigError(f"tp x pp x dp x cp = {tp} x {pp} x {dp} x {cp} = {tp * pp * dp * cp} GPUs, "
                                   f"but gpus = {gpus}")
     if global_batch_tokens % seq_len:
-        raise TrainingConfigError(f"global_batch_tokens = {global_batch_tokens} is not a multiple of seq_len = {seq_len}")
+        raise TrainingConfigError(f"global_batch_tokens = {global_batch_tokens} is not a multiple of "
+                                  f"seq_len = {seq_len}")
     spec = parse_offload(offload, offload_what, offload_overlap, other_io_nodes)
     m = MODELS[model]
     par = ParallelConfig(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, sp=(tp > 1) if sp is None else bool(sp),
@@ -95,7 +96,8 @@ def _apply_offload(out: dict, r) -> None:
     out["iteration_s"] = r.iteration_s
     for key in ("tflops_per_gpu", "mfu", "model_tflops_per_gpu", "tokens_per_s"):
         out[key] = out[key] * f
-    out["breakdown_s"] = {**out["breakdown_s"], "optimizer": 0.0 if r.spec.optimizer else out["breakdown_s"]["optimizer"],
+    out["breakdown_s"] = {**out["breakdown_s"],
+                          "optimizer": 0.0 if r.spec.optimizer else out["breakdown_s"]["optimizer"],
                           **{f"offload_{key}": v for key, v in r.terms.items() if key != "gpu_optimizer_removed"}}
     out["memory_per_gpu_bytes"] = r.memory_per_gpu
     out["memory_bytes"] = {**out["memory_bytes"], **r.memory}

@@ -23,7 +23,8 @@ overlapped; assumption).
 **DP** gradients (``2 B`` per parameter of the largest stage) over the DP x CP group, after the
 pipeline: all-reduce (ZeRO 0) or reduce-scatter + all-gather of the bf16 weights (ZeRO 1-2);
 ZeRO 3 reduce-scatters the gradients and all-gathers the weights twice per micro-batch (forward
-and backward), hidden behind the compute up to ``dp_overlap``. The gradient collectives hide behind ``dp_overlap`` x the last
+and backward), hidden behind the compute up to ``dp_overlap``. The gradient collectives hide behind ``dp_overlap``
+x the last
 micro-batch's backward; at least the last bucket (``bucket_bytes``) stays exposed when overlapped.
 **Optimizer** step: ``optimizer_bytes_per_param`` x the GPU's (ZeRO-sharded) parameters at the HBM
 bandwidth.

@@ -125,8 +125,8 @@ def memory_per_gpu(m: TransformerModel, par, batch, capacity: float, k: Constant
             w += 2 * 2.0 * layer_params_per_gpu(m, par.tp, par.ep)
         g = 2.0 * n / (shard if par.zero >= 2 else 1)
         o = 12.0 * n / (shard if par.zero >= 1 else 1)
-        per_mb, working = stage_activation_bytes(m, mb, batch.seq_len, math.ceil(m.layers / par.pp), par.tp, par.sp, par.cp, flash,
-                                        par.recompute)
+        per_mb, working = stage_activation_bytes(m, mb, batch.seq_len, math.ceil(m.layers / par.pp), par.tp, par.sp,
+                                                 par.cp, flash, par.recompute)
         if stage == "first":
             inflight = min(micro, par.pp)
             if par.vpp > 1 and par.pp > 1:

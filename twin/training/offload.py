@@ -71,7 +71,8 @@ WHAT = ("optimizer", "params", "both")
 OPT_STATE_BYTES = 16.0
 #: bytes per parameter of offloaded weights (bf16)
 PARAM_BYTES = 2.0
-OFFLOAD_HELP = "none, or tiers among cpu, nvme, pfs joined by + (one tier: ZeRO-Offload/Infinity style; several: MLP-Offload style)"
+OFFLOAD_HELP = ("none, or tiers among cpu, nvme, pfs joined by + "
+                "(one tier: ZeRO-Offload/Infinity style; several: MLP-Offload style)")
 
 
 @dataclass(frozen=True)
@@ -153,7 +154,8 @@ def tier_paths(st: NodeStorage, job_nodes: int, machine_gpus: int, other_io_node
             "pfs": TierPath("pfs", st.pfs.capacity / job_nodes, pr, pw)}
 
 
-def allocate(nbytes: float, tiers: tuple[str, ...], paths: dict[str, TierPath], used: dict[str, float]) -> dict[str, float]:
+def allocate(nbytes: float, tiers: tuple[str, ...], paths: dict[str, TierPath],
+             used: dict[str, float]) -> dict[str, float]:
     """Bytes per tier for ``nbytes`` of state (one node), given bytes already ``used`` per tier.
 
     One tier: all of it there. Several: host DRAM (``cpu``) first, up to its free capacity; the rest

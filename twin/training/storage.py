@@ -120,7 +120,8 @@ STORAGE: dict[str, NodeStorage] = {
     "dgx-h100": NodeStorage(
         "dgx-h100", PCIE5_X16, 16 * DDR5_4800,
         Tier("cpu", 2 * TB, 16 * DDR5_4800, 16 * DDR5_4800, "DGX H100 datasheet"),
-        Tier("nvme", 8 * 3.84 * TB, 8 * NVME_DRIVE_READ, 8 * NVME_DRIVE_WRITE, "DGX H100 datasheet; drive speed assumed"),
+        Tier("nvme", 8 * 3.84 * TB, 8 * NVME_DRIVE_READ, 8 * NVME_DRIVE_WRITE,
+             "DGX H100 datasheet; drive speed assumed"),
         _TECTONIC, pfs_reference_gpus=_TECTONIC_GPUS,
     ),
     # NVIDIA DGX A100 datasheet: 320 GB system (8 x A100 40GB): 1 TB of memory, 15 TB of U.2 NVMe
@@ -129,13 +130,15 @@ STORAGE: dict[str, NodeStorage] = {
     "dgx-a100-40gb": NodeStorage(
         "dgx-a100-40gb", PCIE4_X16, 16 * DDR4_3200,
         Tier("cpu", 1 * TB, 16 * DDR4_3200, 16 * DDR4_3200, "DGX A100 datasheet"),
-        Tier("nvme", 4 * 3.84 * TB, 4 * NVME_DRIVE_READ, 4 * NVME_DRIVE_WRITE, "DGX A100 datasheet; drive speed assumed"),
+        Tier("nvme", 4 * 3.84 * TB, 4 * NVME_DRIVE_READ, 4 * NVME_DRIVE_WRITE,
+             "DGX A100 datasheet; drive speed assumed"),
         _TECTONIC, pfs_reference_gpus=_TECTONIC_GPUS,
     ),
     "dgx-a100-80gb": NodeStorage(
         "dgx-a100-80gb", PCIE4_X16, 16 * DDR4_3200,
         Tier("cpu", 2 * TB, 16 * DDR4_3200, 16 * DDR4_3200, "DGX A100 datasheet"),
-        Tier("nvme", 8 * 3.84 * TB, 8 * NVME_DRIVE_READ, 8 * NVME_DRIVE_WRITE, "DGX A100 datasheet; drive speed assumed"),
+        Tier("nvme", 8 * 3.84 * TB, 8 * NVME_DRIVE_READ, 8 * NVME_DRIVE_WRITE,
+             "DGX A100 datasheet; drive speed assumed"),
         _TECTONIC, pfs_reference_gpus=_TECTONIC_GPUS,
     ),
 }

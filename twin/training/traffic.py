@@ -69,7 +69,8 @@ def global_bytes_per_iteration(model, par, batch, rank_node: np.ndarray, node_gr
     ep = 0.0
     if par.ep > 1:
         per_rank = 2.0 * b * s / par.cp * model.top_k * model.hidden / par.tp
-        ep = (4 + (2 if full else 0)) * L * m * _groups_bytes("alltoall", "pairwise", comm.ep_groups(R, par.ep), rg, per_rank)
+        ep = (4 + (2 if full else 0)) * L * m * _groups_bytes("alltoall", "pairwise", comm.ep_groups(R, par.ep), rg,
+                                                              per_rank)
     out["ep"] = ep
     pp = 0.0
     if par.pp > 1:

@@ -121,7 +121,8 @@ def _check_csv_shape(path: Path) -> None:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         line = raw[: e.start].count(b"\n") + 1
-        raise GPUTraceError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x}); a CSV trace is UTF-8") from None
+        raise GPUTraceError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x}); "
+                            "a CSV trace is UTF-8") from None
     if not text.strip():
         raise GPUTraceError(f"{path}: empty file (expected a CSV header line)")
     if '"' in text:                        # quoted fields may hold commas and line ends: the csv module counts
@@ -249,8 +250,36 @@ def read_alibaba_gpu2023_nodes(path: str | os.PathLike | None = None, *,
                        memory_mib=mem.astype(np.int64), gpus=gpu.astype(np.int64), model=model, source=str(p))
 
 
+#: workload header keys of a GPU trace's own machine (strings, as every header field): the node count
+#: and the GPUs per node of the homogeneous machine `twin.allocation.GPUAllocation` uses by default
+HEADER_GPU_NODES = "GPUNodes"
+HEADER_GPUS_PER_NODE = "GPUsPerNode"
+HEADER_GPU_MACHINE = "GPUMachine"
+
+
+def gpu_machine_header(nodes: GPUNodeList) -> dict[str, str]:
+    """Header fields describing a node list as one homogeneous GPU machine (for ``--allocation gpu``).
+
+    GPUs per node = the largest node's GPU count (every pod that fitted a real node fits one node);
+    nodes = the trace's GPUs divided by that, rounded up, so the machine keeps the trace's GPU count
+    (within one node). ``GPUMachine`` says how the real, possibly mixed, node list was mapped.
+    """
+    gpus = np.asarray(nodes.gpus, dtype=np.int64)
+    if not len(gpus) or int(gpus.max()) < 1:
+        return {}
+    gpn = int(gpus.max())
+    total = int(gpus.sum())
+    n = -(-total // gpn)
+    sizes, counts = np.unique(gpus[gpus > 0], return_counts=True)
+    mix = ", ".join(f"{int(c):,} x {int(g)}" for g, c in sorted(zip(sizes, counts), key=lambda x: -x[0]))
+    src = Path(nodes.source).name or "node list"
+    return {HEADER_GPU_NODES: str(n), HEADER_GPUS_PER_NODE: str(gpn),
+            HEADER_GPU_MACHINE: (f"{src}: {total:,} GPUs on {int((gpus > 0).sum()):,} GPU nodes ({mix} GPUs), "
+                                 f"as {n:,} nodes x {gpn} GPUs")}
+
+
 def read_alibaba_gpu2023(path: str | os.PathLike | None = None, *, data_dir: str | os.PathLike | None = None,
-                         name: str = "Alibaba-GPU-2023-openb") -> Workload:
+                         name: str = "Alibaba-GPU-2023-openb", nodes: str | os.PathLike | None = "auto") -> Workload:
     """Pods of the Alibaba GPU 2023 trace as a `Workload` (one job per pod).
 
     * ``submit`` = creation_time; ``recorded_start`` = scheduled_time (NaN for Pending pods);
@@ -263,6 +292,9 @@ def read_alibaba_gpu2023(path: str | os.PathLike | None = None, *, data_dir: str
       ``memory_mib``, ``gpu_spec`` (allowed models, '|'-separated, "" = any), ``qos``, ``pod_phase``.
     * ``status``: Succeeded 1, Failed 0, Running/Pending -1. ``requested_time``: NaN (Kubernetes
       pods have no time limit). ``job_class``: "" (the trace has no workload class).
+    * ``nodes``: the trace's node list (``"auto"``: ``openb_node_list_all_node.csv`` beside the pod
+      list, when there; None: none). Its machine goes into the header (`gpu_machine_header`:
+      ``GPUNodes``, ``GPUsPerNode``, ``GPUMachine``), the defaults of ``--allocation gpu``.
     """
     p = _data_file(path, data_dir, ALIBABA_2023_DIR, ALIBABA_2023_PODS)
     df = _read_csv(p, ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec", "qos",
@@ -301,6 +333,9 @@ def read_alibaba_gpu2023(path: str | os.PathLike | None = None, *, data_dir: str
                  "pending_time": np.where(never, deleted - created, np.nan),
                  "job_class": np.full(n, UNKNOWN_CLASS, dtype=object)},
         source=str(p), header={"QOSs": ",".join(qos_names)}, machine_size_source="")
+    node_file = p.with_name(ALIBABA_2023_NODES) if isinstance(nodes, str) and nodes == "auto" else nodes
+    if node_file is not None and Path(node_file) != p and (nodes != "auto" or Path(node_file).is_file()):
+        wl.header.update(gpu_machine_header(read_alibaba_gpu2023_nodes(node_file)))
     wl.notes.append(f"{int(never.sum())} pods were never scheduled (Pending): runtime NaN, skipped by a replay")
     wl.notes.append(f"{int((ngpu == 0).sum())} CPU-only pods have procs = 0 (GPU devices); the engine skips them")
     wl.notes.append("procs = GPU devices touched by the pod; columns['gpus'] has the fractional GPU request")

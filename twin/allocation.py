@@ -53,6 +53,43 @@ def resolve_machine(cfg, wl_machine: int | None, system, system_explicit: bool =
                          "give --nodes or --system")
 
 
+def gpu_machine(workload) -> tuple[int, int, str] | None:
+    """The machine a workload states for GPU allocation: (nodes, GPUs per node, description), or None.
+
+    From the header fields of `hpctwin.datasets.gpu_traces.gpu_machine_header` (the Alibaba 2023
+    trace's node list), else from a synthetic LLM workload's single ``gpus_per_node`` column with its
+    machine size in nodes (``llm-synthetic``)."""
+    h = workload.header
+    try:
+        n, g = int(h.get("GPUNodes", 0)), int(h.get("GPUsPerNode", 0))
+    except ValueError:
+        n = g = 0
+    if n >= 1 and g >= 1:
+        return n, g, h.get("GPUMachine") or f"{n} nodes x {g} GPUs"
+    col = workload.columns.get("gpus_per_node")
+    if (workload.name.startswith("llm-synthetic") and col is not None and len(col) and workload.machine_size
+            and np.all(col == col[0]) and int(col[0]) >= 1):
+        g, n = int(col[0]), int(workload.machine_size)
+        return n, g, f"{workload.machine_size_source or 'generator'}: {n} nodes x {g} GPUs"
+    return None
+
+
+def workload_has_gpu_machine(cfg) -> bool:
+    """Whether the workload of ``cfg`` will state its machine (`gpu_machine`), judged without loading it:
+    a synthetic LLM workload, or an Alibaba GPU 2023 pod list with its node list beside it."""
+    spec = getattr(cfg, "workload", None)
+    if not isinstance(spec, str):
+        return False
+    if spec == "llm-synthetic" or spec.startswith("llm-synthetic:"):
+        return True
+    try:
+        from .inputs import _alibaba_nodes, _workload_file  # noqa: PLC0415
+        found = _workload_file(spec, getattr(cfg, "data_dir", None))
+        return found is not None and _alibaba_nodes(*found) is not None
+    except Exception:  # noqa: BLE001 - an unreadable spec: the early error stands, the run reports the rest
+        return False
+
+
 class NodeAllocation:
     """A unit is a node; placement by the ``--placement`` entry (see the module docstring)."""
 
@@ -129,9 +166,12 @@ class GPUAllocation(NodeAllocation):
     def __init__(self, cfg, system, placement: Entry):
         super().__init__(cfg, system, placement)
         gpn = cfg.gpus_per_node or (system.gpus_per_node if system is not None else 0)
-        if not gpn or gpn < 1:
-            raise RunConfigError("--allocation gpu needs the GPUs per node: --gpus-per-node G, or a --system "
-                                 "whose gpus_per_node > 0")
+        if (not gpn or gpn < 1) and not workload_has_gpu_machine(cfg):
+            missing = "the GPUs per node" + ("" if cfg.nodes is not None or system is not None else " and the nodes")
+            raise RunConfigError(f"--allocation gpu needs {missing}: --gpus-per-node G"
+                                 + ("" if cfg.nodes is not None or system is not None else " --nodes N")
+                                 + ", or a --system whose gpus_per_node > 0 (or a workload that states its machine, "
+                                   "such as the Alibaba GPU 2023 trace beside its node list)")
         unsupported = [name for name, on in (("--network on", cfg.network),
                                              ("--power-cap", cfg.power_cap is not None),
                                              (f"--placement {cfg.placement}", not placement.tag("engine_default")))
@@ -139,12 +179,19 @@ class GPUAllocation(NodeAllocation):
         if unsupported:
             raise RunConfigError(f"--allocation gpu does not support {', '.join(unsupported)} yet (those models "
                                  "and placers work on whole nodes; GPU jobs are placed by the gpu-pack policy)")
-        self.per_node = int(gpn)
+        self.per_node = int(gpn) if gpn and gpn >= 1 else 0      # 0: from the workload's machine (`units`)
         self.options = dict(cfg.options.get("gpu", {}))
 
     def units(self, cfg, workload, system, system_explicit: bool) -> Units:
         """A job's ``procs`` is its GPU count (``columns["gpus"]``, fractional requests rounded up)."""
         from hpctwin.topology.gpu_placement import whole_gpu_requests  # noqa: PLC0415
+        meta = gpu_machine(workload)
+        explicit_nodes = cfg.nodes is not None or (system is not None and system_explicit)
+        if not self.per_node:
+            if meta is None:
+                raise RunConfigError(f"--allocation gpu needs the GPUs per node: --gpus-per-node G, or a --system "
+                                     f"whose gpus_per_node > 0 (workload {workload.name!r} states no machine)")
+            self.per_node = meta[1]
         gpn = self.per_node
         if "gpus" not in workload.columns:
             raise RunConfigError(f"--allocation gpu needs a per-job GPU count (workload column 'gpus'); "
@@ -165,8 +212,18 @@ class GPUAllocation(NodeAllocation):
             nodes, src = int(cfg.nodes), "--nodes option"
         elif system is not None and system_explicit:
             nodes, src = system.nodes, f"system {system.name} ({system.path})"
+        elif meta is not None and meta[1] == gpn:
+            nodes, src = meta[0], "the workload's machine (see the notes)"
+        elif meta is not None:
+            nodes = -(-meta[0] * meta[1] // gpn)
+            src = f"the workload's machine (see the notes): its {meta[0] * meta[1]:,} GPUs in {gpn}-GPU nodes"
         else:
             raise RunConfigError("--allocation gpu: machine size unknown: give --nodes (nodes) or --system")
+        if meta is not None and (not cfg.gpus_per_node or not explicit_nodes):
+            used = [x for x, given in (("--gpus-per-node", cfg.gpus_per_node), ("--nodes", explicit_nodes))
+                    if not given]
+            notes.append(f"allocation gpu: {' and '.join(used)} from the workload's machine ({meta[2]}); "
+                         "give them to model another machine")
         node_group = None
         if system is not None and system.network:
             from hpctwin.topology.presets import node_groups  # noqa: PLC0415

@@ -213,13 +213,13 @@ def format_summary(s: dict) -> str:
     rows = [
         ("workload", s.get("workload")), ("scheduler", s.get("scheduler")),
         ("machine", f"{s.get('machine_units')} units ({s.get('machine_size_source')})"),
-        ("jobs simulated", f"{s.get('jobs_simulated')} of {s.get('jobs_in_log')} "
-                           f"(skipped: {s.get('jobs_skipped') or 'none'})"),
+        ("jobs simulated", _jobs_line(s)),
         *([("dropped by the reader", ", ".join(f"{k}: {v}" for k, v in s["accounting"]["dropped_by_reader"].items()))]
           if (s.get("accounting") or {}).get("dropped_by_reader") else []),
         ("killed at walltime", s.get("jobs_killed_at_walltime")),
         ("mean wait", f(s.get("mean_wait_s"), " s")), ("median wait", f(s.get("median_wait_s"), " s")),
-        ("mean bsld", f(s.get("mean_bsld"))), ("utilisation", f(100 * s["utilisation"], " %") if s.get("utilisation") is not None else "n/a"),
+        ("mean bsld", f(s.get("mean_bsld"))),
+        ("utilisation", f(100 * s["utilisation"], " %") if s.get("utilisation") is not None else "n/a"),
         ("makespan", f(s.get("makespan_s"), " s")),
     ]
     for key, label, unit in (("energy_facility_kwh", "facility energy", " kWh"),
@@ -236,6 +236,8 @@ def format_summary(s: dict) -> str:
                                       f"{fl.get('jobs_failed')} jobs failed)"))
         rows.append(("goodput", f(fl.get("goodput"))))
         rows.append(("lost unit-hours", f(fl.get("lost_unit_hours"))))
+    if isinstance(s.get("serving"), dict):
+        rows.extend(_serving_rows(s["serving"], f))
     rows.append(("wall time", f"{s.get('wall_seconds')} s ({s.get('jobs_per_second')} jobs/s)"))
     w = max(len(r[0]) for r in rows)
     lines = [f"{k:<{w}}  {v}" for k, v in rows]
@@ -243,6 +245,45 @@ def format_summary(s: dict) -> str:
     for n in s.get("notes", []):
         lines.append(f"note: {n}")
     return "\n".join(lines)
+
+
+def _jobs_line(s: dict) -> str:
+    """``jobs simulated``: the log's jobs, and apart from them the serving node requests (serving on
+    the batch machine adds those to the engine's jobs)."""
+    skipped = f"(skipped: {s.get('jobs_skipped') or 'none'})"
+    sv = s.get("serving")
+    if isinstance(sv, dict) and isinstance(sv.get("node_requests"), int) and isinstance(s.get("jobs_simulated"), int):
+        k = sv["node_requests"]
+        return (f"{s['jobs_simulated'] - k} of {s.get('jobs_in_log')} log jobs {skipped}, "
+                f"+ {k} serving node requests")
+    return f"{s.get('jobs_simulated')} of {s.get('jobs_in_log')} {skipped}"
+
+
+def _serving_rows(sv: dict, f) -> list[tuple[str, str]]:
+    """The serving block of `format_summary` (serving on the batch machine): requests, the batch log's
+    jobs and the serving node requests apart, SLO attainment, TTFT/TPOT/E2E percentiles (s),
+    GPU-hours and energy (kWh) of the deployment."""
+    rows = [("serving", f"{sv.get('requests')} requests on {sv.get('hardware')} / {sv.get('model')} "
+                        f"(tp {sv.get('tp')}, policy {sv.get('policy')})")]
+    if sv.get("node_requests") is not None:
+        rows.append(("  node requests", f"{sv.get('node_requests')} serving jobs (not counted among the "
+                                        f"log's {sv.get('log_jobs')} jobs)"))
+    slo = sv.get("slo") or {}
+    if slo.get("attainment") is not None:
+        att = slo["attainment"]
+        rows.append(("  SLO attainment", (f"{100 * att:.2f} %" if att == att else "n/a")
+                     + f" (TTFT <= {slo.get('ttft_s')} s and TPOT <= {slo.get('tpot_s')} s)"))
+    for m in ("ttft", "tpot", "e2e"):
+        st = sv.get(m)
+        if isinstance(st, dict):
+            rows.append((f"  {m.upper()}", "  ".join(f"{k} {v:.4f} s" for k, v in st.items()
+                                                    if k in ("mean", "p50", "median", "p90", "p95", "p99")
+                                                    and isinstance(v, (int, float)))))
+    rows.append(("  instances", f"{sv.get('instances')} ({f(sv.get('gpu_hours'), ' GPU-h')}, "
+                                f"{f(sv.get('node_hours'), ' node-h')})"))
+    e = sv.get("energy_j")
+    rows.append(("  serving energy", f(e / 3.6e6, " kWh") if isinstance(e, (int, float)) and e == e else "n/a"))
+    return rows
 
 
 def cmd_run(a: argparse.Namespace) -> int:
@@ -289,7 +330,8 @@ def cmd_systems(a: argparse.Namespace) -> int:
     for name in builtin_systems():
         s = load_system(name)
         print(f"{name:<14} {s.nodes:>8} {s.cpus_per_node:>9} {s.gpus_per_node:>9}  "
-              f"{'yes' if s.power else 'no':<5}  {s.network.get('preset', '-') if s.network else '-':<7}  {s.description}")
+              f"{'yes' if s.power else 'no':<5}  "
+              f"{s.network.get('preset', '-') if s.network else '-':<7}  {s.description}")
     return 0
 
 
@@ -361,8 +403,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: commands whose whole argument list is handed to another module's main(argv)
-DELEGATES = {"topology": "hpctwin.topology.show", "export": "hpctwin.datasets.export", "sweep": "hpctwin.experiments.sweep",
-             "report": "hpctwin.twin.report", "plot": "hpctwin.twin.plot"}
+DELEGATES = {"topology": "hpctwin.topology.show", "export": "hpctwin.datasets.export",
+             "sweep": "hpctwin.experiments.sweep", "report": "hpctwin.twin.report", "plot": "hpctwin.twin.plot"}
 DELEGATES["serve"] = "hpctwin.twin.serving.cli"  # hpctwin serve --bundle DIR --out OUT (LLM serving, issue 16)
 DELEGATES["llm"] = "hpctwin.twin.training.cli"   # hpctwin llm estimate ... (LLM training, issue 25)
 DELEGATES["doctor"] = "hpctwin.twin.doctor"      # hpctwin doctor [--build-kernels]

@@ -83,10 +83,30 @@ def summary(p, s, c, res, df: dict, state, wall0: float, sim_wall: float) -> dic
     out["accounting"] = job_accounting(s.jobs_in_log + sum(s.dropped.values()), s.dropped,
                                        prep.skipped, np.asarray(df["state"]))
     p.allocation.summary(out, state, s.units)
+    note = low_load_note(out, s.units.total, s.units.per_node)
+    if note:
+        prep.notes.append(note)
     if "groups_spanned" in df:
         gs = np.asarray(df["groups_spanned"])[~np.isnan(res.start)]
         out["mean_groups_spanned"] = float(gs.mean()) if len(gs) else None
     return out
+
+
+#: below this utilisation (fraction of unit-seconds) with no job waiting, a run "barely loads" its machine
+LOW_LOAD_UTILISATION = 0.05
+
+
+def low_load_note(out: dict, total: int, per_node: int = 1) -> str | None:
+    """A note when the run barely loads its machine (utilisation below `LOW_LOAD_UTILISATION` and no
+    job waited): policies cannot differ on such a run. Names ``--nodes`` and the present size
+    (``total``: units; ``per_node``: units per node, GPUs under ``--allocation gpu``)."""
+    u, w = out.get("utilisation"), out.get("max_wait_s")
+    if u is None or w is None or not (u == u and w == w) or u >= LOW_LOAD_UTILISATION or w > 0 or total < 1:
+        return None
+    nodes = max(1, total // max(1, per_node))
+    unit = "nodes" if per_node > 1 else "units"
+    return (f"the run barely loads its machine: utilisation {100 * u:.2f} %, no job waited, so scheduling "
+            f"policies cannot differ on it; a smaller machine loads it more (--nodes N, now {nodes:,} {unit})")
 
 
 def series(p, s, c, res, state) -> dict[str, tuple[np.ndarray, str]]:

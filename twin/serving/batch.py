@@ -837,6 +837,7 @@ class ServingBatchModel(RunModel):
             "model": c.model, "tp": c.tp, "gpus_per_node": self.gpn, "nodes_per_instance": self.nodes_per_instance,
             "cold_start_s": self.cold_s, "lease_s": c.lease_s, "start_s": self.t_start, "time_scale": c.time_scale,
             "requests": len(r), "output_tokens": int(sum(q.generated for q in r)),
+            "log_jobs": int(self.lo), "node_requests": int(self.counts.get("scale_up_requests", 0)),
             **fifteen(lat), "slo": {"ttft_s": c.ttft_slo_s, "tpot_s": c.tpot_slo_s,
                                     "attainment": slo_attainment(lat, c.ttft_slo_s, c.tpot_slo_s)},
             "instances": len(self.insts), "instance_hours": life / 3600.0,

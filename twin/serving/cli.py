@@ -150,6 +150,55 @@ def kv_options(a: argparse.Namespace) -> dict | None:
     return {"system": a.system, "placement": a.kv_placement, "routing": a.kv_routing, "d2d_GBps": a.kv_d2d_GBps}
 
 
+#: where a serving name is looked for under the data directory, in this order (as ``run`` finds a log)
+SERVING_DIRS = ("", "LLM-serving", "LLM-serving/LLMServingSim/bench")
+#: files a bare ``--trace`` name may be, when searched for under ``<data>/LLM-serving``
+TRACE_SUFFIXES = (".csv", ".jsonl", ".jsonl.gz", ".csv.gz")
+
+
+def resolve_input(text: str, data_dir: str | None, *, folder: bool) -> Path:
+    """``--trace`` (a file, ``folder`` False) or ``--bundle`` (a folder) as given, else looked up in the
+    data directory: ``<data>/NAME``, ``<data>/LLM-serving/NAME``, ``<data>/LLM-serving/LLMServingSim/bench/NAME``,
+    else (a bare file name) the one file of that name under ``<data>/LLM-serving``. Raises ValueError
+    naming the option, the places looked in and the known names."""
+    opt = "--bundle" if folder else "--trace"
+    given = Path(text)
+    ok = Path.is_dir if folder else Path.is_file
+    if not text.strip():
+        raise ValueError(f"{opt}: empty name")
+    if given.exists():
+        return given                              # the loaders say what is wrong with it
+    from hpctwin.datasets.registry import DatasetError, default_data_dir  # noqa: PLC0415
+    try:
+        data = default_data_dir(data_dir)
+    except DatasetError as e:
+        raise ValueError(str(e)) from None
+    for sub in SERVING_DIRS:
+        cand = data / sub / text
+        if ok(cand):
+            return cand
+    root = data / "LLM-serving"
+    known: list[str] = []
+    if root.is_dir():
+        if folder:
+            known = sorted(str(c.parent.relative_to(root / "LLMServingSim" / "bench"))
+                           for c in (root / "LLMServingSim" / "bench").glob("*/*/config.json"))
+        else:
+            known = sorted(str(f.relative_to(root)) for f in root.glob("*/*")
+                           if f.is_file() and f.name.endswith(TRACE_SUFFIXES) and not f.name.startswith("perf"))
+            if "/" not in text:
+                hits = [k for k in known if Path(k).name == text]
+                if len(hits) == 1:
+                    return root / hits[0]
+                if len(hits) > 1:
+                    raise ValueError(f"{opt} {text}: {len(hits)} files of that name under {root}: "
+                                     f"{', '.join(hits)}; give one of them")
+    what = "folder" if folder else "file"
+    raise ValueError(f"{opt} {text}: no such {what}, nor under the data directory {data} (looked in "
+                     f"{', '.join(str(data / x) if x else str(data) for x in SERVING_DIRS)})"
+                     + (f"; known: {', '.join(known[:12])}{' ...' if len(known) > 12 else ''}" if known else ""))
+
+
 def run_trace(a: argparse.Namespace) -> tuple[dict, ServingResult]:
     """``--trace`` mode: a serving trace on a pool built from ``--hardware/--model/--tp`` (colocated
     ``--instances``, or ``--prefill`` + ``--decode`` disaggregated pools)."""
@@ -195,10 +244,18 @@ def run_trace(a: argparse.Namespace) -> tuple[dict, ServingResult]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="hpctwin serve", description=__doc__.split("\n\n")[0])
+    from hpctwin.datasets.registry import DATA_DIR_HELP  # noqa: PLC0415
+    p = argparse.ArgumentParser(prog="hpctwin serve", description=__doc__.split("\n\n")[0],
+                                epilog="Names of --bundle and --trace not found as given are looked up in the data "
+                                       "directory, as hpctwin run finds a log: <data>/NAME, <data>/LLM-serving/NAME, "
+                                       "<data>/LLM-serving/LLMServingSim/bench/NAME, or a trace file's bare name "
+                                       "under <data>/LLM-serving (e.g. --trace AzureLLMInferenceTrace_conv.csv, "
+                                       "--bundle RTXPRO6000/Llama-3.1-8B). Statistics are in seconds.")
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--bundle", help="folder laid out like LLMServingSim/bench/<hw>/<model>/")
-    src.add_argument("--trace", help="a serving trace instead (Azure .csv, Mooncake or LLMServingSim .jsonl[.gz]) "
+    src.add_argument("--bundle", help="folder laid out like LLMServingSim/bench/<hw>/<model>/ (a path, or a name "
+                                      "in the data directory such as RTXPRO6000/Llama-3.1-8B)")
+    src.add_argument("--trace", help="a serving trace instead (Azure .csv, Mooncake or LLMServingSim .jsonl[.gz]; a "
+                                     "path, or a name in the data directory such as AzureLLMInferenceTrace_conv.csv) "
                                      "served by the pool --hardware/--model/--tp/--instances (or --prefill/--decode)")
     p.add_argument("--hardware", default="RTXPRO6000", help="GPU type of --trace mode (a perf/ folder)")
     p.add_argument("--model", default="meta-llama/Llama-3.1-8B", help="model of --trace mode")
@@ -209,8 +266,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="prefill instances of a disaggregated pool")
     p.add_argument("--decode", type=arg_int(0, MAX_INSTANCES, "instances"), default=0,
                    help="decode instances of a disaggregated pool")
-    p.add_argument("--max-num-seqs", type=arg_int(1, MAX_NUM_SEQS, "sequences"), default=256)
-    p.add_argument("--max-num-batched-tokens", type=arg_int(1, MAX_BATCHED_TOKENS, "tokens"), default=2048)
+    p.add_argument("--max-num-seqs", type=arg_int(1, MAX_NUM_SEQS, "sequences"), default=256,
+                   help="--trace mode: most sequences an instance batches (vLLM max_num_seqs; default 256)")
+    p.add_argument("--max-num-batched-tokens", type=arg_int(1, MAX_BATCHED_TOKENS, "tokens"), default=2048,
+                   help="--trace mode: most tokens in one engine step (vLLM max_num_batched_tokens, tokens; "
+                        "default 2048)")
     p.add_argument("--prefix-caching", choices=["on", "off"], default="off",
                    help="--trace mode (Mooncake traces carry prefix block ids; Azure ones have none)")
     p.add_argument("--out", required=True,
@@ -218,8 +278,7 @@ def main(argv: list[str] | None = None) -> int:
                         "must not exist, be empty, or be a folder hpctwin wrote (replaced only with --force)")
     p.add_argument("--force", action="store_true",
                    help="replace an existing output folder written by hpctwin (never any other folder)")
-    p.add_argument("--data-dir", type=arg_dir, default=None,
-                   help="data directory holding LLM-serving/ (default: $HPCTWIN_DATA, else ../shared/datasets)")
+    p.add_argument("--data-dir", type=arg_dir, default=None, help=DATA_DIR_HELP + " (serving: LLM-serving/)")
     p.add_argument("--router", choices=list(ROUTERS), default="least_loaded",
                    help="request router across instances (default least_loaded: vLLM's DP balancer, "
                         "LLMServingSim's LOAD)")
@@ -241,8 +300,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kv-d2d-GBps", type=arg_number(0.0, MAX_GBPS, "GB/s"), default=None,
                    help="with --system: device-to-device (NVLink) GB/s per GPU and direction for intra-node "
                         "transfers (default: the GPU type's figure in twin/serving/kvflow.py D2D)")
-    p.add_argument("--quiet", "-q", action="store_true")
+    p.add_argument("--quiet", "-q", action="store_true", help="print nothing but errors")
     a = p.parse_args(argv)
+    try:
+        if a.bundle:
+            a.bundle = str(resolve_input(a.bundle, a.data_dir, folder=True))
+        else:
+            a.trace = str(resolve_input(a.trace, a.data_dir, folder=False))
+    except ValueError as e:
+        print(f"hpctwin serve: error: {e}", file=sys.stderr)
+        return 2
     from hpctwin.twin.runfolder import staged_folder  # noqa: PLC0415
     try:
         # --out is checked before the simulation (the same refusals as hpctwin run) and published
@@ -263,12 +330,23 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 130
     if not a.quiet:
-        print(f"{s['requests']} requests, {s['output_tokens']} output tokens, makespan {s['makespan_s']:.2f} s, "
-              f"{s['preemptions']} preemptions")
-        for m in ("ttft", "tpot", "e2e"):
-            print(f"  {m.upper():5s} (s) " + "  ".join(f"{k} {v:.4f}" for k, v in s[m].items()))
+        print(format_serve_summary(s))
+        written = sorted(set(written) | {f.name for f in Path(a.out).iterdir()})   # and the run-folder marker
         print(f"wrote {Path(a.out)}/: {', '.join(written)}")
     return 0
+
+
+def format_serve_summary(s: dict) -> str:
+    """The printed summary of ``hpctwin serve``: counts, makespan (s), throughput (tokens/s) and the
+    TTFT/TPOT/E2E statistics, every figure with its unit."""
+    tput = s.get("throughput_tokens_per_s")
+    lines = [f"{s['requests']:,} requests, {s['input_tokens']:,} input and {s['output_tokens']:,} output tokens, "
+             f"makespan {s['makespan_s']:,.2f} s, "
+             + (f"throughput {tput:,.1f} tokens/s, " if isinstance(tput, float) and tput == tput else "")
+             + f"{s['preemptions']:,} preemptions"]
+    for m in ("ttft", "tpot", "e2e"):
+        lines.append(f"  {m.upper():5s} " + "  ".join(f"{k} {v:.4f} s" for k, v in s[m].items()))
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -40,14 +40,20 @@ end or priority recalculation) are not computed (their outcome would be the same
 phase. Event and backfill passes at the same instant run in that order in one engine pass.
 **Priority** (`schedulers.slurm_priority`): basic (22.05's default) or multifactor; with
 slurmdbd accounting recalculated at every ``PriorityCalcPeriod`` tick (grid k * period), without
-it age and fair-share are dropped and priorities never change (priority_multifactor.c); usage accrues at the ticks and at job ends with
+it age and fair-share are dropped and priorities never change (priority_multifactor.c); usage accrues at the ticks
+and at job ends with
 Slurm's decay; a new job gets its priority from the last tick's fair-share values at submit.
 **Partitions and QOS.** Node sets, ``MaxTime`` (the planning limit is min(limit, MaxTime)),
-``PriorityTier``, ``PriorityJobFactor``; QOS priority and ``max_jobs_per_user`` from the accounts
-file. **Whole nodes**: a unit of the machine is a node unless ``cpus_per_node`` > 1 (option or
-slurm.conf ``NodeName ... CPUs=``); then a job takes ceil(procs / cpus_per_node) whole nodes and its
-``procs`` units lie on them; the remaining units of those nodes stay unused (Slurm's exclusive
-node allocation). Walltime kills are the engine's (``kill_at_walltime``).
+``PriorityTier``, ``PriorityJobFactor``; SWF partition numbers are slurm.conf partitions by
+``PartitionName`` line (1-based) or the ``partition_map`` option (`_partition_labels`). QOS
+priority, ``max_jobs_per_user`` and the ``MaxTRESPerUser``/``GrpTRES`` limits on ``cpu``, ``node``
+and ``gres/gpu`` from the accounts file (a job over a limit stays pending with slurmctld's reason,
+e.g. ``QOSMaxGRESPerUser``; `_tres_blocked`). **Whole nodes**: a unit of the machine is a node
+unless ``cpus_per_node`` > 1 (option or slurm.conf ``NodeName ... CPUs=``); then a job takes
+ceil(procs / cpus_per_node) whole nodes and its ``procs`` units lie on them; the remaining units of
+those nodes stay unused (Slurm's exclusive node allocation). A machine of exactly the NodeName
+node count is read in nodes, one of nodes x ``Gres=gpu:G`` in GPUs (``--allocation gpu``)
+(`_resolve_units`). Walltime kills are the engine's (``kill_at_walltime``).
 
 Simplifications (each also listed in ``describe()``)
 -----------------------------------------------------
@@ -66,7 +72,8 @@ Simplifications (each also listed in ``describe()``)
 * Node choice follows ``SelectType``: select/linear (default, Slurm 22.05's) exactly as
   ``_job_test``/``_will_run_test`` (`schedulers.slurm_select`, compiled in
   `schedulers.slurm_kernels`); gres/gpu requests restrict a job to nodes with enough GPUs.
-  Under select/cons_tres and cons_res (approximated) ``node_order``: ``"time-fit"`` (default) starts jobs now on the free nodes whose
+  Under select/cons_tres and cons_res (approximated) ``node_order``: ``"time-fit"`` (default) starts jobs now on
+  the free nodes whose
   next reservation comes soonest and reserves, for a future start, the nodes that become free
   latest (so the nodes left for backfill are as many as EASY's "extra" nodes); ``"index"`` takes
   the lowest node ids (Slurm's choice on a flat machine without node weights is the select
@@ -88,15 +95,18 @@ from collections import defaultdict
 
 import numpy as np
 
-from .base import BindContext, ClusterView, JobTable, Scheduler, Start
+from .base import BindContext, ClusterView, Scheduler, Start
 from .profile import NodeSpaceMap
 from .slurm_conf import (SlurmConfError, SlurmConfig, apply_options, load_slurm_conf,
                          not_modelled_line, report_ignored)
-from .slurm_priority import AccountsSpec, FairShare, MultifactorPriority, QOSDef, load_accounts
+from .slurm_priority import TRES_NAMES, AccountsSpec, FairShare, MultifactorPriority, QOSDef, load_accounts
 from .slurm_replay import REPLAY_MODES
 from .slurm_select import GroupedRunning, RunningSet, bits as _bits, job_test, to_mask as _to_mask
 
 NODE_ORDERS = ("time-fit", "index")
+#: slurmctld's pending reasons for a QOS TRES limit, in `slurm_priority.TRES_NAMES` order
+_USER_REASONS = ("QOSMaxCpuPerUserLimit", "QOSMaxNodePerUserLimit", "QOSMaxGRESPerUser")
+_GRP_REASONS = ("QOSGrpCpuLimit", "QOSGrpNodeLimit", "QOSGrpGRES")
 _INF = math.inf
 
 
@@ -115,6 +125,8 @@ class SlurmScheduler(Scheduler):
     cpus_per_node: allocation units per node (None: slurm.conf ``CPUs``, else 1).
     node_order: ``"time-fit"`` or ``"index"``.
     bf_poll: polling period (s) of the idle backfill thread (Slurm: 1 s).
+    partition_map: SWF partition number -> slurm.conf partition name (None: the n-th
+        ``PartitionName`` line is number n, 1-based; see `_partition_labels`).
     """
 
     #: the whole-run replay (`schedulers.slurm_replay`) decides exactly like this class (not its subclasses)
@@ -125,7 +137,8 @@ class SlurmScheduler(Scheduler):
     def __init__(self, config: SlurmConfig | None = None, accounts: AccountsSpec | None = None,
                  cpus_per_node: int | None = None, node_order: str = "time-fit",
                  bf_poll: float = 1.0, compiled: bool = True,
-                 time_limit_minutes: bool = False, replay: str = "auto"):
+                 time_limit_minutes: bool = False, replay: str = "auto",
+                 partition_map: dict[int, str] | None = None):
         self.cfg = config or SlurmConfig()
         self.accounts = accounts
         if node_order not in NODE_ORDERS:
@@ -146,6 +159,10 @@ class SlurmScheduler(Scheduler):
         self.cpn = int(cpn) if cpn else 1
         if self.cpn < 1:
             raise ValueError(f"slurm: cpus_per_node must be >= 1, got {cpus_per_node}")
+        self.cpn_option = cpus_per_node is not None     # given as an option (not slurm.conf)
+        self.cpn_conf = self.cpn                        # CPUs per node before `bind` reads the machine
+        self.unit_kind = "cpu" if self.cpn > 1 else "node"
+        self.partition_map = dict(partition_map or {})
         self.notes: list[str] = []
         self.stats = {"event_passes": 0, "main_passes": 0, "backfill_passes": 0,
                       "backfill_cycles_skipped": 0, "backfill_starts": 0, "main_starts": 0,
@@ -155,7 +172,43 @@ class SlurmScheduler(Scheduler):
     @property
     def units_required(self) -> int | None:
         """Allocation units the slurm.conf machine has (nodes x CPUs), or None if it names none."""
-        return len(self.cfg.node_names) * self.cpn if self.cfg.node_names else None
+        return len(self.cfg.node_names) * self.cpn_conf if self.cfg.node_names else None
+
+    def _resolve_units(self, total: int, src: str) -> tuple[int, str]:
+        """What one unit of the ``total``-unit machine is: (units per node, ``"cpu"``, ``"node"``
+        or ``"gpu"``). With NodeName lines of N nodes x C CPUs (x G GPUs): total = N x C -> units
+        are CPUs (a job of p units takes ceil(p / C) whole nodes); total = N -> units are nodes
+        (``--nodes N`` counted nodes: a job's size is its node count); total = N x G -> units are
+        GPUs (``--allocation gpu``). Anything else contradicts slurm.conf: `SlurmConfError`."""
+        cpn = self.cpn_conf
+        names = self.cfg.node_names
+        if not names:
+            if total % cpn:
+                raise SlurmConfError(f"{src}: the machine has {total} units, not a multiple of "
+                                     f"cpus_per_node={cpn}; give --nodes as a multiple of {cpn}")
+            return cpn, ("cpu" if cpn > 1 else "node")
+        N = len(names)
+        gpus = set(self.cfg.node_gpus or [0])
+        G = max(gpus)
+        if total == N * cpn:
+            return cpn, ("cpu" if cpn > 1 else "node")
+        if total == N and not self.cpn_option:
+            self.notes.append(
+                f"units are nodes: the machine has {total} units = the {N} NodeName nodes, so a "
+                f"job's size is its node count (CPUs={cpn} per node read for TRES cpu limits); to "
+                f"count CPUs run with --nodes {N * cpn}")
+            return 1, "node"
+        if G > 0 and total == N * G:
+            part = "" if len(gpus) == 1 else (f" (nodes without GPUs count {G} GPU units in the "
+                                               "engine; Slurm-like GPU jobs avoid them by Gres)")
+            self.notes.append(f"units are GPUs: {N} nodes x {G} GPUs (--allocation gpu){part}")
+            return G, "gpu"
+        ways = [f"--nodes {N} (nodes)", f"--nodes {N * cpn} ({cpn} CPUs per node)"]
+        if G > 0:
+            ways.append(f"--allocation gpu --gpus-per-node {G} --nodes {N}")
+        raise SlurmConfError(
+            f"{src}: NodeName lines define {N} nodes x {cpn} CPUs = {N * cpn} units but the "
+            f"machine has {total} units; run with {' or '.join(ways)}, or fix the NodeName lines")
 
     @property
     def _kern(self):
@@ -185,17 +238,13 @@ class SlurmScheduler(Scheduler):
         self.notes = []
         cfg = self.cfg
         total = int(cluster.total)
-        cpn = self.cpn
         src = cfg.path or "slurm options"
-        if total % cpn:
-            raise SlurmConfError(f"{src}: the machine has {total} units, not a multiple of "
-                                 f"cpus_per_node={cpn}")
+        self.cpn, self.unit_kind = self._resolve_units(total, src)
+        if self.notes and getattr(self, "_printed_units", None) != self.notes[0]:
+            print(f"slurm: {self.notes[0]}")     # once, though a fast path binds twice
+            self._printed_units = self.notes[0]
+        cpn = self.cpn
         NN = total // cpn
-        if cfg.node_names and len(cfg.node_names) != NN:
-            raise SlurmConfError(
-                f"{src}: NodeName lines define {len(cfg.node_names)} nodes x {cpn} CPUs = "
-                f"{len(cfg.node_names) * cpn} units but the machine has {total} units; run with "
-                f"--nodes {len(cfg.node_names) * cpn} or fix the NodeName lines")
         self.NN = NN
         n = len(jobs)
         self.n = n
@@ -231,6 +280,8 @@ class SlurmScheduler(Scheduler):
             labels, inv = _factorize([str(x) for x in cols["partition_name"]])
         else:
             labels, inv = _int_labels(jobs.partition, "")
+            if cfg.partitions:
+                labels = self._partition_labels(labels, np.bincount(inv, minlength=len(labels)), src)
         k_of = np.array([name_to_k.get(nm, -1) for nm in labels], dtype=np.int64)
         counts = np.bincount(inv, minlength=len(labels))
         unmatched = {nm: int(counts[q]) for q, nm in enumerate(labels) if k_of[q] < 0}
@@ -296,9 +347,10 @@ class SlurmScheduler(Scheduler):
         qlim = np.array([qdefs[q].max_jobs_per_user if qdefs[q].max_jobs_per_user is not None
                          else -1 for q in qlist], dtype=np.int64)
         self.jqos_limit = qlim[self.jqos]
-        self.has_qos_limits = bool((self.jqos_limit >= 0).any())
         self.juser = np.asarray(jobs.user, dtype=np.int64)
         self.running_uq: dict[tuple[int, int], int] = defaultdict(int)
+        self._bind_tres(procs, [qdefs[q] for q in qlist], src)
+        self.has_qos_limits = bool((self.jqos_limit >= 0).any()) or self.has_tres_limits
 
         # ---- associations (account, user) and priority
         if "account_name" in cols:
@@ -371,6 +423,115 @@ class SlurmScheduler(Scheduler):
             self.slot_words = np.zeros((NN, self.W), dtype=np.uint64)
             self.free_slots = list(range(NN - 1, -1, -1))
 
+    def _bind_tres(self, procs: np.ndarray, qos: list[QOSDef], src: str) -> None:
+        """QOS ``MaxTRESPerUser`` / ``GrpTRES`` limits: each job's TRES (``cpu``: its CPUs, i.e.
+        its units when units are CPUs, nodes x CPUs per node when units are nodes or GPUs;
+        ``node``: its nodes; ``gres/gpu``: its GPUs, i.e. its units under ``--allocation gpu``,
+        else ``gpus_per_node`` x nodes) as the rows of ``jtres`` (jobs x 3), the per-QOS limits
+        (-1 none) in ``tres_user_lim``/``tres_grp_lim`` (QOS x 3). A job over a limit on its own
+        could never start: `SlurmConfError` (Slurm would keep it pending forever)."""
+        n = self.n
+        cpn_conf = self.cpn_conf
+        if self.unit_kind == "cpu":
+            cpu = procs
+        else:
+            cpu = self.req * cpn_conf
+        if self.unit_kind == "gpu":
+            gpu = procs
+        else:
+            g = (self.jobs.columns or {}).get("gpus_per_node")
+            gpu = (np.ceil(np.nan_to_num(np.asarray(g, dtype=np.float64))).astype(np.int64) * self.req
+                   if g is not None else np.zeros(n, dtype=np.int64))
+        self.jtres = np.stack([np.asarray(cpu, dtype=np.int64), np.asarray(self.req, dtype=np.int64),
+                               np.asarray(gpu, dtype=np.int64)], axis=1) if n else np.zeros((0, 3), np.int64)
+        self.tres_user_lim = np.array([[q.max_tres_per_user.get(t, -1) for t in TRES_NAMES] for q in qos],
+                                      dtype=np.int64).reshape(len(qos), 3)
+        self.tres_grp_lim = np.array([[q.grp_tres.get(t, -1) for t in TRES_NAMES] for q in qos],
+                                     dtype=np.int64).reshape(len(qos), 3)
+        self.has_tres_limits = bool((self.tres_user_lim >= 0).any() or (self.tres_grp_lim >= 0).any())
+        self.running_ut: dict[tuple[int, int], np.ndarray] = defaultdict(lambda: np.zeros(3, np.int64))
+        self.running_qt: dict[int, np.ndarray] = defaultdict(lambda: np.zeros(3, np.int64))
+        self.pending_reasons: dict[str, int] = {}
+        self._reason_seen: set[tuple[int, str]] = set()
+        if not self.has_tres_limits or not n:
+            return
+        for lim, kind in ((self.tres_user_lim, "MaxTRESPerUser"), (self.tres_grp_lim, "GrpTRES")):
+            jl = lim[self.jqos]
+            over = (jl >= 0) & (self.jtres > jl)
+            if over.any():
+                i, t = (int(x[0]) for x in np.nonzero(over))
+                raise SlurmConfError(
+                    f"{self.accounts.path if self.accounts else src}: {int(over.any(axis=1).sum())} jobs "
+                    f"can never start (first: job {int(self.job_id[i])}, {int(self.jtres[i, t])} "
+                    f"{TRES_NAMES[t]} in QOS {qos[int(self.jqos[i])].name}, whose {kind} allows "
+                    f"{TRES_NAMES[t]}={int(jl[i, t])}); Slurm would keep it pending forever: raise "
+                    "the limit or filter the workload")
+
+    def _tres_blocked(self, j: int) -> str | None:
+        """The slurmctld pending reason when starting job ``j`` would exceed its QOS's
+        ``MaxTRESPerUser`` (``QOSMaxCpuPerUserLimit``, ``QOSMaxNodePerUserLimit``,
+        ``QOSMaxGRESPerUser``) or ``GrpTRES`` (``QOSGrpCpuLimit``, ``QOSGrpNodeLimit``,
+        ``QOSGrpGRES``); None if it may start."""
+        q = int(self.jqos[j])
+        need = self.jtres[j]
+        ul = self.tres_user_lim[q]
+        if (ul >= 0).any():
+            used = self.running_ut.get((int(self.juser[j]), q))
+            if used is not None:
+                over = (ul >= 0) & (used + need > ul)
+                if over.any():
+                    return _USER_REASONS[int(np.flatnonzero(over)[0])]
+        gl = self.tres_grp_lim[q]
+        if (gl >= 0).any():
+            used = self.running_qt.get(q)
+            if used is not None:
+                over = (gl >= 0) & (used + need > gl)
+                if over.any():
+                    return _GRP_REASONS[int(np.flatnonzero(over)[0])]
+        return None
+
+    def _tres_account(self, j: int, sign: int) -> None:
+        """Add (sign 1, a start) or remove (sign -1, an end) job ``j``'s TRES to its user's and
+        its QOS's running totals."""
+        q = int(self.jqos[j])
+        self.running_ut[(int(self.juser[j]), q)] += sign * self.jtres[j]
+        self.running_qt[q] += sign * self.jtres[j]
+
+    def _partition_labels(self, labels: list[str], counts: np.ndarray, src: str) -> list[str]:
+        """SWF partition numbers (``labels``: ``str(int)``, ``""`` for -1) -> slurm.conf partition
+        names. The ``partition_map`` option when given (number -> name), else the n-th
+        ``PartitionName`` line is partition number n (1-based, as SWF numbers partitions from 1).
+        A number with no partition is a `SlurmConfError` (naming it, its job count and the
+        mapping); jobs with no partition (-1) keep the default partition."""
+        parts = self.cfg.partitions
+        names = {p.name for p in parts}
+        if self.partition_map:
+            bad = sorted(v for v in self.partition_map.values() if v not in names)
+            if bad:
+                raise SlurmConfError(f"partition_map: partition {bad[0]!r} is not a PartitionName of "
+                                     f"{src} (partitions: {', '.join(sorted(names))})")
+            mapping = dict(self.partition_map)
+            how = "partition_map"
+        else:
+            mapping = {i + 1: p.name for i, p in enumerate(parts)}
+            how = "the n-th PartitionName line is number n"
+        out = []
+        for q, lab in enumerate(labels):
+            if lab == "":
+                out.append("")
+                continue
+            nm = mapping.get(int(lab))
+            if nm is None:
+                shown = ", ".join(f"{k}={v}" for k, v in sorted(mapping.items()))
+                raise SlurmConfError(
+                    f"{src}: {int(counts[q])} jobs are in SWF partition {lab}, which no slurm.conf "
+                    f"partition matches ({how}: {shown}); give --set scheduler.partition_map="
+                    f"\"{lab}=NAME,...\" or filter the workload")
+            out.append(nm)
+        self.notes.append(f"SWF partition numbers -> slurm.conf partitions ({how}): "
+                          + ", ".join(f"{lab}={nm}" for lab, nm in zip(labels, out) if lab))
+        return out
+
     def _bind_gres(self, cols: dict, src: str) -> np.ndarray:
         """``gres/gpu`` requests (workload column ``gpus_per_node``, e.g. from sacct's TRES):
         a job asking g GPUs per node may use only nodes with at least g (``Gres=gpu:N``), as
@@ -381,6 +542,9 @@ class SlurmScheduler(Scheduler):
         g = cols.get("gpus_per_node")
         g_req = (np.ceil(np.nan_to_num(np.asarray(g, dtype=np.float64))).astype(np.int64)
                  if g is not None else np.zeros(n, dtype=np.int64))
+        if g is None and self.unit_kind == "gpu":
+            # units are GPUs: a job of p GPUs on ceil(p / G) nodes asks ceil(p / nodes) per node
+            g_req = -(-np.asarray(self.jobs.procs, dtype=np.int64) // np.maximum(self.req, 1))
         node_gpus = np.asarray(self.cfg.node_gpus or [0] * NN, dtype=np.int64)
         if (g_req > 0).any() and not (node_gpus > 0).any():
             i = int(np.flatnonzero(g_req > 0)[0])
@@ -396,7 +560,7 @@ class SlurmScheduler(Scheduler):
         # (RICC: 447,794 jobs x 8,192 nodes would be 3.7 GB a boolean matrix)
         per_pair = (self.pmask[:, None, :] & self.gres_masks[None, :, :]).sum(axis=2)
         usable = per_pair[self.jpart, self.jgres]
-        return self.req > usable
+        return (self.req > usable) & (self.jgres > 0)   # no GPU asked: "too_big" says it
 
     def _applied_priority(self, cfg: SlurmConfig):
         """The priority parameters that apply, as ``priority_p_init`` (priority_multifactor.c)
@@ -459,8 +623,10 @@ class SlurmScheduler(Scheduler):
         if slot is not None:
             self.slot_used[slot] = False
             self.free_slots.append(slot)
-        if self.has_qos_limits:
+        if self.has_qos_limits and job in self.run_start:
             self.running_uq[(int(self.juser[job]), int(self.jqos[job]))] -= 1
+            if self.has_tres_limits:
+                self._tres_account(job, -1)
         if self.fs is not None:
             st = self.run_start[job]
             d = now - max(st, self.last_tick)
@@ -670,6 +836,8 @@ class SlurmScheduler(Scheduler):
         self.run_units[j] = units
         if self.has_qos_limits:
             self.running_uq[(int(self.juser[j]), int(self.jqos[j]))] += 1
+            if self.has_tres_limits:
+                self._tres_account(j, 1)
         p = int(self.jobs.procs[j])
         if self.cpn == 1:
             u = nodes
@@ -678,8 +846,20 @@ class SlurmScheduler(Scheduler):
         return Start(j, u.astype(np.int64))
 
     def _qos_blocked(self, j: int) -> bool:
+        """Whether QOS limits keep job ``j`` pending now (MaxJobsPerUser, MaxTRESPerUser,
+        GrpTRES); the reason is counted once per job in ``pending_reasons`` (slurmctld's
+        names)."""
         lim = self.jqos_limit[j]
-        return lim >= 0 and self.running_uq[(int(self.juser[j]), int(self.jqos[j]))] >= lim
+        if lim >= 0 and self.running_uq[(int(self.juser[j]), int(self.jqos[j]))] >= lim:
+            return True
+        if self.has_tres_limits:
+            why = self._tres_blocked(j)
+            if why is not None:
+                if (j, why) not in self._reason_seen:
+                    self._reason_seen.add((j, why))
+                    self.pending_reasons[why] = self.pending_reasons.get(why, 0) + 1
+                return True
+        return False
 
     # ================================================================== main / event pass
     def _main_pass(self, now: float, order: np.ndarray, depth: int | None) -> tuple[list[Start], bool]:
@@ -1096,6 +1276,8 @@ class SlurmScheduler(Scheduler):
              "cpus_per_node": self.cpn, "accounts": self.accounts.path if self.accounts else None}
         d.update(self.cfg.describe())
         d["notes"] = list(self.notes)
+        if getattr(self, "unit_kind", "cpu") != ("cpu" if self.cpn_conf > 1 else "node"):
+            d["units"] = f"{self.unit_kind} ({self.cpn} per node)"
         d["priority_applied"] = getattr(self, "priority_applied", None)
         d["select"] = ("select/linear: _job_test consecutive best fit, _will_run_test removing "
                        "running jobs one at a time (as Slurm 22.05)" if self.linear else
@@ -1105,6 +1287,8 @@ class SlurmScheduler(Scheduler):
         if line:
             d["warning"] = line
         d["stats"] = dict(self.stats)
+        if getattr(self, "pending_reasons", None):
+            d["pending_reasons"] = dict(self.pending_reasons)
         d["engine"] = ("compiled whole-run replay (schedulers.slurm_replay)"
                        if getattr(self, "replayed", False) else "general engine")
         d["simplifications"] = [
@@ -1140,7 +1324,8 @@ def make_slurm_scheduler(conf_path: str | None, options: dict | None) -> SlurmSc
                           bf_poll=float(options.get("bf_poll", 1.0)),
                           compiled=_flag(options.get("compiled", True)),
                           time_limit_minutes=_flag(options.get("time_limit_minutes", False)),
-                          replay=_replay_mode(options.get("replay", "auto")))
+                          replay=_replay_mode(options.get("replay", "auto")),
+                          partition_map=_partition_map(options.get("partition_map")))
 
 
 def _factorize_codes(x: np.ndarray) -> tuple[list, np.ndarray]:
@@ -1171,6 +1356,26 @@ def _int_labels(x, missing: str) -> tuple[list, np.ndarray]:
     a = np.where(a >= 0, a, -1).astype(np.int64)
     vals, codes = _factorize_codes(a)
     return [str(v) if v >= 0 else missing for v in vals], codes
+
+
+def _partition_map(v) -> dict[int, str] | None:
+    """The ``partition_map`` option: ``"1=gpu,2=cpu"`` (or a {number: name} table) -> {1: "gpu", ...};
+    None when not given. A malformed item is a `SlurmConfError` naming it."""
+    if v is None or v == "":
+        return None
+    items = list(v.items()) if isinstance(v, dict) else [
+        tuple(x.split("=", 1)) if "=" in x else (x, "") for x in (y.strip() for y in str(v).split(",")) if x]
+    out: dict[int, str] = {}
+    for k, name in items:
+        ks = str(k).strip()
+        name = str(name).strip()
+        if not ks.lstrip("-").isdigit() or not name:
+            raise SlurmConfError(f"options: partition_map item {ks}={name!r}: expected NUMBER=NAME "
+                                 "(e.g. partition_map=\"1=gpu,2=cpu\")")
+        if int(ks) in out:
+            raise SlurmConfError(f"options: partition_map: number {ks} given twice")
+        out[int(ks)] = name
+    return out
 
 
 def _replay_mode(v) -> str:

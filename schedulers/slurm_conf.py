@@ -613,7 +613,7 @@ def report_ignored(cfg: SlurmConfig) -> None:
 #: option keys (besides slurm.conf keys and SchedulerParameters names) that the scheduler itself
 #: understands; `apply_options` leaves them alone.
 SCHEDULER_OPTION_KEYS = {"accounts", "cpus_per_node", "node_order", "bf_poll", "slurm_conf",
-                         "compiled", "time_limit_minutes", "replay"}
+                         "compiled", "time_limit_minutes", "replay", "partition_map"}
 
 
 def apply_options(cfg: SlurmConfig, options: dict[str, Any]) -> SlurmConfig:

@@ -48,7 +48,13 @@ billing weight is the allocated CPUs). Half-life 0 = no decay.
     priority = 0
     [qos.high]
     priority = 100
-    max_jobs_per_user = 4
+    max_jobs_per_user = 4                 # the sacctmgr spellings (MaxJobsPerUser, ...) work too
+    max_tres_per_user = "gres/gpu=8,cpu=64"   # MaxTRESPerUser (Slurm's TRES string)
+    grp_tres = "gres/gpu=16"              # GrpTRES: all running jobs of the QOS together
+
+TRES names read: ``cpu`` (allocation units that are CPUs; a node-unit job counts its nodes x
+CPUs per node), ``node``, ``gres/gpu`` (``gpu`` accepted). Other TRES (``mem``, ``license/...``,
+``billing``, typed ``gres/gpu:TYPE``) are refused with the file and key named (not modelled).
 
 Accounts not listed get 1 share under root; a job's account is its ``group`` (sacct: Account).
 """
@@ -78,6 +84,10 @@ class QOSDef:
     name: str
     priority: int = 0
     max_jobs_per_user: int | None = None
+    #: MaxTRESPerUser: TRES name (``cpu``, ``node``, ``gres/gpu``) -> limit per user (units)
+    max_tres_per_user: dict[str, int] = field(default_factory=dict)
+    #: GrpTRES: TRES name -> limit over every running job of the QOS
+    grp_tres: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -126,9 +136,11 @@ def load_accounts(path: str | Path) -> AccountsSpec:
     for name, v in data.get("qos", {}).items():
         if not isinstance(v, dict):
             raise AccountsError(f"{p}: qos.{name}: expected a table")
-        bad = set(v) - {"priority", "max_jobs_per_user"}
+        v = {_QOS_ALIASES.get(k, k): x for k, x in v.items()}
+        bad = set(v) - {"priority", "max_jobs_per_user", "max_tres_per_user", "grp_tres"}
         if bad:
-            raise AccountsError(f"{p}: qos.{name}: unknown key(s) {', '.join(sorted(bad))}")
+            raise AccountsError(f"{p}: qos.{name}: unknown key(s) {', '.join(sorted(bad))} (expected "
+                                "priority, max_jobs_per_user, max_tres_per_user, grp_tres)")
         prio = v.get("priority", 0)
         mj = v.get("max_jobs_per_user")
         if not isinstance(prio, int) or prio < 0:
@@ -136,7 +148,9 @@ def load_accounts(path: str | Path) -> AccountsSpec:
         if mj is not None and (not isinstance(mj, int) or mj < 0):
             raise AccountsError(f"{p}: qos.{name}.max_jobs_per_user: expected an integer >= 0, "
                                 f"got {mj!r}")
-        spec.qos[name] = QOSDef(name, prio, mj)
+        spec.qos[name] = QOSDef(name, prio, mj,
+                                parse_tres(v.get("max_tres_per_user", ""), f"{p}: qos.{name}.max_tres_per_user"),
+                                parse_tres(v.get("grp_tres", ""), f"{p}: qos.{name}.grp_tres"))
     for a, par in spec.account_parent.items():
         seen = {a}
         while par != "root":
@@ -147,6 +161,34 @@ def load_accounts(path: str | Path) -> AccountsSpec:
             seen.add(par)
             par = spec.account_parent.get(par, "root")
     return spec
+
+
+#: Slurm's sacctmgr spellings of the QOS keys, accepted in the accounts file
+_QOS_ALIASES = {"Priority": "priority", "MaxJobsPerUser": "max_jobs_per_user",
+                "MaxTRESPerUser": "max_tres_per_user", "GrpTRES": "grp_tres"}
+#: TRES names the limits understand (``gpu`` is read as ``gres/gpu``)
+TRES_NAMES = ("cpu", "node", "gres/gpu")
+
+
+def parse_tres(value, where: str) -> dict[str, int]:
+    """A Slurm TRES string (``"gres/gpu=4,cpu=32"``) -> {name: count}; ``where`` names the file
+    and key in the `AccountsError` raised for a malformed item or a TRES that is not modelled."""
+    if not isinstance(value, str):
+        raise AccountsError(f"{where}: expected a TRES string such as \"gres/gpu=4,cpu=32\", got {value!r}")
+    out: dict[str, int] = {}
+    for item in filter(None, (x.strip() for x in value.split(","))):
+        key, eq, num = item.partition("=")
+        key = key.strip().lower()
+        key = {"gpu": "gres/gpu", "nodes": "node", "cpus": "cpu"}.get(key, key)
+        if not eq or not num.strip().isdigit():
+            raise AccountsError(f"{where}: {item!r} is not NAME=COUNT (e.g. gres/gpu=4)")
+        if key not in TRES_NAMES:
+            raise AccountsError(f"{where}: TRES {item.partition('=')[0]!r} is not modelled (limits read: "
+                                f"{', '.join(TRES_NAMES)}); remove it or give it in another QOS file")
+        if key in out:
+            raise AccountsError(f"{where}: TRES {key} given twice")
+        out[key] = int(num)
+    return out
 
 
 # ----------------------------------------------------------------------------- the tree

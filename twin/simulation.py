@@ -159,15 +159,49 @@ class Simulation:
                                   f"the machine has {total}")
 
     # ------------------------------------------------------------------ the loop
+    #: a subclass whose policy takes external decisions (`twin.rl.engine.SteppedSimulation`) sets this:
+    #: before each pass the loop yields while ``scheduler.deciding()`` and commits what it is sent
+    EXTERNAL_DECISIONS = False
+    #: exceptions of a subclass's own that pass through the loop unchanged (not located as model errors)
+    PASS_THROUGH: tuple = ()
+
     def run(self) -> SimResult:
+        """Run to the end and return the `SimResult` (the loop of `steps`, driven without decisions)."""
         if self.fast_path is not None and not self.held_jobs and (res := self.fast_path(self)) is not None:
             return res
+        steps = self.steps()
+        try:
+            next(steps)                    # a plain run never yields: the whole loop runs in this call
+        except StopIteration as done:
+            res = done.value
+        else:
+            steps.close()
+            raise SimulationError("the policy asked for an external decision; drive the loop with steps()")
+        self._prog = self._ledger = self._queue = self._rec = self._timers = None   # per-job state: freed
+        self._submit = self._job_id = self._procs = self._est = self._runtime = None
+        return res
+
+    def before_event(self, now: float) -> None:
+        """Hook of subclasses, at each event time before anything of it is applied (called only when
+        overridden)."""
+
+    def after_event(self, now: float) -> None:
+        """Hook of subclasses, at each event time after its pass (called only when overridden)."""
+
+    def steps(self):
+        """The event loop as a generator; returns the `SimResult`. Same-instant order: finishes, model
+        events, submissions, the policy's wake-up, then one scheduling pass. With `EXTERNAL_DECISIONS`,
+        before the pass it yields ``now`` (s) while the policy is ``deciding()`` and passes what it is
+        sent to ``policy.commit``; otherwise it never yields."""
         self._bind()
         prog, timers, queue, cluster, rec = self._prog, self._timers, self._queue, self.cluster, self._rec
         n, submit, fin_heap, tim_heap, on_submit = (self.n - self.held_jobs, self._submit, prog.heap, timers.heap,
                                                     self._hooks.on_submit)
         has_events, rec_t, rec_busy, rec_q = bool(self._event_models), rec.t.append, rec.busy.append, rec.queue.append
         q_new, q_waiting, wakeup, driving = queue.new, queue.waiting, self._wakeup, self._driving
+        decider = self.scheduler if self.EXTERNAL_DECISIONS else None
+        before = self.before_event if type(self).before_event is not Simulation.before_event else None
+        after = self.after_event if type(self).after_event is not Simulation.after_event else None
         now, ptr, events, version, quiet = 0.0, 0, 0, prog.version, 0
         try:
             while True:
@@ -183,6 +217,8 @@ class Simulation:
                     break
                 cluster.now = now
                 events += 1
+                if before is not None:
+                    before(now)
                 finished = t_fin <= now and self._finishes(now)                 # 1. ties by job id
                 acted = has_events and self._model_events(now)                  # 2. in model order
                 submitted = t_sub <= now                                        # 3. ties by job id
@@ -199,7 +235,13 @@ class Simulation:
                     queue.merge()
                 started = 0
                 if (finished or acted or submitted or woke) and len(queue.arr):
+                    if decider is not None:                                     # external decisions first
+                        decider.begin_pass(now, queue.arr, cluster)
+                        while decider.deciding():
+                            decider.commit((yield now))
                     started = self._pass(now)                                   # 5. one pass
+                if after is not None:
+                    after(now)
                 down = cluster.down                                             # record the state
                 rec_t(now)
                 rec_busy(cluster.total - cluster._free - down)
@@ -215,7 +257,7 @@ class Simulation:
                 elif len(queue.arr):
                     quiet = self._guard(now, acted, quiet)
             self.events = events
-        except (SimulationError, KeyboardInterrupt):
+        except (SimulationError, KeyboardInterrupt, *self.PASS_THROUGH):
             raise
         except (RateError, QueueError) as e:
             raise SimulationError(str(e)) from None
@@ -224,10 +266,7 @@ class Simulation:
         rec.close()
         for m in self.models:
             m.finalize(rec.end_time)
-        res = self._result()
-        self._prog = self._ledger = self._queue = self._rec = self._timers = None   # per-job state: freed
-        self._submit = self._job_id = self._procs = self._est = self._runtime = None
-        return res
+        return self._result()
 
     # ------------------------------------------------------------------ set-up
     def _bind(self) -> None:

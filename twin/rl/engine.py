@@ -1,6 +1,6 @@
 """The ``engine`` rules: hpctwin's event loop, stepped externally one decision at a time.
 
-`SteppedSimulation.steps` is `twin.simulation.Simulation.run` as a generator: the same event loop
+`SteppedSimulation` drives the engine's one loop, the generator `twin.simulation.Simulation.steps`: the same loop
 (same-instant order: finishes, model events, submissions, wake-ups, then one scheduling pass), the
 same private steps of the engine (`_finishes`, `_model_events`, `_pass`...), with one addition: before
 the pass, while the policy (`AgentPolicy`) needs a decision, the generator yields the time and
@@ -36,10 +36,7 @@ import numpy as np
 
 from hpctwin.schedulers.backfill import BACKFILLS, QueueScheduler
 from hpctwin.twin.contract import BindContext, ClusterView, Scheduler, bind_policy
-from hpctwin.twin.guards import SimulationError, located
-from hpctwin.twin.rates import RateError
-from hpctwin.twin.simulation import INF, Simulation
-from hpctwin.twin.waitqueue import QueueError
+from hpctwin.twin.simulation import Simulation
 
 
 class DecisionError(ValueError):
@@ -166,84 +163,9 @@ class AgentPolicy(Scheduler):
 
 
 class SteppedSimulation(Simulation):
-    """`Simulation` whose loop can be stepped: `steps` yields at each decision of its `AgentPolicy`."""
+    """`Simulation` whose loop is stepped: `Simulation.steps` yields at each decision of its
+    `AgentPolicy` (the engine's one loop, with `EXTERNAL_DECISIONS` on); subclasses may override the
+    engine's `before_event` / `after_event` hooks (energy integration, observations)."""
 
-    def steps(self):
-        """Generator: yields ``now`` (s) when the policy needs a decision and receives the agent's job
-        index (``policy.commit`` is called with it); returns the `SimResult` at the end of the run.
-        The body is `Simulation.run`'s loop, with the decisions inserted before the pass."""
-        policy: AgentPolicy = self.scheduler
-        self._bind()
-        prog, timers, queue, cluster, rec = self._prog, self._timers, self._queue, self.cluster, self._rec
-        n, submit, fin_heap, tim_heap, on_submit = (self.n - self.held_jobs, self._submit, prog.heap, timers.heap,
-                                                    self._hooks.on_submit)
-        has_events, rec_t, rec_busy, rec_q = bool(self._event_models), rec.t.append, rec.busy.append, rec.queue.append
-        q_new, q_waiting, wakeup, driving = queue.new, queue.waiting, self._wakeup, self._driving
-        now, ptr, events, version, quiet = 0.0, 0, 0, prog.version, 0
-        try:
-            while True:
-                t_sub = submit[ptr] if ptr < n else INF
-                t_fin = ((fin_heap[0][0] if fin_heap[0][3] == version[fin_heap[0][2]] else prog.next_time())
-                         if fin_heap else INF)
-                t_tim = timers.next_time(self._finished < self._expected or driving) if tim_heap else INF
-                now = t_fin if t_fin < t_sub else t_sub
-                if t_tim < now:
-                    now = t_tim
-                if now == INF:
-                    self._check_deadlock()
-                    break
-                cluster.now = now
-                events += 1
-                self.before_event(now)
-                finished = t_fin <= now and self._finishes(now)                 # 1. ties by job id
-                acted = has_events and self._model_events(now)                  # 2. in model order
-                submitted = t_sub <= now                                        # 3. ties by job id
-                if submitted:
-                    while ptr < n and submit[ptr] <= now:
-                        q_new.append(ptr)
-                        q_waiting[ptr] = 1
-                        if on_submit is not None:
-                            on_submit(now, ptr)
-                        ptr += 1
-                    self._ptr = ptr
-                woke = timers.wake is not None and timers.policy_due(now)       # 4. the policy's wake-up
-                if q_new:
-                    queue.merge()
-                started = 0
-                if (finished or acted or submitted or woke) and len(queue.arr):
-                    policy.begin_pass(now, queue.arr, cluster)                  # the agent's decisions,
-                    while policy.deciding():                                    # then 5. one pass
-                        policy.commit((yield now))
-                    started = self._pass(now)
-                self.after_event(now)
-                down = cluster.down                                             # record the state
-                rec_t(now)
-                rec_busy(cluster.total - cluster._free - down)
-                rec_q(len(queue.arr))
-                if rec.down is not None:
-                    rec.down.append(down)
-                if wakeup is not None:
-                    nxt = wakeup(now)
-                    if nxt is not None:
-                        self._set_wakeup(now, nxt)
-                if finished or submitted or started:
-                    quiet = 0
-                elif len(queue.arr):
-                    quiet = self._guard(now, acted, quiet)
-            self.events = events
-        except (SimulationError, KeyboardInterrupt, DecisionError):
-            raise
-        except (RateError, QueueError) as e:
-            raise SimulationError(str(e)) from None
-        except Exception as e:
-            raise located(e, now, self._owners) from e
-        rec.close()
-        for m in self.models:
-            m.finalize(rec.end_time)
-        return self._result()
-
-    def before_event(self, now: float) -> None:
-        """Called at each event time before anything of it is applied (energy integration)."""
-
-    def after_event(self, now: float) -> None:
-        """Called at each event time after its pass (the machine's new state holds from ``now``)."""
+    EXTERNAL_DECISIONS = True
+    PASS_THROUGH = (DecisionError,)

@@ -34,7 +34,8 @@ longest runtime above; the end state (completed/cancelled/failed) is drawn indep
 runtime with Seren's rates (the runtime drawn is the job's actual run, whatever its end state);
 requested time = runtime x U(1, 4) (users over-estimate; assumption), capped at 14 days.
 
-Training gangs get a shape (`training_shape`): TP = min(GPUs, GPUs per node), PP from the model
+Training gangs get a shape (`training_shape`): TP = gcd(GPUs, GPUs per node) (never more than a
+node: pass ``gpus_per_node`` of the machine; ``hpctwin run --system S`` does), PP from the model
 size, DP = GPUs / (TP x PP); the model size grows with the gang (`MODEL_BY_GPUS`; GPT-style
 configurations of Narayanan et al., SC'21, and the Llama 2 family). Sizes for the engine are whole
 nodes: ``procs = ceil(gpus / gpus_per_node)`` (whole-node allocation; sub-node jobs take one node).
@@ -137,16 +138,17 @@ def load_acme_summary(path: str | Path | None = None, cluster: str = "Seren") ->
 def training_shape(gpus: int, gpus_per_node: int = 8) -> tuple[int, int, int, tuple]:
     """(tp, pp, dp, model) of a training gang of ``gpus`` GPUs (see `MODEL_BY_GPUS`).
 
-    TP = min(gpus, gpus_per_node); PP = the model's stages, reduced while it does not divide
-    gpus / TP; DP = gpus / (TP x PP). ValueError if ``gpus`` is not a multiple of TP.
+    TP = gcd(gpus, gpus_per_node) (the largest group that divides the gang and fits a node, so a TP
+    group never spans nodes: min(gpus, gpus_per_node) for the powers of two of `CLASS_GPUS`); PP = the
+    model's stages, reduced while it does not divide gpus / TP; DP = gpus / (TP x PP).
     """
     gpus = int(gpus)
     if gpus < 1:
         raise ValueError(f"a training gang needs >= 1 GPU, got {gpus}")
     model = next(m for limit, m in MODEL_BY_GPUS if gpus <= limit)
-    tp = min(gpus, int(gpus_per_node))
-    if gpus % tp:
-        raise ValueError(f"{gpus} GPUs is not a multiple of TP = {tp}")
+    if int(gpus_per_node) < 1:
+        raise ValueError(f"gpus_per_node must be >= 1, got {gpus_per_node}")
+    tp = math.gcd(gpus, int(gpus_per_node))
     pp = model[4]
     while pp > 1 and (gpus // tp) % pp:
         pp //= 2
@@ -217,7 +219,8 @@ def llm_workload(days: float = 30.0, gpus: int = 1024, *, seed: int = 0, jobs: i
     wl = Workload.from_arrays(
         name or f"llm-synthetic:days={days:g},gpus={gpus},seed={seed}", submit=submit, runtime=runtime,
         requested_time=req, procs=procs, status=status, columns=cols,
-        machine_size=int(math.ceil(gpus / gpus_per_node)), machine_size_source=f"{gpus} GPUs / {gpus_per_node} per node",
+        machine_size=int(math.ceil(gpus / gpus_per_node)),
+        machine_size_source=f"{gpus} GPUs / {gpus_per_node} per node",
         source=f"datasets.llm_synthetic.llm_workload(days={days}, gpus={gpus}, seed={seed}, jobs={jobs})")
     wl.notes.append("synthetic LLM-cluster workload calibrated to AcmeTrace Seren (Hu et al. NSDI'24); "
                     "class mix, sizes and runtime shapes are documented assumptions")

@@ -191,7 +191,7 @@ def read_file(path: str | Path, fmt: str | None = None, *, name: str | None = No
     return FORMATS[fmt].read(p, name, opts)
 
 
-def _llm_synthetic(spec: str, seed: int) -> Workload:
+def _llm_synthetic(spec: str, seed: int, gpus_per_node: int | None = None) -> Workload:
     from hpctwin.twin.schema import ConfigError, did_you_mean  # noqa: PLC0415
 
     from .llm_synthetic import llm_workload  # noqa: PLC0415
@@ -213,12 +213,16 @@ def _llm_synthetic(spec: str, seed: int) -> Workload:
         if not limits[0] <= val <= limits[1]:
             raise ConfigError(f"--workload {spec}: {k}: {v} must be in [{limits[0]:g}, {limits[1]:g}]")
         kw[k] = val
+    if gpus_per_node and gpus_per_node >= 1:      # the machine's node (--system) unless the spec names one
+        kw.setdefault("gpus_per_node", int(gpus_per_node))
     return llm_workload(**kw)
 
 
 def load_workload(spec: str, *, data_dir: str | None = None, seed: int = 0, nodes: int | None = None,
-                  size_field: str = "auto", options: dict | None = None) -> Workload:
-    """A workload from a spec (see the module docstring); ``options`` are the reader options."""
+                  size_field: str = "auto", options: dict | None = None,
+                  gpus_per_node: int | None = None) -> Workload:
+    """A workload from a spec (see the module docstring); ``options`` are the reader options;
+    ``gpus_per_node``: the machine's GPUs per node (``llm-synthetic`` sizes its gangs to it)."""
     if not isinstance(spec, str) or not spec.strip():
         raise DatasetError("--workload: empty workload (a file, a registry name, synthetic or FORMAT:FILE)")
     opts = dict(options or {})
@@ -231,7 +235,7 @@ def load_workload(spec: str, *, data_dir: str | None = None, seed: int = 0, node
             params.setdefault("nodes", nodes)
         return lublin_workload(**params)
     if spec == "llm-synthetic" or spec.startswith("llm-synthetic:"):
-        return _llm_synthetic(spec, seed)
+        return _llm_synthetic(spec, seed, gpus_per_node)
     head, sep, rest = spec.partition(":")
     if sep and head in FORMATS:
         return read_file(rest, head, options=opts)

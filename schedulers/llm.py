@@ -26,6 +26,13 @@ inner policy proposed in the same pass still fit; the inner policy is told of th
 be overtaken by backfilled jobs until its window ends: the price of waiting for a better placement,
 as with Slurm's switch constraint.
 
+Placement: the wrapper's own `LLMPlacer` by default. ``placement`` (the run's ``--placement``, given
+by the run as the option's default) names another entry of `topology.placement.PLACEMENTS`
+(``contiguous``, ``spread``, ``group-packed``...): that placer, seeded from the run's stream
+``"placement"`` like the run's own, places the starts and the group limit still applies. ``first-fit``
+(the run's default placement) and ``llm`` mean the wrapper's LLM placer; an unknown name is refused
+with the known ones.
+
 Usage: ``LLMScheduler(inner="easy", system="dgx-h100")`` or from the command line
 ``--scheduler schedulers.llm:LLMScheduler`` with scheduler options ``inner``, ``system``,
 ``max_groups``, ``max_group_wait``. The node -> group map comes from ``node_group``, else the run's
@@ -55,12 +62,14 @@ class LLMScheduler(ForwardsFailureHooks, Scheduler):
         0 or "min": the fewest groups possible for the job).
     max_group_wait: default extra wait (s) before the limit is relaxed.
     placer: an `LLMPlacer` (default: a new one).
+    placement: a `topology.placement.PLACEMENTS` name placing the starts instead (None, ``first-fit``,
+        ``llm``: the LLM placer; see the module docstring).
     """
 
     def __init__(self, inner: Scheduler | str = "easy", system: str | None = None,
                  node_group: np.ndarray | None = None, max_groups: int | str | None = None,
                  max_group_wait: float = 3600.0, placer: LLMPlacer | None = None,
-                 order: str | None = None, backfill: str | None = None):
+                 order: str | None = None, backfill: str | None = None, placement: str | None = None):
         if isinstance(inner, str):
             from .registry import make_scheduler  # noqa: PLC0415
             inner = make_scheduler(inner, order, backfill)
@@ -74,6 +83,10 @@ class LLMScheduler(ForwardsFailureHooks, Scheduler):
         self.default_wait = float(max_group_wait)
         if self.default_wait < 0:
             raise ValueError(f"max_group_wait must be >= 0 s, got {max_group_wait}")
+        self.placement = None if placement in (None, "first-fit", "llm") else str(placement)
+        if self.placement is not None:
+            from hpctwin.topology.placement import PLACEMENTS  # noqa: PLC0415
+            placer = PLACEMENTS.lookup(self.placement).load()()    # unknown: RunConfigError listing the names
         self.placer = placer or LLMPlacer()
         self.name = f"llm({getattr(inner, 'name', type(inner).__name__)})"
 
@@ -81,7 +94,8 @@ class LLMScheduler(ForwardsFailureHooks, Scheduler):
         inner = self.inner.describe() if hasattr(self.inner, "describe") else {"name": self.inner.name}
         return {"name": self.name, "inner": inner, "system": self.system,
                 "max_groups_default": self.default_max_groups, "max_group_wait_default_s": self.default_wait,
-                "deferred_starts": self.deferred, "relaxed_jobs": self.relaxed, "constraint_met_jobs": self.met}
+                "deferred_starts": self.deferred, "relaxed_jobs": self.relaxed, "constraint_met_jobs": self.met,
+                **({"placement": self.placement} if self.placement is not None else {})}
 
     # ------------------------------------------------------------------ binding
     def _groups_for(self, total: int) -> np.ndarray | None:
@@ -105,7 +119,8 @@ class LLMScheduler(ForwardsFailureHooks, Scheduler):
         total = ctx.total
         self.node_group = (self._groups_for(total) if self._node_group is not None or ctx.node_group is None
                            else np.asarray(ctx.node_group, dtype=np.int64))
-        self.placer.bind(total, self.node_group, ctx.rng("llm-placement"), ctx.jobs)
+        self.placer.bind(total, self.node_group, ctx.rng("llm-placement" if self.placement is None else "placement"),
+                         ctx.jobs)
         jobs = ctx.jobs
         n = len(jobs)
         cols = jobs.columns or {}
@@ -119,7 +134,8 @@ class LLMScheduler(ForwardsFailureHooks, Scheduler):
         else:
             max_groups = np.where(training, self.default_max_groups, -1).astype(np.int64)
         zero = np.flatnonzero(max_groups == 0)           # "the fewest possible" for the job
-        max_groups[zero] = [self.placer.min_groups(int(jobs.procs[j])) for j in zero]
+        fewest = self.placer.min_groups if hasattr(self.placer, "min_groups") else self._min_groups
+        max_groups[zero] = [fewest(int(jobs.procs[j])) for j in zero]
         if wait is not None:
             w = np.asarray(wait, dtype=np.float64)
             max_wait = np.where(np.isfinite(w) & (w >= 0), w, self.default_wait)
@@ -127,6 +143,14 @@ class LLMScheduler(ForwardsFailureHooks, Scheduler):
             max_wait = np.full(n, self.default_wait)
         self.gate = GroupLimitGate(max_groups, max_wait, self.node_group)
         self.max_groups, self.max_wait = max_groups, max_wait
+
+    def _min_groups(self, procs: int) -> int:
+        """The fewest groups ``procs`` nodes can span (groups filled largest first), for placers without
+        `LLMPlacer.min_groups`."""
+        if self.node_group is None:
+            return 1
+        sizes = np.sort(np.bincount(self.node_group))[::-1]
+        return int(np.searchsorted(np.cumsum(sizes), procs) + 1)
 
     def engine_placer(self) -> LLMPlacer:
         return self.placer

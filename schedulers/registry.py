@@ -322,7 +322,7 @@ SCHEDULERS.register(SchedulerEntry(
 SCHEDULERS.register(SchedulerEntry(
     "llm", "hpctwin.schedulers.llm:make_llm_scheduler",
     options=Signature("hpctwin.schedulers.llm:LLMScheduler", ("inner", "order", "backfill", "node_group", "placer")),
-    takes=("order", "backfill"), requires=Needs(jobs=_llm_training_jobs), from_run=("system",),
+    takes=("order", "backfill"), requires=Needs(jobs=_llm_training_jobs), from_run=("system", "placement"),
     check_with={"system": "dgx-h100"}, doc="LLM-aware placement around EASY (group limits of training jobs)"))
 SCHEDULERS.register(SchedulerEntry(
     "gpu-pack", "hpctwin.schedulers.gpu_packing:make_gpu_packing",

@@ -83,7 +83,7 @@ def test_every_scheduler_name_is_an_entry_with_its_needs():
     assert e["easy"].queue == ("fcfs", "easy") and e["easy"].guarantees == {"easy_head"}
     assert e["gpu-pack"].needs.allocation == "gpu" and e["gpu-pack"].packs_gpus
     assert e["price-aware"].needs.models == ("power",) and e["price-aware"].takes == ("backfill",)
-    assert e["llm"].from_run == ("system",) and e["llm"].needs.jobs is not None
+    assert e["llm"].from_run == ("system", "placement") and e["llm"].needs.jobs is not None
     assert e["slurm"].takes == ("slurm_conf",) and e["slurm"].option_schema() is None
     assert e["easy"].option_schema() == {} and e["rls-f1"].option_schema() == {}
     assert set(SCHEDULERS.get("exec:x").option_schema()) == {"timeout_s", "cwd"}
@@ -238,7 +238,7 @@ def test_a_policy_needing_a_model_is_told_its_switch_and_checked_with_it(slow_mo
 
 def test_builtin_model_sections_and_switches():
     s = M.sections()
-    assert list(s) == ["power", "llm", "network", "failures", "serving"]
+    assert list(s) == ["power", "llm", "training", "network", "failures", "serving"]
     assert s["network"].option_schema() == {"routing": Key(str, choices=("minimal", "valiant"))}
     assert "cooling_overhead" in s["power"].option_schema() and "enabled" in s["failures"].option_schema()
     from dataclasses import fields

@@ -332,6 +332,27 @@ class LLMIterationModel(RunModel):
         self.iter_ideal = np.full(n, np.nan)
         self.groups = np.full(n, -1, dtype=np.int64)
         self._cache: dict = {}
+        if self.units_per_node == 1:
+            self._check_shapes(ctx.jobs)
+
+    def _check_shapes(self, jobs) -> None:
+        """Every training job's shape fits its node count and TP a node (whole-node allocation), else a
+        one-line `twin.errors.RunConfigError` naming the job and the fix (before the first event)."""
+        from hpctwin.twin.errors import RunConfigError  # noqa: PLC0415
+        G = self.costs.gpus_per_node
+        for j in range(len(jobs)):
+            shape = shape_of(self.cols, j)
+            if shape is None:
+                continue
+            need, what = math.ceil(shape.gpus / G), f"llm.iteration: job {int(jobs.job_id[j])} (tp {shape.tp} x " \
+                f"pp {shape.pp} x dp {shape.dp})"
+            if shape.tp > G:
+                raise RunConfigError(f"{what}: TP = {shape.tp} exceeds the {G} GPUs of a node; generate the workload "
+                                     f"for this machine (llm-synthetic:...,gpus_per_node={G})")
+            if int(jobs.procs[j]) != need:
+                raise RunConfigError(f"{what}: {shape.gpus} GPUs need {need} nodes of {G} GPUs but the job asks for "
+                                     f"{int(jobs.procs[j])}; generate the workload for this machine "
+                                     f"(llm-synthetic:...,gpus_per_node={G})")
 
     def on_start(self, now, job, nodes):
         if self.units_per_node > 1:

@@ -126,6 +126,11 @@ def _llm_iteration(s: ModelSetup):
     return LLMIterationModel(gpu=s.options("llm").get("gpu"))
 
 
+def _training(s: ModelSetup):
+    from hpctwin.twin.training.run_model import build  # noqa: PLC0415
+    return build(s)
+
+
 def _network(s: ModelSetup):
     from hpctwin.topology.contention import NetworkContentionModel  # noqa: PLC0415
     return NetworkContentionModel.from_system(s.system, s.cfg.options)
@@ -172,6 +177,10 @@ BUILTIN: list[ModelEntry] = [
                doc="LLM training iteration times from the job's placement (topology.llm_iteration)",
                options=_OPT + "LLMIterationOptions", section="llm", off_refused=False,
                switch={"options": {"llm": {"iteration": True}}}),
+    ModelEntry("training", None, _training, provides=("training",), requires=("system.network",), gpu=False,
+               uses=("network",), doc="first-principles LLM training iteration time, FLOP/s and memory of "
+               "training jobs on their placement (twin.training.run_model)",
+               options="hpctwin.twin.training.run_model:TrainingOptions"),
     ModelEntry("network", lambda c: bool(c.network), _network, provides=("network",),
                requires=("system.network",), flag="--network on", gpu=False,
                doc="link contention slowing communicating jobs (topology.contention)",

@@ -100,13 +100,16 @@ def jobs_dataframe(columns: dict[str, Any]) -> pd.DataFrame:
 
 # ---------------------------------------------------------------------- workload loading
 def load_workload(spec: str, *, data_dir: str | None = None, seed: int = 0, nodes: int | None = None,
-                  size_field: str = "auto", options: dict | None = None) -> Workload:
+                  size_field: str = "auto", options: dict | None = None,
+                  gpus_per_node: int | None = None) -> Workload:
     """A workload from a file (format detected or named: ``sacct:FILE``, ``alibaba-gpu:FILE``...), a
-    registry name, ``synthetic[:k=v,...]`` or ``llm-synthetic[:...]`` (see `datasets.loader`)."""
+    registry name, ``synthetic[:k=v,...]`` or ``llm-synthetic[:...]`` (see `datasets.loader`;
+    ``gpus_per_node``: the system's, which ``llm-synthetic`` sizes its gangs to)."""
     from hpctwin.datasets.loader import load_workload as _load  # noqa: PLC0415
     from hpctwin.datasets.registry import DatasetError  # noqa: PLC0415
     try:
-        return _load(spec, data_dir=data_dir, seed=seed, nodes=nodes, size_field=size_field, options=options)
+        return _load(spec, data_dir=data_dir, seed=seed, nodes=nodes, size_field=size_field, options=options,
+                     gpus_per_node=gpus_per_node)
     except DatasetError as e:                # an unknown or missing dataset is a configuration error too
         raise as_config_error(e) from None
 
@@ -266,7 +269,8 @@ def setup(p: Plan, workload: Workload | None = None) -> Setup:
     if workload is None:
         nodes_hint = cfg.nodes or (system.nodes if system else None)
         workload = load_workload(cfg.workload, data_dir=cfg.data_dir, seed=cfg.seed, nodes=nodes_hint,
-                                 size_field=cfg.size_field, options=cfg.options.get("workload"))
+                                 size_field=cfg.size_field, options=cfg.options.get("workload"),
+                                 gpus_per_node=system.gpus_per_node if system is not None else None)
     check_loaded(cfg, workload)              # an empty or header-only file says so (issue 14)
     jobs_in_log = len(workload)
     workload = job_window(workload, cfg.max_jobs, cfg.skip_jobs)   # --max-jobs / --skip-jobs
@@ -287,7 +291,7 @@ def compose(p: Plan, s: Setup, extra_models: tuple | list = ()) -> Composition:
     from .models import ModelSetup, build_models  # noqa: PLC0415
     cfg, units, entry = p.config, s.units, p.scheduler.entry
     sched_options = dict(p.scheduler.options)
-    run_values = {"system": p.system_name, **p.allocation.scheduler_values(units)}
+    run_values = {"system": p.system_name, "placement": cfg.placement, **p.allocation.scheduler_values(units)}
     for key in entry.from_run:                   # options that default to the run's values
         if run_values.get(key) is not None:
             sched_options.setdefault(key, run_values[key])

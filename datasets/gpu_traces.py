@@ -64,7 +64,7 @@ from hpctwin.twin.workload import Workload
 MAX_SECONDS = 1e11
 ALIBABA_2023_DIR = "Alibaba-GPU-2023-openb"
 ALIBABA_2023_PODS = "openb_pod_list_default.csv"
-ALIBABA_2023_NODES = "openb_node_list_all_node.csv"
+from .names import ALIBABA_2023_NODES  # noqa: E402 - the file name, shared with run set-up (twin.inputs)
 ALIBABA_2025_DIR = "Alibaba-GPU-2025-DLRM"
 ALIBABA_2025_FILE = "disaggregated_DLRM_trace.csv.gz"
 

@@ -164,7 +164,7 @@ def _workload_file(spec: Any, data_dir: Any) -> tuple[Path, str | None] | None:
 
 def _alibaba_nodes(path: Path, fmt: str | None) -> Path | None:
     """The node list the Alibaba GPU 2023 reader reads beside its pod list (when present)."""
-    from hpctwin.datasets.gpu_traces import ALIBABA_2023_NODES  # noqa: PLC0415
+    from hpctwin.datasets.names import ALIBABA_2023_NODES  # noqa: PLC0415 - a name only, no reader
     nodes = path.with_name(ALIBABA_2023_NODES)
     if not nodes.is_file() or nodes == path:
         return None

@@ -25,7 +25,6 @@ import inspect
 import types
 import typing
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
-from importlib import metadata
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from .errors import RunConfigError
@@ -297,6 +296,7 @@ class Table:
 @functools.lru_cache(maxsize=None)
 def _entry_points(group: str) -> dict[str, Any]:
     """The group's entry points by name, read once per process (scanning metadata costs ~20 ms)."""
+    from importlib import metadata  # noqa: PLC0415 - ~12 ms of imports, only when a name is not in a table
     try:
         return {ep.name: ep for ep in metadata.entry_points(group=group)}
     except Exception:  # noqa: BLE001  # pragma: no cover - broken environment metadata

@@ -3,8 +3,8 @@ Batsim's jobs output.
 
 * ``hpctwin export swf --workload W --out FILE [--data-dir D]``: any workload the run command
   accepts (SWF path, registry name, ``synthetic:...``, ``sacct:FILE``) written as SWF v2.2.
-* ``hpctwin export sacct RUN_DIR --out FILE [--epoch UNIX_TIME]``: the run's ``jobs.csv`` as a
-  ``sacct -P`` dump (pipe-separated, header line), so results can be compared with other tools.
+* ``hpctwin export sacct RUN_DIR [--out FILE] [--epoch UNIX_TIME]`` (default ``RUN_DIR/sacct.psv``):
+  the run's ``jobs.csv`` as a ``sacct -P`` dump (pipe-separated, header line), so results can be compared with other tools.
   The epoch defaults to the workload's ``UnixStartTime`` recorded in the run's summary, else 0.
 * ``hpctwin export batsim RUN_DIR [--out FILE]`` (also ``hpctwin export --format batsim RUN_DIR``):
   the run's jobs as Batsim's ``out_jobs.csv`` (default ``RUN_DIR/out_jobs.csv``), which evalys's
@@ -202,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     p_sacct.add_argument("run_dir")
     p_sacct.add_argument("--force", action="store_true",
                          help="replace an existing --out file (never a folder, a link or the input)")
-    p_sacct.add_argument("--out", "-o", required=True)
+    p_sacct.add_argument("--out", "-o", default=None,
+                         help="file to write (default: RUN_DIR/sacct.psv, regenerated in place like batsim's)")
     p_sacct.add_argument("--epoch", type=float, default=None, help="Unix time of the log's time 0")
     p_bat = sub.add_parser("batsim", help="write a run's jobs as Batsim's out_jobs.csv (read by evalys)")
     p_bat.add_argument("run_dir")
@@ -246,7 +247,8 @@ def _export(a: argparse.Namespace) -> int:
     jobs_csv = run_dir / "jobs.csv"
     summary, df = _read_run(run_dir, ("job_id", "submit", "start", "end", "procs"))
     epoch = a.epoch if a.epoch is not None else _epoch(run_dir, summary)
-    with staged_file(a.out, force=a.force, inputs=(jobs_csv,)) as tmp:
+    target = Path(a.out) if a.out is not None else run_dir / "sacct.psv"
+    with staged_file(target, force=a.force or a.out is None, inputs=(jobs_csv,)) as tmp:
         n = export_sacct(df, tmp, epoch=epoch, names=run_name_tables(run_dir))   # user/account names, not ids
-    print(f"wrote {n} jobs to {a.out}")
+    print(f"wrote {n} jobs to {target}")
     return 0

@@ -172,6 +172,7 @@ def fetch(name: str, data_dir: str | os.PathLike | None = None, timeout: float =
     dest = entry.path(ddir)
     if dest.exists() and sha256_of(dest) == entry.sha256:
         return dest
+    created = [d for d in (dest.parent, *dest.parent.parents) if not d.exists()]   # removed again on failure
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -203,4 +204,10 @@ def fetch(name: str, data_dir: str | os.PathLike | None = None, timeout: float =
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
+        if not dest.exists():              # a failed (e.g. offline) fetch leaves no empty folders behind
+            for d in created:
+                try:
+                    d.rmdir()
+                except OSError:
+                    break
     return dest

@@ -74,3 +74,12 @@ def test_default_batsim_target_inside_the_run_is_regenerated(tiny_run):
     assert (tiny_run / "out_jobs.csv").read_bytes() == first
     # the run folder stays one hpctwin may replace with --force
     assert cli_main(["run", "-w", "synthetic:jobs=10,nodes=4", "--out", str(tiny_run), "--force", "--quiet"]) == 0
+
+
+def test_sacct_export_defaults_into_the_run_folder_like_batsim(tiny_run):
+    assert cli_main(["export", "sacct", str(tiny_run)]) == 0
+    first = (tiny_run / "sacct.psv").read_bytes()
+    assert first.startswith(b"JobID|") or b"|" in first.split(b"\n")[0]
+    assert cli_main(["export", "sacct", str(tiny_run)]) == 0          # regenerated in place, no --force
+    assert (tiny_run / "sacct.psv").read_bytes() == first
+    assert cli_main(["run", "-w", "synthetic:jobs=10,nodes=4", "--out", str(tiny_run), "--force", "--quiet"]) == 0

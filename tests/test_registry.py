@@ -60,6 +60,7 @@ def test_fetch_unreachable_url(tmp_path, monkeypatch):
     monkeypatch.setattr(registry, "lookup", lambda name: entry)
     with pytest.raises(DatasetError, match="download from .* failed"):
         registry.fetch("KTH-SP2", tmp_path / "data")
+    assert not (tmp_path / "data").exists()      # a failed (offline) fetch leaves no empty cache folder
 
 
 def test_datasets_list_and_systems_commands(capsys):

@@ -277,7 +277,8 @@ def build_html(run_dir: Path, window: tuple[float, float] | None = None, max_gan
                  f"{html.escape(str(s.get('scheduler')))}</h1>")
     parts.append(f"<p>Run folder <code>{name}</code>; machine {s.get('machine_units')} units "
                  f"({html.escape(short_paths(str(s.get('machine_size_source'))))}); system "
-                 f"{html.escape(short_paths(str(s.get('system'))))}; estimate model "
+                 f"{html.escape(short_paths(str(s.get('system') or 'none (the log header or --nodes)')))}; "
+                 "estimate model "
                  f"{html.escape(str(s.get('estimate_model')))}; jobs simulated {s.get('jobs_simulated')} "
                  f"of {s.get('jobs_in_log')}. Paths are shown as file names.</p>")
     conv = [f"<b>Scheduling metrics:</b> {html.escape(str(s.get('conventions')))}."]

@@ -36,7 +36,7 @@ MARKER = ".hpctwin-run"
 #: files hpctwin itself writes into a run folder (the run, then ``hpctwin report``/``plot``/``export``)
 RUN_FILES = frozenset({"config.toml", "jobs.csv", "timeseries.h5", "summary.json", MARKER, "report.html",
                        "point.json", "gantt.png", "gantt.pdf", "batsim_jobs.csv", "batsim_workload.json",
-                       "out_jobs.csv", "view.html"})
+                       "out_jobs.csv", "view.html", "sacct.psv"})
 _SIBLING_KINDS = ("partial", "trash")
 
 

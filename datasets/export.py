@@ -4,7 +4,8 @@ Batsim's jobs output.
 * ``hpctwin export swf --workload W --out FILE [--data-dir D]``: any workload the run command
   accepts (SWF path, registry name, ``synthetic:...``, ``sacct:FILE``) written as SWF v2.2.
 * ``hpctwin export sacct RUN_DIR [--out FILE] [--epoch UNIX_TIME]`` (default ``RUN_DIR/sacct.psv``):
-  the run's ``jobs.csv`` as a ``sacct -P`` dump (pipe-separated, header line), so results can be compared with other tools.
+  the run's ``jobs.csv`` as a ``sacct -P`` dump (pipe-separated, header line), so results can be
+  compared with other tools.
   The epoch defaults to the workload's ``UnixStartTime`` recorded in the run's summary, else 0.
 * ``hpctwin export batsim RUN_DIR [--out FILE]`` (also ``hpctwin export --format batsim RUN_DIR``):
   the run's jobs as Batsim's ``out_jobs.csv`` (default ``RUN_DIR/out_jobs.csv``), which evalys's

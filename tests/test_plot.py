@@ -141,3 +141,25 @@ def test_compare_schedulers_plot_has_no_bars_on_a_log_axis(tmp_path):
     wide, narrow = captured
     assert wide["scale"] == "log" and wide["bars"] == 0          # 300x spread: markers on a log axis
     assert narrow["scale"] == "linear" and narrow["bars"] == 2 and narrow["ylim"][0] == 1.0
+
+
+def test_gantt_colours_users_and_labels_calendar_time(tmp_path):
+    """Bars are coloured by user (distinct for the busiest, grey for the rest, in a legend) and the axis
+    names the window's calendar start when the log's Unix time is known."""
+    from hpctwin.twin.plot import OTHER_GREY, USER_COLOURS, time_label
+    n = USER_COLOURS + 3
+    jobs = pd.DataFrame({"job_id": range(n), "submit": 0.0, "start": [10.0 * k for k in range(n)],
+                         "end": [10.0 * k + 5 for k in range(n)], "nodes": ["0"] * n,
+                         "user": list(range(n))})
+    jobs.loc[0:2, "user"] = 0                      # user 0 has the most jobs: the first colour
+    fig, ax = figure()
+    draw_gantt(ax[0][0], jobs, 4, (0.0, 1000.0), unix_start=820454400.0)
+    colours = [tuple(c.get_facecolor()[0]) for c in ax[0][0].collections]
+    assert colours[0] == colours[1] == colours[2]
+    assert len(set(colours)) == USER_COLOURS + 1            # USER_COLOURS distinct + grey for the rest
+    from matplotlib.colors import to_rgba
+    assert colours[-1] == to_rgba(OTHER_GREY)
+    assert ax[0][0].get_xlabel() == "hours from 1996-01-01 00:00 UTC"
+    assert "other users grey" in ax[0][0].get_legend().get_texts()[-1].get_text()
+    assert time_label(86400 * 3.5, "days") == "days from day 3.50 of the log"
+    save_png(fig)

@@ -21,6 +21,7 @@ jobs, else one day from the median submit time.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -156,12 +157,42 @@ def gantt_window(jobs: pd.DataFrame, max_jobs: int) -> tuple[float, float]:
     return t0, t0 + 86400.0
 
 
+#: distinct bar colours for the busiest users (tab20 without its greys); other users are drawn grey
+USER_COLOURS = 18
+OTHER_GREY = "#b0b0b0"
+
+
+def _user_colours(users: np.ndarray, plt) -> tuple[dict, int]:
+    """``({user: colour}, users drawn grey)``: the `USER_COLOURS` users with most bars get distinct
+    tab20 colours (greys left out), in order of their job count; a run without user ids gets one
+    colour per bar index instead (returned as an empty map)."""
+    known = users[users >= 0]
+    if len(known) == 0:
+        return {}, 0
+    ids, counts = np.unique(known, return_counts=True)
+    order = ids[np.lexsort((ids, -counts))]
+    palette = [c for i, c in enumerate(plt.get_cmap("tab20").colors) if i not in (14, 15)]
+    return {int(u): palette[i] for i, u in enumerate(order[:USER_COLOURS].tolist())}, max(0, len(order) - USER_COLOURS)
+
+
+def time_label(t0: float, unit: str, unix_start: float | None = None) -> str:
+    """The x-axis label of a window starting at ``t0`` (s of the log clock): the calendar time (UTC) of
+    the start when the log's Unix start time is known, else the log time in days."""
+    if isinstance(unix_start, (int, float)) and not isinstance(unix_start, bool) and math.isfinite(unix_start):
+        import datetime as _dt  # noqa: PLC0415 - only for a calendar label
+        when = _dt.datetime.fromtimestamp(unix_start + t0, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        return f"{'hours' if unit == 'h' else unit} from {when}"
+    return f"{'hours' if unit == 'h' else unit} from day {t0 / 86400:,.2f} of the log"
+
+
 def draw_gantt(ax, jobs: pd.DataFrame, total_units: int, window: tuple[float, float], max_jobs: int = 2000,
-               t_div: float | None = None) -> tuple[int, int, str]:
+               t_div: float | None = None, unix_start: float | None = None) -> tuple[int, int, str]:
     """Bars of the jobs that ran in ``window`` (s) over their units; returns (shown, in window, unit).
 
     Jobs are taken in start order; at most ``max_jobs`` are drawn (the caller says so). The x axis
-    is time after the window start in hours (or days for windows over 3 days).
+    is time after the window start in hours (or days for windows over 3 days), labelled with the
+    window's calendar start when ``unix_start`` (the log's Unix time 0) is given. Bars are coloured by
+    user (the busiest `USER_COLOURS` users distinct, the others grey, said in a legend).
     """
     if "nodes" not in jobs.columns:
         raise ValueError("jobs.csv has no 'nodes' column: the run did not record placements")
@@ -172,9 +203,13 @@ def draw_gantt(ax, jobs: pd.DataFrame, total_units: int, window: tuple[float, fl
     shown = sel[:max_jobs]
     div, unit = (t_div, "h" if t_div == 3600.0 else "days") if t_div else time_axis(t1 - t0)
     plt = _plt()
+    users = (jobs["user"].to_numpy() if "user" in jobs.columns else np.full(len(jobs), -1))
+    users = np.where(pd.isna(users), -1, users).astype(np.int64)
+    colours, greyed = _user_colours(users[shown], plt)
     cmap = plt.get_cmap("tab20")
     nodes = jobs["nodes"].fillna("").astype(str).to_numpy()
     for k, j in enumerate(shown.tolist()):
+        colour = colours.get(int(users[j]), OTHER_GREY) if colours else cmap(k % 20)
         ids = parse_ranges(nodes[j])
         if len(ids) == 0:
             continue
@@ -183,12 +218,20 @@ def draw_gantt(ax, jobs: pd.DataFrame, total_units: int, window: tuple[float, fl
         hi = np.concatenate((ids[br], [ids[-1]]))
         a, b = max(st[j], t0), min(en[j], t1)
         for lo_k, hi_k in zip(lo.tolist(), hi.tolist()):      # one bar per contiguous range of units
-            ax.broken_barh([((a - t0) / div, (b - a) / div)], (lo_k, hi_k - lo_k + 1), facecolors=cmap(k % 20),
+            ax.broken_barh([((a - t0) / div, (b - a) / div)], (lo_k, hi_k - lo_k + 1), facecolors=colour,
                            edgecolor="k", linewidth=0.15)
     ax.set_xlim(0, (t1 - t0) / div)
     ax.set_ylim(0, total_units)
-    ax.set_xlabel(f"time after t = {t0:,.0f} s ({unit})")
+    ax.set_xlabel(time_label(t0, unit, unix_start))
     ax.set_ylabel("allocation unit (id)")
+    if colours:
+        from matplotlib.patches import Patch  # noqa: PLC0415 - matplotlib is loaded by _plt already
+        handles = [Patch(facecolor=c, label=f"user {u}") for u, c in list(colours.items())[:8]]
+        if len(colours) > 8 or greyed:
+            more = len(colours) - 8 if len(colours) > 8 else 0
+            handles.append(Patch(facecolor=OTHER_GREY, label=(f"{more} more coloured, " if more else "")
+                                 + f"{greyed} other users grey"))
+        ax.legend(handles=handles, fontsize=4.5, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     return len(shown), len(sel), unit
 
 
@@ -224,7 +267,8 @@ def gantt_main(argv: list[str]) -> int:
     try:
         window = a.window or gantt_window(jobs, a.max_jobs)
         fig, ax = figure(height_in=2.6)
-        shown, inwin, _ = draw_gantt(ax[0][0], jobs, total, window, a.max_jobs)
+        shown, inwin, _ = draw_gantt(ax[0][0], jobs, total, window, a.max_jobs,
+                                     unix_start=summ.get("unix_start_time"))
     except ValueError as e:
         print(f"hpctwin plot: error: {run_dir}: {e}", file=sys.stderr)
         return 2

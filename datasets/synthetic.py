@@ -75,6 +75,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hpctwin.twin.errors import RunConfigError
 from hpctwin.twin.workload import Workload
 
 __all__ = [
@@ -174,7 +175,7 @@ INTERACTIVE = LublinClass(
 LUBLIN_MAX_ESTIMATE = 48 * 3600
 
 
-class SyntheticSpecError(ValueError):
+class SyntheticSpecError(RunConfigError):
     """A bad ``synthetic:...`` specification or generator argument."""
 
 

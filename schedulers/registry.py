@@ -364,7 +364,16 @@ SCHEDULERS.register(SchedulerEntry("lxf", "hpctwin.schedulers.lxf:LXFScheduler",
 
 # ---------------------------------------------------------------------- lookups
 def known_schedulers() -> list[str]:
-    """Every scheduler name: the table's (a prefix such as ``exec:`` aside), then the entry points."""
+    """Every scheduler name: the table's (a prefix such as ``exec:`` aside), then the entry points.
+
+    Examples
+    --------
+    >>> import hpctwin
+    >>> hpctwin.known_schedulers()[:8]
+    ['fcfs', 'sjf', 'ljf', 'saf', 'wfp3', 'unicep', 'easy', 'conservative']
+    >>> "slurm" in hpctwin.known_schedulers()
+    True
+    """
     return SCHEDULERS.names()
 
 
@@ -388,7 +397,21 @@ def check_order_backfill(order: str | None, backfill: str | None) -> None:
 
 def make_scheduler(name, order: str | None = None, backfill: str | None = None,
                    options: dict | None = None) -> Scheduler:
-    """Build a scheduler from its name (see module docstring), class or instance, and options."""
+    """Build a scheduler from its name (see module docstring), class or instance, and options.
+
+    Examples
+    --------
+    >>> import hpctwin
+    >>> hpctwin.make_scheduler("easy").describe()
+    {'name': 'easy', 'order': 'fcfs', 'backfill': 'easy'}
+    >>> hpctwin.make_scheduler("easy", order="sjf").name
+    'sjf+easy'
+    >>> try:
+    ...     hpctwin.make_scheduler("conservativ")
+    ... except hpctwin.RunConfigError as e:
+    ...     print(e)
+    unknown scheduler 'conservativ' (did you mean 'conservative'?); known: fcfs, ...
+    """
     check_order_backfill(order, backfill)
     entry = scheduler_entry(name)
     return entry.build(name if isinstance(name, str) else entry.name, order, backfill, options)

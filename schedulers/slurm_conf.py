@@ -36,12 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from hpctwin.datasets.sacct import parse_slurm_duration
+from hpctwin.twin.errors import RunConfigError
 
 from .slurm_keys import (CONF_KEYS, NODE_ATTRS, PARTITION_ATTRS, SCHED_PARAMS, WALL_CLOCK_PARAMS,
                          suggest)
 
 
-class SlurmConfError(ValueError):
+class SlurmConfError(RunConfigError):
     """A malformed slurm.conf entry or option (the message names file, line and key)."""
 
 

@@ -60,6 +60,24 @@ class RunConfig:
 
     ``scheduler`` is a name (see `schedulers.registry`) or, from Python, a `hpctwin.Scheduler` class or
     instance. ``options`` holds the ``--set SECTION.KEY`` tables (scheduler, models, gpu, workload).
+    ``out`` is None by default: nothing is written unless it names a folder.
+
+    Examples
+    --------
+    >>> import hpctwin
+    >>> cfg = hpctwin.RunConfig(workload="synthetic:jobs=100,nodes=16", scheduler="easy", order="sjf")
+    >>> cfg.scheduler, cfg.order, cfg.seed, cfg.out
+    ('easy', 'sjf', 0, None)
+    >>> hpctwin.run(cfg).summary["scheduler"]
+    'sjf+easy'
+
+    A bad value is a `RunConfigError` when the configuration is planned or run, naming the field:
+
+    >>> try:
+    ...     hpctwin.run(hpctwin.RunConfig(workload="synthetic:jobs=100", nodes=0))
+    ... except hpctwin.RunConfigError as e:
+    ...     print(e)
+    RunConfig: nodes: 0 must be >= 1
     """
 
     workload: str = setting(

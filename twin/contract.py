@@ -31,7 +31,33 @@ import numpy as np
 
 # ====================================================================== what schedulers see
 class Start(NamedTuple):
-    """A decision to start ``job`` (a job index) now, optionally on the given unit ids."""
+    """A decision to start ``job`` (a job index) now, optionally on the given unit ids.
+
+    Examples
+    --------
+    A policy that starts jobs in queue order on the lowest free units, chosen by itself:
+
+    >>> import numpy as np
+    >>> import hpctwin
+    >>> hpctwin.Start(3)
+    Start(job=3, nodes=None)
+    >>> class LowestUnits(hpctwin.Scheduler):
+    ...     name = "lowest-units"
+    ...     def schedule(self, now, queue, cluster):
+    ...         starts, free = [], np.flatnonzero(cluster.free_mask)     # free unit ids, lowest first
+    ...         for j in queue:
+    ...             size = int(self.jobs.procs[j])
+    ...             if size > len(free):
+    ...                 break
+    ...             starts.append(hpctwin.Start(int(j), free[:size]))
+    ...             free = free[size:]
+    ...         return starts
+    >>> wl = hpctwin.Workload.from_arrays("tiny", submit=[0, 10, 20], runtime=[100, 50, 30],
+    ...                                   procs=[4, 2, 8], requested_time=[120, 60, 60])
+    >>> res = hpctwin.run(hpctwin.RunConfig(workload="tiny", nodes=8, scheduler=LowestUnits), workload=wl)
+    >>> res.jobs["nodes"].tolist(), res.jobs["start"].tolist()
+    (['0-3', '4-5', '0-7'], [0.0, 10.0, 100.0])
+    """
 
     job: int
     nodes: np.ndarray | None = None
@@ -45,6 +71,17 @@ class JobTable:
     or the estimate model's value, always finite and > 0); ``requested_time`` (s, the user's
     request as in the log, the kill limit); ``user``, ``group``, ``queue``, ``partition`` (ints,
     -1 unknown); ``columns`` (extra per-job arrays such as ``gpus_per_node`` or ``job_class``).
+
+    Examples
+    --------
+    >>> import hpctwin
+    >>> wl = hpctwin.Workload.from_arrays("tiny", submit=[0, 10, 20], runtime=[100, 50, 30],
+    ...                                   procs=[4, 2, 8], requested_time=[120, 60, 60])
+    >>> jobs = hpctwin.JobTable.of(wl, estimate=wl.requested_time)
+    >>> len(jobs), jobs.procs.tolist(), jobs.estimate.tolist()
+    (3, [4, 2, 8], [120.0, 60.0, 60.0])
+    >>> hasattr(jobs, "runtime")          # a scheduler never sees actual runtimes
+    False
     """
 
     __slots__ = ("job_id", "submit", "procs", "estimate", "requested_time", "user", "group",
@@ -85,6 +122,30 @@ class ClusterView(Protocol):
     estimate, wall clock, the scheduler's belief; never earlier than ``now``). Units out of service
     (a failed node under repair) appear as a running entry with an index >= the number of jobs
     and the repair's end as expected end.
+
+    Examples
+    --------
+    A policy that records what it sees at each pass (time, units, free units, queue) and starts
+    nothing until the queue holds every job:
+
+    >>> import hpctwin
+    >>> class Peek(hpctwin.Scheduler):
+    ...     name = "peek"
+    ...     def bind(self, ctx, cluster=None):
+    ...         super().bind(ctx, cluster)
+    ...         self.seen = []
+    ...     def schedule(self, now, queue, cluster):
+    ...         assert isinstance(cluster, hpctwin.ClusterView)
+    ...         self.seen.append((now, cluster.total, cluster.free, queue.tolist()))
+    ...         return [int(j) for j in queue] if len(queue) == 2 else []
+    >>> wl = hpctwin.Workload.from_arrays("two", submit=[0, 10], runtime=[100, 50], procs=[4, 2],
+    ...                                   requested_time=[120, 60])
+    >>> peek = Peek()
+    >>> res = hpctwin.run(hpctwin.RunConfig(workload="two", nodes=8, scheduler=peek), workload=wl)
+    >>> peek.seen
+    [(0.0, 8, 8, [0]), (10.0, 8, 8, [0, 1])]
+    >>> res.jobs["start"].tolist()
+    [10.0, 10.0]
     """
 
     total: int
@@ -197,6 +258,30 @@ class Scheduler:
     """Base class for policies; subclasses implement `schedule` and override the hooks they need.
 
     ``name`` is the label used in results. Hooks left as these no-ops are never called by the engine.
+
+    Examples
+    --------
+    First come, first served without backfilling, in a few lines (``self.jobs`` is the `JobTable`
+    set by `bind`); given as a class or as an instance, it schedules as the built-in ``fcfs``:
+
+    >>> import hpctwin
+    >>> class MyFcfs(hpctwin.Scheduler):
+    ...     name = "my-fcfs"
+    ...     def schedule(self, now, queue, cluster):
+    ...         starts, free = [], cluster.free
+    ...         for j in queue:
+    ...             if self.jobs.procs[j] > free:
+    ...                 break
+    ...             starts.append(int(j))
+    ...             free -= int(self.jobs.procs[j])
+    ...         return starts
+    >>> workload = "synthetic:jobs=100,nodes=16"
+    >>> builtin = hpctwin.run(hpctwin.RunConfig(workload=workload, scheduler="fcfs"))
+    >>> for policy in (MyFcfs, MyFcfs()):
+    ...     res = hpctwin.run(hpctwin.RunConfig(workload=workload, scheduler=policy))
+    ...     print(res.summary["scheduler"], res.jobs["start"].equals(builtin.jobs["start"]))
+    my-fcfs True
+    my-fcfs True
     """
 
     name = "base"

@@ -11,4 +11,23 @@ from __future__ import annotations
 
 
 class RunConfigError(ValueError):
-    """A configuration that cannot run (bad option value, unknown name...)."""
+    """A configuration that cannot run (bad option value, unknown name...).
+
+    The message is one line naming the field, with a did-you-mean suggestion where one exists.
+
+    Examples
+    --------
+    >>> import hpctwin
+    >>> try:
+    ...     hpctwin.run(hpctwin.RunConfig(placement="frist-fit"))
+    ... except hpctwin.RunConfigError as e:
+    ...     print(e)
+    RunConfig: placement: unknown placement 'frist-fit' (did you mean 'first-fit'?); known: first-fit, ...
+    >>> try:
+    ...     hpctwin.plan(hpctwin.RunConfig(scheduler="eazy"))
+    ... except hpctwin.RunConfigError as e:
+    ...     print(e)
+    RunConfig: scheduler: unknown scheduler 'eazy' (did you mean 'easy' or 'easy++'?); known: fcfs, ...
+    >>> issubclass(hpctwin.RunConfigError, ValueError)
+    True
+    """

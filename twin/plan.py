@@ -52,7 +52,15 @@ class SchedulerChoice:
 
 @dataclass(frozen=True)
 class Plan:
-    """A run, fully resolved and validated (see the module docstring)."""
+    """A run, fully resolved and validated (see the module docstring).
+
+    Examples
+    --------
+    >>> import hpctwin
+    >>> p = hpctwin.plan(hpctwin.RunConfig(system="frontier", power=True))
+    >>> p.scheduler.name, p.system_name, p.system.nodes, p.model_names(), p.out
+    ('easy', 'frontier', 9408, ['power'], None)
+    """
 
     config: RunConfig
     scheduler: SchedulerChoice
@@ -95,6 +103,20 @@ def plan(cfg: RunConfig, source: str = "RunConfig") -> Plan:
 
     ``source`` names the configuration in error messages (``"command line"`` gives the flag names).
     Raises `RunConfigError` (its subclasses `twin.options.ConfigError`, `UnknownSchedulerError`...).
+
+    Examples
+    --------
+    >>> import hpctwin
+    >>> p = hpctwin.plan(hpctwin.RunConfig(workload="synthetic:jobs=100,nodes=16", scheduler="easy"))
+    >>> p.scheduler.name, p.system_name, p.out
+    ('easy', 'generic', None)
+    >>> hpctwin.execute(p).summary["jobs_simulated"]
+    100
+    >>> try:
+    ...     hpctwin.plan(hpctwin.RunConfig(scheduler="easy", order="sfj"))
+    ... except hpctwin.RunConfigError as e:
+    ...     print(e)
+    unknown order 'sfj' (did you mean 'sjf' or 'saf'?); known: fcfs, sjf, ljf, saf, wfp3, unicep
     """
     from hpctwin.schedulers.registry import check_order_backfill, scheduler_entry  # noqa: PLC0415
     from hpctwin.topology.placement import PLACEMENTS  # noqa: PLC0415

@@ -58,6 +58,22 @@ class RunResult:
 
     The jobs table is kept as its columns ({name: array}) and turned into a DataFrame the first time
     ``jobs`` is read: the command line writes jobs.csv from the columns and never imports pandas.
+
+    Examples
+    --------
+    >>> import hpctwin
+    >>> res = hpctwin.run(hpctwin.RunConfig(workload="synthetic:jobs=100,nodes=16", scheduler="easy"))
+    >>> res
+    RunResult(workload='lublin(jobs=100,nodes=16,seed=0,load=None)', scheduler='easy', jobs=100, out=None)
+    >>> list(res.jobs.columns[:6])
+    ['job_id', 'submit', 'start', 'end', 'wait', 'elapsed']
+    >>> int((res.jobs["state"] == "COMPLETED").sum())
+    100
+    >>> res.summary["jobs_simulated"], res.summary["machine_units"], round(res.summary["utilisation"], 3)
+    (100, 16, 0.534)
+    >>> values, unit = res.timeseries["queue_length"]
+    >>> unit
+    'jobs waiting at time t'
     """
 
     def __init__(self, config: RunConfig, jobs: pd.DataFrame | dict[str, Any], summary: dict,
@@ -104,7 +120,17 @@ def load_workload(spec: str, *, data_dir: str | None = None, seed: int = 0, node
                   gpus_per_node: int | None = None) -> Workload:
     """A workload from a file (format detected or named: ``sacct:FILE``, ``alibaba-gpu:FILE``...), a
     registry name, ``synthetic[:k=v,...]`` or ``llm-synthetic[:...]`` (see `datasets.loader`;
-    ``gpus_per_node``: the system's, which ``llm-synthetic`` sizes its gangs to)."""
+    ``gpus_per_node``: the system's, which ``llm-synthetic`` sizes its gangs to).
+
+    Examples
+    --------
+    >>> import hpctwin
+    >>> wl = hpctwin.load_workload("synthetic:jobs=100,nodes=16")
+    >>> wl.name, len(wl), wl.machine_size
+    ('lublin(jobs=100,nodes=16,seed=0,load=None)', 100, 16)
+    >>> wl.job(0).procs, wl.job(0).runtime
+    (2, 143.0)
+    """
     from hpctwin.datasets.loader import load_workload as _load  # noqa: PLC0415
     from hpctwin.datasets.registry import DatasetError  # noqa: PLC0415
     try:
@@ -363,13 +389,40 @@ def run(cfg: RunConfig, workload: Workload | None = None) -> RunResult:
 
     ``cfg.out`` is checked before the simulation starts (see :mod:`hpctwin.twin.runfolder`): an existing
     run folder is replaced only with ``cfg.force``, and nothing that is not a run folder is ever deleted.
+
+    Examples
+    --------
+    >>> import hpctwin
+    >>> res = hpctwin.run(hpctwin.RunConfig(workload="synthetic:jobs=100,nodes=16", scheduler="easy"))
+    >>> res.summary["jobs_simulated"], round(res.summary["mean_wait_s"]), res.out
+    (100, 4103, None)
+    >>> fcfs = hpctwin.run(hpctwin.RunConfig(workload="synthetic:jobs=100,nodes=16", scheduler="fcfs"))
+    >>> round(fcfs.summary["mean_wait_s"])      # no backfilling: longer waits
+    9471
+
+    A workload built in Python is passed beside the configuration (its ``workload`` is then a label):
+
+    >>> wl = hpctwin.Workload.from_arrays("tiny", submit=[0, 10, 20], runtime=[100, 50, 30],
+    ...                                   procs=[4, 2, 8], requested_time=[120, 60, 60])
+    >>> res = hpctwin.run(hpctwin.RunConfig(workload="tiny", nodes=8, scheduler="fcfs"), workload=wl)
+    >>> res.jobs[["job_id", "start", "end"]].values.tolist()
+    [[1.0, 0.0, 100.0], [2.0, 10.0, 60.0], [3.0, 100.0, 130.0]]
     """
     return execute(plan(cfg), workload)
 
 
 def execute(p: Plan, workload: Workload | None = None, *, extra_models: tuple | list = ()) -> RunResult:
     """Run a `Plan` (``workload``: an already loaded one instead of the plan's); write its folder when
-    the plan has an output. ``extra_models``: run models added after those of the plan (tools and tests)."""
+    the plan has an output. ``extra_models``: run models added after those of the plan (tools and tests).
+
+    Examples
+    --------
+    >>> import hpctwin
+    >>> p = hpctwin.plan(hpctwin.RunConfig(workload="synthetic:jobs=100,nodes=16", scheduler="easy"))
+    >>> res = hpctwin.execute(p)
+    >>> res.plan is p, res.summary["scheduler"], res.summary["jobs_simulated"]
+    (True, 'easy', 100)
+    """
     partial = prepare_out(p.out, force=p.force) if p.out is not None else None
     try:
         result = _simulate(p, workload, extra_models)
@@ -509,6 +562,19 @@ def write_run(result: RunResult, out: Path, system: SystemSpec | None = None, *,
 
     ``partial`` is the folder :func:`runfolder.prepare_out` created before the run; without it, ``out``
     is checked and prepared here. An existing run folder at ``out`` is replaced only with ``force``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> import hpctwin
+    >>> res = hpctwin.run(hpctwin.RunConfig(workload="synthetic:jobs=100,nodes=16"))
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     folder = hpctwin.write_run(res, Path(tmp) / "run1")
+    ...     print(folder.name, sorted(f.name for f in folder.iterdir()))
+    run1 ['.hpctwin-run', 'config.toml', 'jobs.csv', 'summary.json', 'timeseries.h5']
+
+    ``RunConfig(out=...)`` writes the folder as part of the run (``res.out`` is then its path).
     """
     out = Path(out)
     tmp = partial if partial is not None else prepare_out(out, force=force)

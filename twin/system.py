@@ -26,7 +26,17 @@ class SystemError_(ValueError):
 
 @dataclass
 class SystemSpec:
-    """A machine: node count and per-node resources, plus the physics tables as dicts."""
+    """A machine: node count and per-node resources, plus the physics tables as dicts.
+
+    Examples
+    --------
+    >>> import hpctwin
+    >>> s = hpctwin.load_system("frontier")
+    >>> s.name, s.nodes, s.gpus_per_node, "power" in s.raw
+    ('frontier', 9408, 4, True)
+    >>> hpctwin.SystemSpec(name="tiny", nodes=4).cpus_per_node
+    1
+    """
 
     name: str
     nodes: int
@@ -41,7 +51,15 @@ class SystemSpec:
 
 
 def builtin_systems() -> list[str]:
-    """Names of the built-in machines (file stems in ``twin/systems``)."""
+    """Names of the built-in machines (file stems in ``twin/systems``).
+
+    Examples
+    --------
+    >>> import hpctwin
+    >>> names = hpctwin.builtin_systems()
+    >>> "frontier" in names, "generic" in names, names == sorted(names)
+    (True, True, True)
+    """
     return sorted(p.stem for p in SYSTEMS_DIR.glob("*.toml"))
 
 
@@ -91,6 +109,18 @@ def load_system(name_or_path: str) -> SystemSpec:
     Raises `SystemError_` naming ``file:line: key`` (with "did you mean" suggestions) for an
     unknown name, a missing file, a TOML syntax error, an unknown table or key, or a value of the
     wrong type or out of range (``nodes`` at most `twin.workload.MAX_UNITS`).
+
+    Examples
+    --------
+    >>> import hpctwin
+    >>> s = hpctwin.load_system("generic")
+    >>> s.name, s.nodes
+    ('generic', 256)
+    >>> try:
+    ...     hpctwin.load_system("fronteir")
+    ... except ValueError as e:
+    ...     print(e)
+    unknown system 'fronteir' (did you mean 'frontier'?); built-in systems: ...; or give a path to a .toml file
     """
     from .schema import ConfigError, check_table, did_you_mean, toml_line, where  # noqa: PLC0415
     if not isinstance(name_or_path, str) or not name_or_path.strip():

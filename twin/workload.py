@@ -62,6 +62,15 @@ class Job:
     Attributes are in seconds (times) and allocation units (``procs``); ``extra`` holds the
     optional per-job columns of the workload (utilisation, communication kind, GPUs per node,
     recorded start and nodes for replay...).
+
+    Examples
+    --------
+    >>> import hpctwin
+    >>> job = hpctwin.load_workload("synthetic:jobs=100,nodes=16").job(0)
+    >>> job.job_id, job.submit, job.runtime, job.requested_time, job.procs
+    (1, 0.0, 143.0, 600.0, 2)
+    >>> hpctwin.Job(index=0, job_id=7, submit=0.0, runtime=60.0, requested_time=120.0, procs=4).user
+    -1
     """
 
     index: int
@@ -97,6 +106,17 @@ class Workload:
     source: path of the file or the generator specification.
     dropped: records of the file the reader did not turn into jobs, by reason (e.g. sacct job
         steps, jobs never started); with the run's skipped jobs every record is accounted for.
+
+    Examples
+    --------
+    >>> import hpctwin
+    >>> wl = hpctwin.Workload.from_arrays("tiny", submit=[0, 10, 20], runtime=[100, 50, 30],
+    ...                                   procs=[4, 2, 8], requested_time=[120, 60, 60])
+    >>> len(wl), wl.job_id.tolist(), wl.user.tolist()
+    (3, [1, 2, 3], [-1, -1, -1])
+    >>> res = hpctwin.run(hpctwin.RunConfig(workload="tiny", nodes=8, scheduler="fcfs"), workload=wl)
+    >>> res.jobs["wait"].tolist()
+    [0.0, 0.0, 80.0]
     """
 
     name: str

@@ -360,6 +360,8 @@ def _register_families() -> None:
 _register_families()
 SCHEDULERS.register(SchedulerEntry("lxf", "hpctwin.schedulers.lxf:LXFScheduler", takes=("backfill",),
                                    doc="largest expansion factor first (Maui XFactor)"))
+SCHEDULERS.register(SchedulerEntry("laf", "hpctwin.schedulers.laf:LAFScheduler", takes=("backfill",),
+                                   doc="largest area first (procs x estimate), the mirror of saf"))
 
 
 # ---------------------------------------------------------------------- lookups

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from hpctwin.twin.schema import shown_value
+
 from .textio import check_input_path
 
 
@@ -60,17 +62,6 @@ class ServingRequest:
     klass: int = 0
 
 
-def _shown(v: object) -> str:
-    """``v`` as the trace spells it (JSON's NaN, Infinity, true, null)."""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if v is None:
-        return "null"
-    if isinstance(v, float) and not math.isfinite(v):
-        return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
-    return repr(v)
-
-
 def _bad(path: Path, line: int, field: str, why: str) -> ServingTraceError:
     return ServingTraceError(f"{path}:{line}: field {field!r}: {why}")
 
@@ -78,7 +69,7 @@ def _bad(path: Path, line: int, field: str, why: str) -> ServingTraceError:
 def _count(v: object, path: Path, line: int, field: str, minimum: int = 0) -> int:
     """A token count: a JSON integer (not 10.7, true or "12") in ``[minimum, MAX_TOKENS]``."""
     if isinstance(v, bool) or not isinstance(v, int):
-        raise _bad(path, line, field, f"{_shown(v)} is not a whole number; give an integer number of tokens "
+        raise _bad(path, line, field, f"{shown_value(v)} is not a whole number; give an integer number of tokens "
                                       f">= {minimum}")
     if v < minimum:
         raise _bad(path, line, field, f"{v} is below {minimum}; give an integer number of tokens >= {minimum}")
@@ -100,9 +91,9 @@ def _time(v: object, path: Path, line: int, field: str, unit: str, per_s: float,
     `MAX_SPAN_S`; a JSON integer when ``integer``. Returns the value as given (not converted)."""
     kind = "an integer number" if integer else "a finite number"
     if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
-        raise _bad(path, line, field, f"{_shown(v)} is not a time; give {kind} of {unit} >= 0")
+        raise _bad(path, line, field, f"{shown_value(v)} is not a time; give {kind} of {unit} >= 0")
     if isinstance(v, float) and not math.isfinite(v):
-        raise _bad(path, line, field, f"{_shown(v)} is not a time; give a finite number of {unit} >= 0")
+        raise _bad(path, line, field, f"{shown_value(v)} is not a time; give a finite number of {unit} >= 0")
     if v < 0:
         raise _bad(path, line, field, f"{v} is negative; give {kind} of {unit} >= 0 (from the trace's zero)")
     if v > MAX_SPAN_S * per_s:
@@ -120,10 +111,10 @@ def _ids(v: object, path: Path, line: int, field: str, most: int, exact: bool) -
     if v is None or (isinstance(v, list) and not v):
         return None
     if not isinstance(v, list):
-        raise _bad(path, line, field, f"{type(v).__name__} {_shown(v)[:40]}: expected a list of integers")
+        raise _bad(path, line, field, f"{type(v).__name__} {shown_value(v)[:40]}: expected a list of integers")
     for k, x in enumerate(v):
         if isinstance(x, bool) or not isinstance(x, int):
-            raise _bad(path, line, f"{field}[{k}]", f"{_shown(x)} is not an integer id")
+            raise _bad(path, line, f"{field}[{k}]", f"{shown_value(x)} is not an integer id")
     if (len(v) != most) if exact else (len(v) > most):
         raise _bad(path, line, field, f"{len(v)} ids for {'exactly' if exact else 'at most'} {most} "
                                       "(one per prompt token; Mooncake: one per 512-token block)")
@@ -306,7 +297,7 @@ def diurnal_trace(lengths: list[ServingRequest], hours: float = 24.0, mean_rate:
     for name, v in (("hours", hours), ("mean_rate", mean_rate), ("peak_to_trough", peak_to_trough),
                     ("peak_hour", peak_hour)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise ServingTraceError(f"diurnal_trace: {name} = {_shown(v)}: a finite number is needed")
+            raise ServingTraceError(f"diurnal_trace: {name} = {shown_value(v)}: a finite number is needed")
     if peak_to_trough < 1:
         raise ServingTraceError(f"diurnal_trace: peak_to_trough must be >= 1, got {peak_to_trough}")
     if not 0 < hours * 3600.0 <= MAX_SPAN_S or not mean_rate > 0:

@@ -605,18 +605,9 @@ def check_sweep_out(out: str | Path) -> Path:
     return out
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def prepare_sweep_out(out: Path) -> Path:
     """Check the output folder, create it with its marker, remove stale temporary result folders."""
+    from hpctwin.twin.runfolder import pid_alive  # noqa: PLC0415 - as check_out above
     out = check_sweep_out(out)
     out.mkdir(parents=True, exist_ok=True)
     marker = out / SWEEP_MARKER
@@ -624,7 +615,7 @@ def prepare_sweep_out(out: Path) -> Path:
         _write_atomic(marker, json.dumps({"hpctwin_sweep": 1}) + "\n")
     for d in out.glob(".results-tmp-*"):
         pid = d.name.rsplit("-", 1)[-1]
-        if d.is_dir() and not d.is_symlink() and pid.isdigit() and not _pid_alive(int(pid)):
+        if d.is_dir() and not d.is_symlink() and pid.isdigit() and not pid_alive(int(pid)):
             shutil.rmtree(d, ignore_errors=True)
     return out
 

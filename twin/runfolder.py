@@ -59,7 +59,8 @@ def is_run_folder(path: Path) -> bool:
     return all(p.name in RUN_FILES or p.name in listed for p in path.iterdir())
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """True when process ``pid`` exists (this process included; another user's counts as alive)."""
     if pid == os.getpid():
         return True
     try:
@@ -80,7 +81,7 @@ def clean_stale_siblings(out: Path) -> int:
     for kind in _SIBLING_KINDS:
         for d in parent.glob(f".{out.name}.{kind}-*"):
             pid_text = d.name.rsplit("-", 1)[-1]
-            if not pid_text.isdigit() or _pid_alive(int(pid_text)) or not d.is_dir():
+            if not pid_text.isdigit() or pid_alive(int(pid_text)) or not d.is_dir():
                 continue
             shutil.rmtree(d, ignore_errors=True)
             n += 1

@@ -154,3 +154,14 @@ def check_known_keys(found: dict[str, int | None], known: Iterable[str], source:
     for key, line in found.items():
         if (key.lower() if case_insensitive else key) not in ref:
             raise ConfigError(f"{where(source, line)}: {key}: unknown {what}{did_you_mean(key, known)}")
+
+
+def shown_value(v: object) -> str:
+    """``v`` as the input wrote it (JSON's spelling of the special floats, booleans and null), for messages."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if v is None:
+        return "null"
+    if isinstance(v, float) and not math.isfinite(v):
+        return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+    return repr(v)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 from numbers import Integral, Real
 
+from hpctwin.twin.schema import shown_value
+
 #: instances of one deployment [9 in the tests; 6 in experiments/serving_cluster.py]
 MAX_INSTANCES = 10_000
 #: tensor-parallel degree of one instance [2]
@@ -49,24 +51,13 @@ def _fmt(v: float) -> str:
     return f"{v:,.0f}" if float(v).is_integer() and 1000 <= abs(v) < 1e15 else f"{v:g}"
 
 
-def _shown(v: object) -> str:
-    """``v`` as the input wrote it (JSON spelling for the special floats and booleans)."""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if v is None:
-        return "null"
-    if isinstance(v, float) and not math.isfinite(v):
-        return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
-    return repr(v)
-
-
 def check_int(v: object, label: str, error: type[Exception] = ValueError, *, lo: int = 0,
               hi: int | None = None, what: str = "") -> int:
     """``v`` as an int: a whole number (not a bool, not a float such as 10.7 or 12.0, not a string such as
     "12") in ``[lo, hi]``; ``what`` names the unit in the message (``tokens``, ``instances``)."""
     unit = f" {what}" if what else ""
     if isinstance(v, bool) or not isinstance(v, Integral):
-        raise error(f"{label}: {_shown(v)} is not a whole number; give an integer number{unit} >= {lo}")
+        raise error(f"{label}: {shown_value(v)} is not a whole number; give an integer number{unit} >= {lo}")
     v = int(v)
     if v < lo:
         raise error(f"{label}: {v} is below {lo}; give an integer number{unit} >= {lo}")
@@ -84,13 +75,14 @@ def check_number(v: object, label: str, error: type[Exception] = ValueError, *, 
     u = f" {unit}" if unit else ""
     rel = ">" if lo_open else ">="
     if isinstance(v, bool) or not isinstance(v, Real):
-        raise error(f"{label}: {_shown(v)} is not a number; give a finite number of{u or ' units'} {rel} {_fmt(lo)}")
+        raise error(f"{label}: {shown_value(v)} is not a number; "
+                    f"give a finite number of{u or ' units'} {rel} {_fmt(lo)}")
     try:
         f = float(v)
     except OverflowError:
         f = math.inf
     if not math.isfinite(f):
-        raise error(f"{label}: {_shown(f)} is not a finite number; give a finite number of{u or ' units'} {rel} "
+        raise error(f"{label}: {shown_value(f)} is not a finite number; give a finite number of{u or ' units'} {rel} "
                     f"{_fmt(lo)}")
     if f < lo or (lo_open and f == lo):
         raise error(f"{label}: {_fmt(f)} must be {rel} {_fmt(lo)}{u}")
@@ -107,7 +99,7 @@ def check_fraction(v: object, label: str, error: type[Exception] = ValueError) -
     except OverflowError:
         f = math.inf
     if not math.isfinite(f):
-        raise error(f"{label}: {_shown(v)} is not a fraction; give a number in (0, 1] (e.g. 0.9)")
+        raise error(f"{label}: {shown_value(v)} is not a fraction; give a number in (0, 1] (e.g. 0.9)")
     if 1 < f <= 100:
         raise error(f"{label}: {_fmt(f)}: a fraction in (0, 1] is expected; did you mean {f / 100:.2f}?")
     if not 0 < f <= 1:
@@ -118,14 +110,14 @@ def check_fraction(v: object, label: str, error: type[Exception] = ValueError) -
 def check_bool(v: object, label: str, error: type[Exception] = ValueError) -> bool:
     """``v`` when it is true or false (a string "false" or a number is refused: it would read as true)."""
     if not isinstance(v, bool):
-        raise error(f"{label}: {_shown(v)} is not true or false")
+        raise error(f"{label}: {shown_value(v)} is not true or false")
     return v
 
 
 def check_str(v: object, label: str, error: type[Exception] = ValueError) -> str:
     """``v`` when it is a non-empty string."""
     if not isinstance(v, str) or not v.strip():
-        raise error(f"{label}: {_shown(v)} is not a non-empty string")
+        raise error(f"{label}: {shown_value(v)} is not a non-empty string")
     return v
 
 
@@ -133,7 +125,7 @@ def check_bytes(v: object, label: str, error: type[Exception] = ValueError, *, l
     """A size in bytes (a whole number >= ``lo``, 1 MiB by default): a smaller value most likely is MiB
     or GiB written where bytes are meant, and is refused naming that."""
     if isinstance(v, bool) or not isinstance(v, Integral):
-        raise error(f"{label}: {_shown(v)} is not a whole number of bytes")
+        raise error(f"{label}: {shown_value(v)} is not a whole number of bytes")
     n = int(v)
     if n < lo:
         unit = "GiB" if 0 < n < 4096 else "MiB"

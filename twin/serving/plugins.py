@@ -6,25 +6,15 @@ arguments) the factory takes, and one line of help. It reads as a mapping ``name
 and the options and builds the plug-in, `PluginTable.help` lists the entries.
 
 The tables themselves are `routers.ROUTERS`, `policies.AUTOSCALERS` and `policies.PD_POLICIES`. This
-module imports nothing from the rest of hpctwin, so it can move into the general plug-in table kit
-(the schedulers' tables) as it is.
+module imports only the foundation's schema kit (`twin.schema.did_you_mean`), so it can move into the
+general plug-in table kit (the schedulers' tables) as it is.
 """
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
-
-def did_you_mean(name: object, choices: Iterable[str], n: int = 3) -> str:
-    """`` (did you mean 'x'?)`` for the closest of ``choices`` (case-insensitive), else ``""`` (the rule of
-    `hpctwin.twin.options.did_you_mean`, kept here so that this module imports nothing of hpctwin)."""
-    choices = [str(c) for c in choices]
-    low = {c.lower(): c for c in choices}
-    hits = difflib.get_close_matches(str(name).lower(), list(low), n=n, cutoff=0.6)
-    if not hits:
-        return ""
-    return " (did you mean " + " or ".join(repr(low[h]) for h in hits) + "?)"
+from hpctwin.twin.schema import did_you_mean
 
 
 @dataclass(frozen=True)

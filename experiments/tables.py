@@ -368,6 +368,9 @@ COLUMNS: dict[str, Column] = {
     "mtbf_h": _n("Job MTBF (h)", 2, "hours"), "interval_s": _n("Checkpoint interval or step (s)", 1, "seconds"),
     "goodput_mc": Column("Goodput, Monte Carlo", "fraction", 4, 1.0, False, 0.0, 1.0),
     "failures_per_day": _n("Failures per day", 2), "lost_gpu_hours_per_day": _n("Lost GPU-h per day", 0, "hours"),
+    # multi-SLO serving (experiments/serving_slo.py)
+    "load": _n("Load (x)", 2, "ratio"), "slo_class": _text("SLO class"),
+    "goodput_rps": _n("Goodput (req/s)", 2, "ratio"),
     # run times: kept in CSVs, never in a table
     "wall_s": _TIMING, "sim_seconds": _TIMING, "wall_seconds": _TIMING, "simulation_seconds": _TIMING,
     "jobs_per_second": _TIMING,

@@ -100,6 +100,7 @@ TINY = {
     "serving_cluster": (lambda t, log: ["--day0", "204", "--days", "0.25", "--offset-h", "2", "--max-requests", "200"],
                         [_needs("LLM-serving"), _needs("KTH-SP2")]),
     "serving_pd": (lambda t, log: ["--minutes", "1", "--gpus", "8", "--rates", "1,4"], [_needs("LLM-serving")]),
+    "serving_slo": (lambda t, log: ["--trace", "code", "--minutes", "0.5", "--loads", "1"], [_needs("LLM-serving")]),
     "serving_autoscale": (lambda t, log: ["--hours", "0.25", "--rate", "1"], [_needs("LLM-serving"), pytest.mark.slow]),
     "serving_validation": (lambda t, log: [], [_needs("LLM-serving"), pytest.mark.slow]),
     "validate_power": (lambda t, log: ["--calib-days", "0.25", "--max-days", "0.5"],

@@ -81,9 +81,10 @@ def make_requests(trace: Sequence[ServingRequest]) -> list[Req]:
 
 
 def check_served(reqs: Sequence[Req]) -> None:
-    """Every request generated all its output tokens (else a RuntimeError naming the first that did not)."""
+    """Every request generated all its output tokens, or was shed by admission control (``r.shed``; else a
+    RuntimeError naming the first that did not)."""
     for r in reqs:
-        if r.generated != r.output:
+        if r.generated != r.output and not r.shed:
             raise RuntimeError(f"request {r.uid} generated {r.generated} of {r.output} tokens")
 
 

@@ -47,7 +47,7 @@ class Req:
     """A request's serving state (times in seconds on the simulation clock)."""
     __slots__ = ("uid", "arrival", "queued", "prompt", "output", "num_tokens", "computed", "generated",
                  "first", "last", "preemptions", "hashes", "token_ids", "block_ids", "klass", "instance",
-                 "transferred", "prefill_instance", "ready")
+                 "transferred", "prefill_instance", "ready", "shed")
 
     def __init__(self, uid: int, arrival: float, prompt: int, output: int, token_ids=None, block_ids=None,
                  klass: int = 0) -> None:
@@ -64,6 +64,7 @@ class Req:
         self.transferred = 0           # tokens whose KV arrived from a prefill instance (P/D)
         self.prefill_instance = -1
         self.ready = arrival           # when it reached the instance that now holds it
+        self.shed = False              # dropped by admission control (``admission="shed"``): never served
 
     def block_hashes(self, upto_tokens: int, bs: int) -> list:
         """Chained hashes of the request's full blocks up to ``upto_tokens`` (prompt token ids when known;
@@ -147,7 +148,8 @@ class Instance:
     def __init__(self, iid: int, model: IterationModel, kv: BlockManager, max_num_seqs: int = 256,
                  max_num_batched_tokens: int = 2048, chunked_prefill: bool = True,
                  reserve_full_isl: bool = True, long_prefill_token_threshold: int = 0,
-                 async_scheduling: bool = False, role: str = "both", policy: str = "fcfs") -> None:
+                 async_scheduling: bool = False, role: str = "both", policy: str = "fcfs",
+                 slo=None, admission: str = "none") -> None:
         self.iid, self.model, self.kv = iid, model, kv
         self.max_num_seqs, self.budget = int(max_num_seqs), int(max_num_batched_tokens)
         self.chunked, self.reserve_full_isl = chunked_prefill, reserve_full_isl
@@ -156,11 +158,28 @@ class Instance:
         if role not in ("both", "prefill", "decode"):
             raise ValueError(f"instance role must be both, prefill or decode, got {role!r}")
         self.role = role
-        if policy not in ("fcfs", "priority"):
-            raise ValueError(f"scheduling policy must be fcfs or priority, got {policy!r}")
+        if policy not in ("fcfs", "priority", "slack"):
+            raise ValueError("scheduling policy must be fcfs or priority, or slack (twin.serving.slo), "
+                             f"got {policy!r}")
+        if admission not in ("none", "defer", "shed"):
+            raise ValueError(f"admission control must be none, defer or shed, got {admission!r}")
+        if admission != "none" and policy != "slack":
+            raise ValueError(f"admission {admission!r} needs policy 'slack' (it uses the deadline slack), "
+                             f"got policy {policy!r}")
         #: vLLM's ``policy="priority"``: waiting ordered by (class, arrival), lower class first; preemption
         #: takes the lowest-priority running request (HyperFlexis-style multi-SLO classes use it)
         self.priority = policy == "priority"
+        #: ``policy="slack"`` (`twin.serving.slo`): waiting and running ordered by deadline slack from this
+        #: instance's own latency model; preemption takes the running request with the most slack
+        self.slo = None                # the SLO classes of a slack policy (`slo.SlackPolicy`)
+        self.slack = None
+        if policy == "slack":
+            from .slo import SlackPolicy  # noqa: PLC0415 (slo imports this module)
+            self.slack = SlackPolicy(self, slo, admission)
+        #: the waiting queue is not FCFS: admission may pick a request behind the head
+        self.reorder = policy != "fcfs"
+        #: requests dropped by admission control (``admission="shed"``): reported, never served
+        self.shed: list[Req] = []
         #: (time, request) of prompts this prefill instance finished, to hand to a decode instance
         self.handoffs: list[tuple[float, "Req"]] = []
         self.prefill_busy_s = 0.0      # iterations with prompt tokens (s)
@@ -260,6 +279,9 @@ class Instance:
         budget = self.budget
         out: list[tuple[Req, int, int]] = []
         preempted = False
+        if self.slack is not None:
+            self.slack.order(self.t)
+            budget = self.slack.budget(self.t)
         running = self.running
         i = 0
         while i < len(running) and budget > 0:
@@ -278,9 +300,11 @@ class Instance:
                 if kv.allocate(r.uid, total, hashes=hashes, cache_upto=min(total, r.num_tokens)):
                     ok = True
                     break
-                if self.priority:
-                    # vLLM V1 priority policy: the lowest-priority (largest value), latest-arriving runs
-                    victim = max(running, key=lambda q: (q.klass, q.arrival))
+                if self.priority or self.slack is not None:
+                    # vLLM V1 priority policy: the lowest-priority (largest value), latest-arriving runs;
+                    # slack: the running request with the most deadline slack (recomputed, as vLLM V1 does)
+                    victim = (max(running, key=lambda q: (q.klass, q.arrival)) if self.priority
+                              else self.slack.victim(running, self.t))
                     vi = running.index(victim)
                     running.pop(vi)
                     if vi < i:  # already scheduled this step: give its tokens back
@@ -307,7 +331,7 @@ class Instance:
         while self.waiting and budget > 0 and len(self.running) + len(self._finishing) < self.max_num_seqs:
             r = self.waiting[0]
             if r.ready > self._cutoff:
-                if not self.priority:
+                if not self.reorder:
                     break
                 r = next((q for q in self.waiting if q.ready <= self._cutoff), None)
                 if r is None:
@@ -347,7 +371,7 @@ class Instance:
         if self.priority:
             self._enqueue(r)
         else:
-            self.waiting.appendleft(r)
+            self.waiting.appendleft(r)     # slack: re-ordered at the next step
 
     # ---- one iteration ------------------------------------------------------------------------
     def _step(self) -> bool:

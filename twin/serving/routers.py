@@ -7,7 +7,14 @@ state (a rotating start) between calls; each pool of a deployment has its own ro
 * ``least_outstanding``: fewest routed-but-unfinished requests, ties to the lowest id;
 * ``least_loaded``: vLLM's DP balancer and LLMServingSim's default ``LOAD``: (4 waiting + running) /
   max_num_seqs, scanned from a rotating start, the first strictly lowest wins;
-* ``kv_aware``: most free KV blocks after counting the prompt tokens already queued there.
+* ``kv_aware``: most free KV blocks after counting the prompt tokens already queued there;
+* ``slo_aware`` (`slo_aware_router`): the smallest predicted time to first token of this request, from
+  each instance's own latency model: the rest of its current iteration, plus the prompt tokens it would
+  compute first (its running prompts and, under a ``slack`` instance policy, the waiting prompts whose
+  deadline is no later than this request's class deadline, else all waiting prompts), plus this prompt
+  less its prefix-cache hit there, in token-budget chunks sharing each iteration with its running
+  decodes; an instance whose free KV blocks (after its queue) cannot hold the prompt adds the time of
+  its shortest remaining decode. Ties: fewest outstanding requests, then the lowest id.
 """
 from __future__ import annotations
 
@@ -68,3 +75,13 @@ ROUTERS.register("least_outstanding", _least_outstanding,
 ROUTERS.register("least_loaded", _least_loaded,
                  help="vLLM's DP balancer (LLMServingSim's LOAD): (4 waiting + running) / max_num_seqs, rotating start")
 ROUTERS.register("kv_aware", _kv_aware, help="most free KV blocks after the prompts already queued there")
+
+
+def _slo_aware():
+    from .slo import slo_aware_router  # noqa: PLC0415 (slo imports instance, not routers)
+    return slo_aware_router()
+
+
+ROUTERS.register("slo_aware", _slo_aware,
+                 help="smallest predicted TTFT (queued + own prefill by the instance's latency model, prefix-cache "
+                      "hits, KV headroom, the request's class deadline)")

@@ -10,6 +10,7 @@ count (a lazy import is still a dependency); ``if TYPE_CHECKING:`` blocks do not
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from pathlib import Path
 
@@ -49,6 +50,7 @@ def _targets(node: ast.AST, package: str) -> list[str]:
     return []
 
 
+@functools.lru_cache(maxsize=1)
 def import_graph() -> dict[str, set[str]]:
     """module -> the project modules it imports (the first project target of each import statement)."""
     mods = _modules()

@@ -84,6 +84,7 @@ def _stat(files):
     return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in files}
 
 
+@pytest.mark.slow                       # child processes compiling with numba: ~6 s each
 @pytest.mark.parametrize("locator", ["in-tree", "NUMBA_CACHE_DIR"])
 def test_guard_drops_a_caller_cached_with_an_old_callee(tmp_path, locator):
     pkg = _tree(tmp_path)

@@ -102,6 +102,7 @@ def _complete(out: Path) -> dict[str, bytes] | None:
     return {p.name: p.read_bytes() for p in out.iterdir() if p.name != MARKER}
 
 
+@pytest.mark.slow
 @needs_profiles
 def test_kill_at_any_moment_leaves_old_or_new_folder(tmp_path):
     t = tmp_path / "big.csv"

@@ -4,12 +4,11 @@
 * ``fail-detached``: the same, but the grandchild closes its stdin, stdout and stderr first;
 * ``fcfs``: answers as FCFS and exits at SIMULATION_ENDS, leaving the grandchild running.
 """
-import json
 import os
 import sys
 import time
 
-from _pids import record
+from _pids import record, serve_fcfs
 
 pidfile, mode = sys.argv[1], sys.argv[2]
 record(pidfile)
@@ -24,18 +23,4 @@ if os.fork() == 0:
 if mode.startswith("fail"):
     sys.stderr.write("forker: giving up\n")
     sys.exit(4)
-size = {}
-for line in sys.stdin:
-    msg = json.loads(line)
-    if any(e["type"] == "SIMULATION_ENDS" for e in msg["events"]):
-        break
-    for e in msg["events"]:
-        if e["type"] == "JOB_SUBMITTED":
-            size[e["data"]["job_id"]] = e["data"]["job"]["res"]
-    free, out = msg["state"]["nb_free"], []
-    for j in msg["state"]["queue"]:
-        if size[j] > free:
-            break
-        free -= size[j]
-        out.append({"type": "EXECUTE_JOB", "data": {"job_id": j}})
-    print(json.dumps({"now": msg["now"], "events": out}), flush=True)
+serve_fcfs()

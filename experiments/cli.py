@@ -25,6 +25,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from hpctwin.twin.argtypes import whole_number
+
 from .tables import FORCE_HELP, OUT_RULE
 
 WORKLOAD_HELP = ("a registry name (hpctwin datasets list), a log file (SWF, sacct, ...) or "
@@ -138,26 +140,9 @@ def add_system(ap: argparse.ArgumentParser, default, *, several: bool = True,
     _list_option(ap, ("--system",), "system", default, what, several, aliases, "S")
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: a whole number >= 1."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {v}")
-    return v
-
-
-def non_negative_int(text: str) -> int:
-    """An argparse type: a whole number >= 0."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {v}")
-    return v
+#: argparse types: a whole number >= 1 / >= 0 (the run command's own, `twin.argtypes.whole_number`)
+positive_int = whole_number(1)
+non_negative_int = whole_number(0)
 
 
 def add_job_window(ap: argparse.ArgumentParser, *, aliases: Sequence[str] = ()) -> None:

@@ -9,7 +9,6 @@ is needed anywhere.
 """
 from __future__ import annotations
 
-import gzip
 import importlib
 from pathlib import Path
 
@@ -25,20 +24,7 @@ KTH = DATA / "KTH-SP2" / "KTH-SP2-1996-2.1-cln.swf.gz"
 needs_kth = pytest.mark.skipif(not KTH.is_file(), reason="KTH-SP2 log not present")
 
 
-@pytest.fixture(scope="module")
-def tiny_log(tmp_path_factory) -> str:
-    """The header and first 250 jobs of the real KTH-SP2 log (100 processors, real users), as a file."""
-    out = tmp_path_factory.mktemp("log") / "kth-head.swf"
-    lines, jobs = [], 0
-    with gzip.open(KTH, "rt") as fh:
-        for line in fh:
-            if not line.startswith(";"):
-                jobs += 1
-                if jobs > 250:
-                    break
-            lines.append(line)
-    out.write_text("".join(lines))
-    return str(out)
+# tiny_log (tests/conftest.py): the header and first 250 jobs of the real KTH-SP2 log
 
 
 # ------------------------------------------------------------------------------- table checks

@@ -17,7 +17,6 @@ default; the old spellings are hidden aliases that print one deprecation line.
 """
 from __future__ import annotations
 
-import gzip
 import importlib
 import re
 import shutil
@@ -54,22 +53,7 @@ def strict_columns(monkeypatch):
     monkeypatch.setattr(tables, "STRICT", True)
 
 
-@pytest.fixture(scope="module")
-def tiny_log(tmp_path_factory) -> str:
-    """The header and first 250 jobs of the real KTH-SP2 log (as in tests/test_experiments.py)."""
-    if not KTH.is_file():
-        pytest.skip("KTH-SP2 log not present")
-    out = tmp_path_factory.mktemp("log") / "kth-head.swf"
-    lines, jobs = [], 0
-    with gzip.open(KTH, "rt") as fh:
-        for line in fh:
-            if not line.startswith(";"):
-                jobs += 1
-                if jobs > 250:
-                    break
-            lines.append(line)
-    out.write_text("".join(lines))
-    return str(out)
+# tiny_log (tests/conftest.py): the header and first 250 jobs of the real KTH-SP2 log
 
 
 def _bine_inputs(tmp: Path) -> list[str]:

@@ -101,10 +101,13 @@ class SequenceResult:
 class _Loop:
     """The mutable state of one sequence replay (see the module doc for each rule)."""
 
-    def __init__(self, tr: HarnessTrace, first: int, length: int, key: list, backfill: bool):
+    def __init__(self, tr: HarnessTrace, first: int, length: int, key: list, backfill: bool,
+                 lists: tuple | None = None):
+        """``lists``: the trace's (submit, run, request, procs, nodes) as lists when the caller keeps them
+        converted once for many sequences (the RL environment); else converted here."""
         self.tr, self.key, self.backfill = tr, key, backfill
-        self.submit, self.run, self.req = tr.submit.tolist(), tr.run.tolist(), tr.request.tolist()
-        self.procs, self.nodes = tr.procs.tolist(), tr.nodes.tolist()
+        self.submit, self.run, self.req, self.procs, self.nodes = lists or (
+            tr.submit.tolist(), tr.run.tolist(), tr.request.tolist(), tr.procs.tolist(), tr.nodes.tolist())
         self.free = tr.max_nodes
         self.end_idx = first + length
         self.now = self.submit[first]

@@ -134,17 +134,7 @@ class HarnessEpisode(_Loop):
         tr = obs.trace
         if first < 0 or length < 1 or first + length > len(tr):
             raise ValueError(f"sequence [{first}, {first + length}) is outside the trace's {len(tr)} jobs")
-        # the state `_Loop.__init__` sets (schedulers.rlscheduler_compat), from lists converted once per trace
-        self.tr, self.key, self.backfill = tr, [], backfill
-        self.submit, self.run, self.req, self.procs, self.nodes = obs.lists()
-        self.free = tr.max_nodes
-        self.end_idx = first + length
-        self.now = self.submit[first]
-        self.queue = [first]
-        self.next = first + 1
-        self.running: list[int] = []
-        self.started: dict[int, int] = {}
-        self.order: list[int] = []
+        super().__init__(tr, first, length, [], backfill, lists=obs.lists())   # lists converted once per trace
         self.window = int(window)
         self.keys = keys                      # name -> per-job sort key (lists indexed by job)
         self.first, self.length = first, length

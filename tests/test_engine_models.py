@@ -19,7 +19,9 @@ def test_no_class_name_strings_in_the_composition_root():
 
 def test_builtin_table_names_provides_and_requires():
     names = [e.name for e in BUILTIN]
-    assert names == ["power", "llm_iteration", "training", "network", "failures", "serving"]  # run order: factors multiply so
+    # run order of the models named here (a new built-in model may sit anywhere; it needs no edit here):
+    known = ["power", "llm_iteration", "training", "network", "failures", "serving"]
+    assert [n for n in names if n in known] == known  # factors multiply so
     by = {e.name: e for e in BUILTIN}
     assert by["power"].requires == ("system.power",) and by["power"].provides == ("power",)
     assert by["network"].requires == ("system.network",) and not by["network"].gpu

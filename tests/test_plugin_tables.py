@@ -238,7 +238,8 @@ def test_a_policy_needing_a_model_is_told_its_switch_and_checked_with_it(slow_mo
 
 def test_builtin_model_sections_and_switches():
     s = M.sections()
-    assert list(s) == ["power", "llm", "training", "network", "failures", "serving"]
+    known = ["power", "llm", "training", "network", "failures", "serving"]   # a new model needs no edit here
+    assert [n for n in s if n in known] == known
     assert s["network"].option_schema() == {"routing": Key(str, choices=("minimal", "valiant"))}
     assert "cooling_overhead" in s["power"].option_schema() and "enabled" in s["failures"].option_schema()
     from dataclasses import fields

@@ -3,7 +3,8 @@
 Input: the output of ``sacct -P --format=...`` (pipe-separated, one header line naming the fields,
 ``--parsable2`` also accepted: no trailing ``|``). Fields used when present (names as sacct prints
 them; case-insensitive): JobID, JobIDRaw, Submit, Eligible, Start, End, Elapsed, Timelimit, NNodes,
-NCPUS, ReqTRES, AllocTRES, User, Account, Partition, QOS, State, Priority, ConsumedEnergyRaw.
+NCPUS, ReqTRES, AllocTRES, User, Account, Partition, QOS, State, Priority, ConsumedEnergyRaw,
+NodeList, JobName, Dependency, Reservation.
 Required: JobID, Submit, State, one of NNodes/NCPUS, and Elapsed or Start+End.
 Field meanings follow the sacct man page (https://slurm.schedmd.com/sacct.html).
 
@@ -40,6 +41,8 @@ Conventions of this reader (also written to ``Workload.notes``):
   the typed ``gres/gpu:a100=N`` for the same GPUs); without it the typed ``gres/gpu:TYPE=N`` are
   summed. -> ``columns["gpus"]`` (per job, what ``--allocation gpu`` schedules) and
   ``columns["gpus_per_node"]`` (divided by NNodes).
+* **Memory**: ReqTRES ``mem`` (a job total) divided by NNodes -> ``columns["mem_per_node"]`` (MB), when
+  some line's ReqTRES names it (read by the Slurm-like policy under ``CR_*_Memory``).
 * **Names**: User -> ``user``, Account -> ``group`` (Slurm's account plays the SWF group role),
   Partition -> ``partition``, QOS -> ``columns["qos"]``, each an int id in order of first
   appearance; the name tables are in ``header["Users"]``, ``["Accounts"]``, ``["Partitions"]``,
@@ -48,6 +51,12 @@ Conventions of this reader (also written to ``Workload.notes``):
   Slurm-like scheduler matches against slurm.conf partitions and the accounts file).
 * **State** -> SWF ``status``: COMPLETED 1; CANCELLED (any "by N") 5; FAILED, TIMEOUT, NODE_FAIL,
   OUT_OF_MEMORY, PREEMPTED, BOOT_FAIL, DEADLINE 0. The original string is in ``columns["state"]``.
+* **Dependencies and arrays** (`twin.dependencies`, ``docs/workloads.md``): a Dependency field (Slurm's
+  ``--dependency`` text, as ``squeue -o %E`` shows it; the ``(unfulfilled)`` suffixes are accepted)
+  -> ``columns["dependency"]`` (normalised; a malformed one is a `SacctError` naming file:line and
+  field); JobName -> ``["job_name"]`` (what ``singleton`` compares); an array's ``%k`` throttle, read
+  from the JobID of its pending remainder (``123_[5-9%2]``) -> ``["array_throttle"]`` of every task of
+  array 123; Reservation -> ``["reservation"]`` (read, not modelled).
 * ``columns["recorded_start"]`` (s, relative), ``["eligible"]`` (s, relative),
   ``["recorded_priority"]``, ``["consumed_energy_j"]`` (J; NaN where empty) where the fields exist.
 """
@@ -63,6 +72,8 @@ from typing import TYPE_CHECKING, Iterable
 import numpy as np
 
 from hpctwin.twin.workload import Workload
+
+from hpctwin.twin.dependencies import format_dependency, parse_dependency
 
 from .hostlist import HostlistError, expand_hostlist, node_ids
 from .textio import read_text
@@ -320,7 +331,8 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
     rec: dict[str, list] = {k: [] for k in (
         "job_id", "submit", "runtime", "req", "procs", "user", "account", "partition", "qos",
         "status", "state", "start", "eligible", "nnodes", "ncpus", "gpus", "gpn", "prio", "energy",
-        "array_job", "array_task", "line", "nodelist")}
+        "array_job", "array_task", "line", "nodelist", "dependency", "job_name", "reservation", "req_mem")}
+    throttles: dict[int, int] = {}     # array job id -> its %k throttle (from a JobID like 123_[5-9%2])
     skipped_steps = 0
     dropped_unstarted = 0
     dropped_running = 0
@@ -386,6 +398,8 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
         if m.group(4) is not None:
             skipped_steps += 1
             continue
+        if m.group(2) is not None and "%" in m.group(2):
+            throttles[int(m.group(1))] = _array_throttle(m.group(2), f"{p}:{lineno}")
 
         def num_time(key: str) -> float:
             v = field(values, key)
@@ -504,6 +518,8 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
             raise SacctError(f"{p}:{lineno}: field {size_col.upper()}: {size} (a job that ran "
                              "holds at least one)")
         g, g_alloc = job_gpus(values, lineno, nn, nc)
+        rq = field(values, "reqtres")       # already checked by job_gpus; mem in bytes
+        rec["req_mem"].append(parse_tres(rq).get("mem", math.nan) if rq and rq.strip() else math.nan)
         if g_alloc is not None and g is not None and g_alloc > g:
             more_gpus += 1
         nl = field(values, "nodelist")
@@ -542,6 +558,15 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
                 raise SacctError(f"{p}:{lineno}: field ConsumedEnergyRaw: {en[:40]!r} is not a finite "
                                  "number >= 0 (joules)")
             rec["energy"].append(ev)
+        dep = field(values, "dependency")
+        try:
+            dep = format_dependency(parse_dependency(dep))
+        except ValueError as e:
+            raise SacctError(f"{p}:{lineno}: field {raw_cols[col['dependency']]}: {e}") from None
+        rec["dependency"].append(dep)
+        rec["job_name"].append((field(values, "jobname") or "").strip())
+        rsv = (field(values, "reservation") or "").strip()
+        rec["reservation"].append("" if rsv.lower() in _NO_VALUE else rsv)
         rec["array_job"].append(int(m.group(1)) if m.group(2) is not None else -1)
         rec["array_task"].append(int(m.group(2)) if m.group(2) is not None else -1)
         rec["line"].append(lineno)
@@ -571,6 +596,10 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
     if "alloctres" in col or "reqtres" in col:
         columns["gpus"] = np.array(rec["gpus"], dtype=np.float64)
         columns["gpus_per_node"] = np.array(rec["gpn"], dtype=np.float64)
+    if "reqtres" in col and np.isfinite(rec["req_mem"]).any():
+        # ReqTRES mem (a job total) per node, MB: what select/cons_tres's CR_*_Memory reads
+        columns["mem_per_node"] = (np.array(rec["req_mem"], dtype=np.float64) / 2**20
+                                   / np.maximum(np.array(rec["nnodes"], dtype=np.float64), 1.0))
     if "priority" in col:
         columns["recorded_priority"] = np.array(rec["prio"], dtype=np.int64)
     if "consumedenergyraw" in col:
@@ -585,6 +614,15 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
     if any(a >= 0 for a in rec["array_job"]):
         columns["array_job_id"] = np.array(rec["array_job"], dtype=np.int64)
         columns["array_task_id"] = np.array(rec["array_task"], dtype=np.int64)
+    if throttles and any(a in throttles for a in rec["array_job"]):
+        columns["array_throttle"] = np.array([throttles.get(a, 0) if a >= 0 else 0 for a in rec["array_job"]],
+                                             dtype=np.int64)
+    if any(rec["dependency"]):                  # twin.dependencies: the job is eligible once it holds
+        columns["dependency"] = np.array(rec["dependency"], dtype=object)
+    if "jobname" in col:
+        columns["job_name"] = np.array(rec["job_name"], dtype=object)
+    if any(rec["reservation"]):
+        columns["reservation"] = np.array(rec["reservation"], dtype=object)
     header = {
         "UnixStartTime": str(int(t0)) if t0 == int(t0) else repr(t0),
         "Users": users.table(), "Accounts": accounts.table(),
@@ -623,6 +661,16 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
         dropped={k: v for k, v in (("job_steps", skipped_steps), ("never_started", dropped_unstarted),
                                    ("still_running", dropped_running)) if v})
     return wl.sorted()
+
+
+def _array_throttle(text: str, where: str) -> int:
+    """The ``%k`` of an array JobID's bracket (``[5-9%2]`` -> 2); a bad one is a `SacctError`."""
+    body = text.strip("[]")
+    _, _, k = body.rpartition("%")
+    if not k.isascii() or not k.isdigit() or len(k) > 9 or int(k) < 1:
+        raise SacctError(f"{where}: field JobID: {text[:40]!r}: the array throttle after '%' is not a whole "
+                         "number >= 1")
+    return int(k)
 
 
 # ---------------------------------------------------------------------------------------- writing
@@ -680,7 +728,8 @@ def export_sacct(jobs_df: pd.DataFrame, path: str | os.PathLike, epoch: float = 
     (compact ranges ``"0-3,8"``: NodeList), ``user``/``group``/``partition``/``qos`` ints (mapped
     through ``names["Users"|"Accounts"|"Partitions"|"QOSs"]`` lists when given). ``epoch``: the Unix
     time of relative time 0 (``header["UnixStartTime"]``). Jobs never started are written as
-    PENDING with Start/End ``Unknown``, Elapsed 0 and NodeList ``None assigned``. Those the run
+    PENDING with Start/End ``Unknown``, Elapsed 0 and NodeList ``None assigned``. Eligible is the
+    run's ``eligible`` (a run with dependencies, `twin.dependencies`), else the submit time. Those the run
     withdrew while waiting (``state`` CANCELLED, never started) as sacct shows a job cancelled while
     pending: Start ``None``, End the cancel time (``cancel_time``, s relative; ``Unknown`` in a table
     without it, e.g. one written before the twin recorded it), Elapsed ``00:00:00``, NodeList ``None
@@ -741,6 +790,8 @@ def export_sacct(jobs_df: pd.DataFrame, path: str | os.PathLike, epoch: float = 
     st = df["start"].to_numpy(dtype=float)
     en = df["end"].to_numpy(dtype=float)
     cancel_t = df["cancel_time"].to_numpy(dtype=float) if "cancel_time" in df else np.full(n, np.nan)
+    # a run with dependencies has each job's eligible time (twin.dependencies): sacct's Eligible
+    elig_col = df["eligible"].to_numpy(dtype=float) if "eligible" in df else np.full(n, np.nan)
     pr = df["procs"].to_numpy()
     extra = {c: df[c].to_numpy() for c, _, _ in present}
     for i in range(n):
@@ -763,7 +814,8 @@ def export_sacct(jobs_df: pd.DataFrame, path: str | os.PathLike, epoch: float = 
             times = ["None", _iso(epoch + cancel_t[i]), "00:00:00"]
         else:
             times = ["Unknown", "Unknown", "00:00:00"]
-        row = [str(int(ids[i])), str(int(ids[i])), _iso(epoch + sub[i]), _iso(epoch + sub[i]), *times,
+        elig = elig_col[i] if math.isfinite(elig_col[i]) else sub[i]
+        row = [str(int(ids[i])), str(int(ids[i])), _iso(epoch + sub[i]), _iso(epoch + elig), *times,
                format_slurm_duration(req[i]), str(int(pr[i])), str(int(pr[i])),
                format_hostlist(_parse_ranges(nodes_col[i]), node_prefix) if started else "None assigned"]
         for c, _, k in present:

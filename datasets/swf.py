@@ -442,6 +442,7 @@ def read_swf(path: str | os.PathLike, size_field: str = "auto", name: str | None
             notes.append(note)
         else:
             notes.append("Alea host lists present but no .machines file: recorded placements unavailable")
+    cols_extra.update(_feedback(path, col, lineno, notes, alea="alea_hosts" in extra))
     stem = path.name
     for suf in (".gz", ".swf"):
         if stem.endswith(suf):
@@ -461,6 +462,35 @@ def read_swf(path: str | os.PathLike, size_field: str = "auto", name: str | None
         dropped=dropped,
     )
     return wl
+
+
+def _feedback(path: Path, col: dict, lineno: np.ndarray, notes: list[str], alea: bool) -> dict[str, np.ndarray]:
+    """Fields 17 (preceding job number) and 18 (think time, s) as a dependency (`twin.dependencies`):
+    SWF's feedback, "the current job can only start after the termination of this preceding job", and
+    is submitted the think time after that termination. The twin keeps the log's submit time (the wait
+    stays start - submit) and makes the job eligible ``afterany`` its preceding job, the think time
+    (``dependency_delay``; -1 = 0) after that job's end. A preceding job not in the run lifts the
+    dependency (as Slurm's "job is gone"). A preceding job number that is not an earlier job (SWF: "a
+    previous job in the workload") is a located error. Alea's extended logs use fields 17-18 otherwise:
+    ignored there (said in the notes). {} when no job names a preceding job."""
+    prec, think, job = col["prec_job"], col["think"], col["job"]
+    has = prec >= 0
+    if not has.any():
+        return {}
+    if alea:
+        notes.append("fields 17-18 (preceding job, think time) of an Alea extended log are not SWF's feedback "
+                     "fields here: ignored")
+        return {}
+    bad = has & (prec >= job)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise SWFError(f"{path}:{int(lineno[i])}: field 17 (prec_job): job {int(job[i])} names preceding job "
+                       f"{int(prec[i])}, which is not an earlier job (SWF: the number of a previous job; -1 for none)")
+    dep = np.array([f"afterany:{int(x)}" if x >= 0 else "" for x in prec.tolist()], dtype=object)
+    delay = np.where(has & (think > 0), think, 0.0).astype(np.float64)
+    notes.append(f"fields 17-18: {int(has.sum())} jobs wait for their preceding job's end plus the think time "
+                 "(dependency afterany, dependency_delay)")
+    return {"dependency": dep, "dependency_delay": delay}
 
 
 def read_machines(path: Path) -> list[tuple[str, int, int]]:

@@ -74,6 +74,11 @@ def _choice(d: dict, key: str, path: str, table: str, choices: tuple[str, ...], 
     return str(v)
 
 
+#: ``[power]`` keys of node sleep states (W per node), read by the power-saving model (`power.suspend`):
+#: a powered-down node, a booting node, a node shutting down
+NODE_STATE_KEYS = ("node_off_w", "node_boot_w", "node_shutdown_w")
+
+
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class PowerConfig:
@@ -169,6 +174,7 @@ def parse_power(table: dict[str, Any], *, nodes: int, cpus_per_node: int, gpus_p
         "empty_slots", "rectifiers_per_chassis", "rectifier_loss_w", "rectifier_efficiency",
         "rectifier_sharing", "rectifier_peak_w", "switches_per_chassis", "switch_w", "cdu_pump_w",
         "price_per_kwh", "cap_power_exponent", "job_cpu_cap_w", "job_gpu_cap_w", "facility_cap_w",
+        *NODE_STATE_KEYS,
     }
     unknown = sorted(set(d) - known)
     if unknown:
@@ -236,6 +242,9 @@ def parse_power(table: dict[str, Any], *, nodes: int, cpus_per_node: int, gpus_p
         job_cpu_cap_w=cap_cpu, job_gpu_cap_w=cap_gpu,
         facility_cap_w=_num(d, "facility_cap_w", p, t, default=math.inf, minimum=0.0, strict_min=True),
     )
+    for key in NODE_STATE_KEYS:               # read by power.suspend; checked here with the table
+        if key in d:
+            _num(d, key, p, t)
     if cdus < cdus_needed and cfg.cdu_pump_w > 0:
         raise PowerConfigError(f"{_where(p, t, 'cdus')} ({cdus}) is too small for {racks} racks at "
                                f"{rpc} racks per CDU (need {cdus_needed})")

@@ -56,7 +56,7 @@ class _Running:
     """State of one running job (plain attributes; one object per running job)."""
 
     __slots__ = ("nodes", "n", "start", "t_last", "level", "cdu_ids", "cdu_counts", "ch_ids",
-                 "ch_counts", "rate", "factor", "trace", "k", "t_ref", "p_ref", "tdt", "t_lvl")
+                 "ch_counts", "rate", "factor", "trace", "k", "t_ref", "p_ref", "tdt", "t_lvl", "idle")
 
 
 _CDU0 = np.zeros(1, dtype=np.int64)
@@ -157,11 +157,16 @@ class PowerModel(RunModel):
         self.layout = Layout(cfg)
         self.chain = Chain(cfg, self.layout)
         self.k_fac = 1.0 / (cfg.dcdc_efficiency * cfg.rectifier_efficiency)   # facility W per node W (affine)
+        self._groups = self._node_groups(spec, table, n_nodes, upn)
         want_cooling = bool(spec.cooling) if self._cooling_opt is None else bool(self._cooling_opt)
         if want_cooling and not spec.cooling:
             raise PowerConfigError(f"system file {spec.path or spec.name}: cooling requested but no [cooling] table")
-        idle_fac = self.chain.uniform_breakdown(0.0, 0.0)["facility_w"]
-        peak = self.chain.uniform_breakdown(1.0, 1.0)
+        if self._groups is None:
+            idle_fac = self.chain.uniform_breakdown(0.0, 0.0)["facility_w"]
+            peak = self.chain.uniform_breakdown(1.0, 1.0)
+        else:
+            idle_fac = self.chain.breakdown(self._slot_power(0.0))["facility_w"]
+            peak = self.chain.breakdown(self._slot_power(1.0))
         self.cool_cfg: CoolingConfig | None = (
             parse_cooling(cooling_table, path=spec.path, default_design_heat_w=peak["rack_input_w"])
             if want_cooling else None)
@@ -207,6 +212,8 @@ class PowerModel(RunModel):
         for j in capped:
             self.cap_ratio[j] = device_ratio(cfg, self.cpu_util[j], self.gpu_util[j], self.cpu_cap[j], self.gpu_cap[j])
         self.cap_rate = progress_rate(self.cap_ratio, self.compute_bound)
+        if self._groups is not None:
+            self._group_levels(capped)
 
         # ---- traces
         self.traces = {}
@@ -237,6 +244,9 @@ class PowerModel(RunModel):
                 self.p_capped[j] = float(lev.mean())          # projections/throttling use the trace mean
                 self.p_uncapped[j] = float(cfg.node_power_w(uc, ug).mean())
 
+        if self._groups is not None and self.traces:
+            raise PowerConfigError(f"system file {spec.path or spec.name}: utilisation traces with [[node_groups]] are "
+                                   "not supported yet")
         # ---- machine state
         # accounting window starts where the run's sampling grid does: the first submission rounded
         # down to a multiple of sample_dt (or the run option 't0')
@@ -245,12 +255,19 @@ class PowerModel(RunModel):
         n_slots = self.layout.n_slots
         self.empty_idle_w = (n_slots - cfg.nodes) * self.node_idle
         self.jobs_it = 0.0
-        self.idle_it = n_slots * self.node_idle
-        idle = self.chain.uniform_breakdown(0.0, 0.0)
+        if self._groups is None:
+            self.idle_it = n_slots * self.node_idle
+            idle = self.chain.uniform_breakdown(0.0, 0.0)
+            p_in_idle = self.chain.node_input_w(self.node_idle)
+            ch_out = self.layout.nodes_in_chassis * p_in_idle + self.chain.switch_chassis_w
+        else:                                          # per node type
+            slot_idle = self._slot_power(0.0)
+            self.idle_it = float(slot_idle.sum())
+            idle = self.chain.breakdown(slot_idle)
+            ch_out = (np.bincount(self.layout.node_chassis, weights=self.chain.node_input_w(slot_idle),
+                                  minlength=self.layout.n_chassis) + self.chain.switch_chassis_w)
         self.loss = idle["loss_w"]
         self.v0 = (self.jobs_it, self.idle_it, self.loss)
-        p_in_idle = self.chain.node_input_w(self.node_idle)
-        ch_out = self.layout.nodes_in_chassis * p_in_idle + self.chain.switch_chassis_w
         self.ch_out = ch_out.astype(float)
         self.ch_in = self.chain.chassis_input_w(self.ch_out)
         self.cdu_v0 = np.bincount(self.layout.chassis_cdu, weights=self.ch_in, minlength=self.layout.n_cdu)
@@ -282,6 +299,9 @@ class PowerModel(RunModel):
         self._start_w: dict[int, float] = {}
         self._closed: dict[int, tuple[_Running, float]] = {}   # driven job -> (its last segment, end s)
         self.driven_changes = 0
+        # node power states (`enable_node_states`): None until a power-saving model asks for them
+        self._free_w: np.ndarray | None = None      # W drawn by each node that runs no job
+        self._deferred: dict[int, Any] = {}          # job -> its nodes, run not begun yet (`defer_start`)
         for fn in self._on_bound:
             fn(self)
 
@@ -357,7 +377,17 @@ class PowerModel(RunModel):
 
     # ================================================================== engine hooks
     def on_start(self, now: float, job: int, nodes: np.ndarray) -> dict[int, float] | None:
+        if self._deferred and job in self._deferred:   # its nodes boot first: the run's power from `start_deferred`
+            self._deferred[job] = np.array(nodes, dtype=np.int64)
+            f = self._factor(job)
+            return {job: f} if f != 1.0 else None
+        return self._start(now, job, nodes)
+
+    def _start(self, now: float, job: int, nodes: np.ndarray) -> dict[int, float] | None:
+        """Job ``job`` starts drawing its power on ``nodes`` (units) at ``now``; its rate factors."""
         nodes = np.asarray(nodes, dtype=np.int64)
+        if self._free_w is not None:                  # nodes in a sleep state: back to idle first
+            self.set_free_node_power(now, nodes, self.idle_node_w(nodes))
         r = _Running()
         upn = self.units_per_node
         if upn > 1:
@@ -392,11 +422,14 @@ class PowerModel(RunModel):
             else:
                 r.cdu_ids = _CDU0
                 r.cdu_counts = np.array([float(n)])
+        r.idle = self.node_idle
         if self._driven and job in self._driven:        # another model sets its power (`set_job_power`)
             r.level = self._start_w[job]
         elif tr is not None:
             base = float(tr[0][0])
             r.level = base if self.theta >= 1.0 else self.node_idle + self.theta * (base - self.node_idle)
+        elif self._groups is not None:                  # node types: the mean over the job's nodes
+            self._group_start(r, job, nodes)
         else:
             r.level = self._level(job)
         r.t_lvl = r.start
@@ -404,9 +437,13 @@ class PowerModel(RunModel):
         self.running[job] = r
         if math.isnan(self.t_start[job]):     # first segment (a requeued job starts again)
             self.t_start[job] = now
-        self._apply(now, r, r.level - self.node_idle, n * r.level, -n * self.node_idle)
+        self._apply(now, r, r.level - r.idle, n * r.level, -n * r.idle)
         self._run_nodes += n
-        self._full_dyn += n * (float(self.p_capped[job]) - self.node_idle)
+        if self._groups is None:
+            self._full_dyn += n * (float(self.p_capped[job]) - self.node_idle)
+        else:
+            self._full_dyn += n * (r.level - r.idle)
+            self._run_idle += n * r.idle
         rates = {job: r.factor} if r.factor != 1.0 else {}
         if self.capped:
             rates.update(self._rebalance(now))
@@ -416,13 +453,21 @@ class PowerModel(RunModel):
     def on_finish(self, now: float, job: int) -> dict[int, float] | None:
         r = self.running.pop(job, None)
         if r is None:
+            nodes = self._deferred.pop(job, None) if self._deferred else None
+            if nodes is not None:             # its run began at this instant (`start_deferred` not called yet)
+                self._start(now, job, nodes)
+                return self.on_finish(now, job)
             return None
         self._touch_energy(job, r, now)
         self.t_end[job] = now
         self.held[job] += now - r.start
-        self._apply(now, r, self.node_idle - r.level, -r.n * r.level, r.n * self.node_idle)
+        self._apply(now, r, r.idle - r.level, -r.n * r.level, r.n * r.idle)
         self._run_nodes -= r.n
-        self._full_dyn -= r.n * (float(self.p_capped[job]) - self.node_idle)
+        if self._groups is None:
+            self._full_dyn -= r.n * (float(self.p_capped[job]) - self.node_idle)
+        else:
+            self._full_dyn -= r.n * (r.level - r.idle)
+            self._run_idle -= r.n * r.idle
         self._t_last_event = now
         if self._driven and job in self._driven:
             self._closed[job] = (r, float(now))        # a late `set_job_power` may still revise it
@@ -437,6 +482,139 @@ class PowerModel(RunModel):
         if r.trace is not None:
             self._advance_trace(job, r, now)
         r.rate = float(rate) if rate > 0 else 1e-300
+
+    # ================================================================== node power states (power saving)
+    def enable_node_states(self) -> None:
+        """Keep the power of nodes that run no job per node (W, the node's components), so that a
+        power-saving model (`power.suspend`) can put idle nodes in sleep states (`set_free_node_power`)
+        and defer a job's power to when its nodes are up (`defer_start`). Every node starts at its idle
+        power. Changes are in the ``idle`` energy category (node power not drawn by jobs)."""
+        if self.capped:
+            raise PowerConfigError("power saving with a facility power cap (--power-cap, [power] facility_cap_w) is "
+                                   "not supported yet: the cap's throttle does not see sleeping or booting nodes")
+        if self.units_per_node != 1:
+            raise PowerConfigError("power saving needs whole-node allocation (units = nodes)")
+        if self._free_w is None:
+            self._free_w = self.idle_node_w()
+
+    def idle_node_w(self, nodes: Any = None) -> np.ndarray:
+        """Idle component power (W) of ``nodes`` (all nodes when None), per node type."""
+        if self._groups is None:
+            idle = np.full(self.cfg.nodes, float(self.node_idle))
+        else:
+            idle = self._groups[2][self._groups[1]]
+        return idle if nodes is None else idle[np.asarray(nodes, dtype=np.int64)]
+
+    # ================================================================== node types ([[node_groups]])
+    def _node_groups(self, spec: Any, table: dict, n_nodes: int, upn: int):
+        """None for one node type; else (per-group `PowerConfig`s, group of each node, idle W per group)."""
+        groups = list(getattr(spec, "node_groups", None) or [])
+        if not groups:
+            return None
+        where = f"system file {spec.path or spec.name}"
+        if n_nodes != spec.nodes:
+            raise PowerConfigError(f"{where}: its [[node_groups]] describe {spec.nodes:,} nodes but the run has "
+                                   f"{n_nodes:,}; run with --nodes {spec.nodes} (node types cannot be resized)")
+        if upn != 1:
+            raise PowerConfigError(f"{where}: [[node_groups]] need whole-node allocation (units = nodes), not "
+                                   "--allocation gpu")
+        cfgs = [parse_power({**table, **g["power"]}, nodes=g["nodes"], cpus_per_node=g["cpus_per_node"],
+                            gpus_per_node=g["gpus_per_node"], path=spec.path) for g in groups]
+        ix = np.repeat(np.arange(len(groups)), [g["nodes"] for g in groups])
+        self._group_names = [g["name"] for g in groups]
+        self._run_idle = 0.0                         # sum over running jobs of n * idle W of their nodes
+        return cfgs, ix, np.array([c.node_idle_w for c in cfgs])
+
+    def _slot_power(self, util: float) -> np.ndarray:
+        """Component power (W) of every node slot at CPU and GPU utilisation ``util``, per node type (empty
+        slots: the [power] table's node at idle)."""
+        cfgs, ix, _ = self._groups
+        p = np.full(self.layout.n_slots, self.cfg.node_idle_w)
+        per = np.array([float(c.node_power_w(util, util)) for c in cfgs])
+        p[:len(ix)] = per[ix]
+        return p
+
+    def _group_levels(self, capped: np.ndarray) -> None:
+        """Per node type, each job's per-node power (W); projections (before the nodes are known) take the
+        highest over the types and the lowest idle power: an upper bound of what a start adds."""
+        if self.capped or len(capped):
+            raise PowerConfigError(f"system file {self.spec.path or self.spec.name}: power caps (facility or per "
+                                   "job) with [[node_groups]] are not supported yet")
+        cfgs, _, idle_g = self._groups
+        self._pg = np.stack([np.atleast_1d(c.node_power_w(self.cpu_util, self.gpu_util)) for c in cfgs])
+        self.p_uncapped = self.p_capped = self._pg.max(axis=0)
+        self.node_idle = float(idle_g.min())
+
+    def _group_start(self, r: _Running, job: int, nodes: np.ndarray) -> None:
+        """``r``'s level and idle power: the means over its nodes' types; its per-CDU (per-chassis) weights
+        make each CDU's share of a start or finish exact."""
+        _, ix, idle_g = self._groups
+        g = ix[nodes]
+        lvl_node = self._pg[g, job]
+        idle_node = idle_g[g]
+        r.level = float(lvl_node.sum()) / r.n
+        r.idle = float(idle_node.sum()) / r.n
+        d_mean = r.level - r.idle
+        if d_mean == 0.0:
+            return
+        w = (lvl_node - idle_node) / d_mean          # node weights: sum = n
+        if self.chain.staged:
+            cnt = np.bincount(self.layout.node_chassis[nodes], weights=w, minlength=self.layout.n_chassis)
+            r.ch_ids = np.flatnonzero(cnt)
+            r.ch_counts = cnt[r.ch_ids]
+        elif self._log_cdu:
+            cnt = np.bincount(self.layout.node_cdu[nodes], weights=w, minlength=self.layout.n_cdu)
+            r.cdu_ids = np.flatnonzero(cnt)
+            r.cdu_counts = cnt[r.cdu_ids]
+
+    def set_free_node_power(self, now: float, nodes: Any, node_w: Any) -> None:
+        """From ``now`` (s) on, each of ``nodes`` (running no job) draws ``node_w`` W (one value, or one
+        per node) instead of what it drew: a sleep state, a boot, or its idle power again."""
+        if self._free_w is None:
+            raise RuntimeError("PowerModel.set_free_node_power before enable_node_states")
+        nodes = np.asarray(nodes, dtype=np.int64)
+        if not len(nodes):
+            return
+        w = np.broadcast_to(np.asarray(node_w, dtype=float), nodes.shape)
+        d = w - self._free_w[nodes]
+        moved = d != 0.0
+        if not moved.any():
+            return
+        for dv in np.unique(d[moved]):
+            sel = nodes[d == dv]
+            self._apply(now, self._nodes_record(sel), float(dv), 0.0, len(sel) * float(dv))
+        self._free_w[nodes] = w
+        if now > self._t_last_event:
+            self._t_last_event = now
+
+    def _nodes_record(self, nodes: np.ndarray) -> _Running:
+        """A `_Running` record of whole ``nodes`` for `_apply` (their count, chassis and CDUs)."""
+        r = _Running()
+        r.n = len(nodes)
+        if self.chain.staged:
+            r.ch_ids, r.ch_counts = np.unique(self.layout.node_chassis[nodes], return_counts=True)
+        elif self._log_cdu:
+            cnt = np.bincount(self.layout.node_cdu[nodes], minlength=self.layout.n_cdu)
+            r.cdu_ids = np.flatnonzero(cnt)
+            r.cdu_counts = cnt[r.cdu_ids].astype(float)
+        else:
+            r.cdu_ids = _CDU0
+            r.cdu_counts = np.array([float(r.n)])
+        return r
+
+    def defer_start(self, job: int) -> None:
+        """The run of ``job`` begins after its nodes boot: at its start (``on_start``) the model keeps its
+        nodes and its rate factor, and its power is drawn from `start_deferred` on."""
+        if job in self.running:
+            raise ValueError(f"defer_start: job index {job} is already running")
+        self._deferred[int(job)] = None
+
+    def start_deferred(self, now: float, job: int) -> None:
+        """The run of deferred ``job`` begins at ``now`` (s): its nodes draw its power from now on."""
+        nodes = self._deferred.pop(int(job), None)
+        if nodes is None:
+            return
+        self._start(now, int(job), nodes)     # no facility cap here, so the factor given at on_start holds
 
     # ================================================================== jobs driven by another model
     def when_bound(self, fn) -> None:
@@ -469,6 +647,9 @@ class PowerModel(RunModel):
                                       "needs the affine equal-sharing chain)")
         if self.units_per_node != 1:
             raise NotImplementedError("jobs driven by another model need whole-node allocation (units = nodes)")
+        if self._groups is not None:
+            raise NotImplementedError("jobs driven by another model (serving) on a machine with [[node_groups]] are "
+                                      "not supported yet")
         jobs = [int(j) for j in jobs]
         if len(jobs) != len(start_node_w) or len(jobs) != len(max_node_w):
             raise ValueError("drive_jobs: jobs, start_node_w and max_node_w must have the same length")
@@ -564,7 +745,7 @@ class PowerModel(RunModel):
 
     def full_speed_electrical_w(self) -> float:
         """Electrical power (W) the machine would draw now with no throttle (theta = 1)."""
-        cur_dyn = self.jobs_it - self._run_nodes * self.node_idle
+        cur_dyn = self.jobs_it - (self._run_nodes * self.node_idle if self._groups is None else self._run_idle)
         return self.electrical_power_w() + (self._full_dyn - cur_dyn) * self.k_fac
 
     def projected_full_speed_w(self, job: int, n_nodes: float) -> float:
@@ -850,6 +1031,11 @@ class PowerModel(RunModel):
             out["power_cap"] = cap_report(self)
         if self._driven:
             self._driven_summary(out)
+        if self._groups is not None:
+            cfgs, ix, idle_g = self._groups
+            out["power_node_groups"] = [{"name": nm, "nodes": int(np.count_nonzero(ix == k)),
+                                         "idle_w": float(idle_g[k]), "max_w": float(cfgs[k].node_max_w)}
+                                        for k, nm in enumerate(self._group_names)]
         if self.notes:
             out["power_notes"] = list(self.notes)
         return out

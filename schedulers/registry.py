@@ -362,6 +362,11 @@ SCHEDULERS.register(SchedulerEntry("lxf", "hpctwin.schedulers.lxf:LXFScheduler",
                                    doc="largest expansion factor first (Maui XFactor)"))
 SCHEDULERS.register(SchedulerEntry("laf", "hpctwin.schedulers.laf:LAFScheduler", takes=("backfill",),
                                    doc="largest area first (procs x estimate), the mirror of saf"))
+SCHEDULERS.register(SchedulerEntry(
+    "replay", "hpctwin.schedulers.replay:ReplayScheduler",
+    options=Signature("hpctwin.schedulers.replay:ReplayScheduler"),
+    check_variants="hpctwin.schedulers.replay:conformance_variants",
+    why_not="the replay starts every job at its recorded start", doc="the log's recorded starts and nodes (as-run)"))
 
 
 # ---------------------------------------------------------------------- lookups

@@ -177,7 +177,8 @@ class ModelView:
     public query methods; the model's engine hooks (``bind``, ``on_*``, ``finalize``) and attribute
     assignment are refused. A model may offer a narrower view by defining ``view()``."""
 
-    _HIDDEN = ("bind", "on_start", "on_finish", "on_event", "on_rate_change", "finalize", "engine_work")
+    _HIDDEN = ("bind", "on_start", "on_finish", "on_event", "on_rate_change", "finalize", "engine_work",
+               "start_delay")
 
     __slots__ = ("_model",)
 
@@ -516,10 +517,16 @@ class RunModel:
     each affected job's finish event exactly and tells every model through `on_rate_change`.
     A model with timed events of its own (failures, repairs) returns their time from `next_event`:
     the engine keeps it in its one timer heap, asking again after `bind` and after each `on_event`
-    of that model (so a model's next event may only change in its own `on_event`).
+    of that model (so a model's next event may only change in its own `on_event`), and, when the
+    model sets ``events_follow_jobs = True``, also after each of its `start_delay`, `on_start` and
+    `on_finish` (a model whose events are set by jobs: a node idle since a finish powers down later).
+    A model may delay the start of a job's run after the job took its units (`start_delay`).
     """
 
     name = "model"
+    #: True: the engine asks `next_event` again after this model's `start_delay`, `on_start` and
+    #: `on_finish` (not only after its `on_event`)
+    events_follow_jobs = False
 
     def bind(self, ctx: ModelContext) -> None:
         self.ctx = ctx
@@ -532,6 +539,19 @@ class RunModel:
 
     def on_rate_change(self, now: float, job: int, rate: float) -> None:
         pass
+
+    def start_delay(self, now: float, job: int, units: np.ndarray) -> float | None:
+        """Seconds (>= 0) the run of ``job`` waits after it takes ``units`` at ``now``, or None (0).
+
+        Asked for every start admitted by the gates, before it is applied. With a delay ``d`` (the
+        largest any model answers) the job holds its units from ``now`` (the policy's ``on_start`` and
+        the machine view see it running, with expected end ``now + d + estimate``) but its run begins
+        at ``now + d``: its work, its wall-clock kill limit and the ledger's ``start`` (so ``wait``)
+        count from there, as Slurm resets a job's start time when the nodes it was allocated have
+        resumed from power saving (``job_config_fini`` in ``src/slurmctld/job_mgr.c``). Models are
+        told of the start (``on_start``) at ``now``; rate factors given before ``now + d`` apply from
+        then on. A job cannot be interrupted or released before its run begins."""
+        return None
 
     def engine_work(self, runtime: np.ndarray) -> np.ndarray | None:
         """Engine work per job (nominal s) when it differs from the runtime (e.g. checkpoint
@@ -561,7 +581,7 @@ class RunModel:
         return {}
 
 
-MODEL_HOOKS = ("on_start", "on_finish", "on_rate_change", "engine_work", "next_event", "on_event")
+MODEL_HOOKS = ("on_start", "on_finish", "on_rate_change", "engine_work", "next_event", "on_event", "start_delay")
 
 
 def model_hooks(model: Any) -> dict[str, Any]:

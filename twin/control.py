@@ -165,6 +165,9 @@ class EngineControl:
         prog, led = sim._prog, sim._ledger
         if not sim.cluster.is_running(j):
             raise SimulationError(f"release of job {sim._job_id[j]}, which is not running")
+        if now < prog.start_seg[j]:
+            raise SimulationError(f"release of job {sim._job_id[j]} at t={now} before its run begins at "
+                                  f"t={prog.start_seg[j]} (a model's start_delay); not supported")
         prog.stop(j, now)
         seg_start = prog.start_seg[j]
         led.close(j, seg_start, now, prog.seg_work[j] - prog.work_left[j], sim.cluster.release(j), now, False)
@@ -202,6 +205,9 @@ class EngineControl:
         prog, led, hooks = sim._prog, sim._ledger, sim._hooks
         if not sim.cluster.is_running(j):
             raise SimulationError(f"interrupt of job {sim._job_id[j]}, which is not running")
+        if now < prog.start_seg[j]:
+            raise SimulationError(f"interrupt of job {sim._job_id[j]} at t={now} before its run begins at "
+                                  f"t={prog.start_seg[j]} (a model's start_delay); not supported")
         prog.stop(j, now)
         units = sim.cluster.release(j)
         seg_start = prog.start_seg[j]

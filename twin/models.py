@@ -121,6 +121,11 @@ def _power(s: ModelSetup):
     return PowerModel.from_system(s.system, s.cfg.options, facility_cap_w=s.cfg.power_cap)
 
 
+def _power_saving(s: ModelSetup):
+    from hpctwin.power.suspend import build  # noqa: PLC0415
+    return build(s)
+
+
 def _llm_iteration(s: ModelSetup):
     from hpctwin.topology.llm_iteration import LLMIterationModel  # noqa: PLC0415
     return LLMIterationModel(gpu=s.options("llm").get("gpu"))
@@ -172,6 +177,10 @@ BUILTIN: list[ModelEntry] = [
     ModelEntry("power", lambda c: bool(c.power), _power, provides=("power",), requires=("system.power",),
                flag="--power on", doc="node power, conversion losses, cooling and PUE (power.model)",
                options=_OPT + "power_keys", switch={"power": True}),
+    ModelEntry("power_saving", None, _power_saving, provides=("power_saving",), gpu=False, uses=("power",),
+               doc="Slurm power saving: idle nodes power down, jobs wait for their nodes to boot; node sleep "
+                   "states feed the power model (power.suspend)",
+               options="hpctwin.power.suspend:PowerSavingOptions"),
     ModelEntry("llm_iteration", lambda c: bool((c.options.get("llm") or {}).get("iteration")), _llm_iteration,
                provides=("llm_iteration",), requires=("system.network",), flag="llm.iteration",
                doc="LLM training iteration times from the job's placement (topology.llm_iteration)",

@@ -72,7 +72,8 @@ class Progress:
 
     def stop(self, j: int, now: float) -> None:
         """Integrate ``j``'s work to ``now`` and drop its finish event (an interruption)."""
-        self.work_left[j] -= (now - self.last_t[j]) * self.rate[j]
+        if now > self.last_t[j]:                # (a run that has not begun yet has done no work)
+            self.work_left[j] -= (now - self.last_t[j]) * self.rate[j]
         self.version[j] += 1
         self.rate[j] = 1.0                      # a new run starts at full speed
 
@@ -97,14 +98,16 @@ class Progress:
             for other in self.factors:
                 new_rate *= other.get(j, 1.0)
             if new_rate != rate[j]:
-                work_left[j] -= (now - last_t[j]) * rate[j]
-                last_t[j] = now
+                t = last_t[j]
+                if now >= t:                    # else the run begins later (`start_delay`): no work done yet
+                    work_left[j] -= (now - t) * rate[j]
+                    last_t[j] = t = now
                 rate[j] = new_rate
-                self.push_finish(j, now)
+                self.push_finish(j, t)
                 for hook in self.rate_hooks:
                     hook(now, j, new_rate)
 
     def done_in_segment(self, j: int, now: float) -> float:
         """Engine work (nominal s) ``j`` has done in its current segment at ``now`` (running job)."""
-        w = self.work_left[j] - (now - self.last_t[j]) * self.rate[j]
+        w = self.work_left[j] - max(now - self.last_t[j], 0.0) * self.rate[j]
         return self.seg_work[j] - w

@@ -39,6 +39,9 @@ def jobs_frame(p, s, c, res) -> tuple[dict[str, Any], Any]:
     }
     if res.cancel_time is not None:         # only runs where a model withdrew a waiting job (same bytes otherwise)
         df["cancel_time"] = res.cancel_time  # s; Slurm's End of a job cancelled while pending (control.cancel)
+    if getattr(res, "dependencies", None) is not None:   # only runs whose workload has dependencies or array throttles
+        df["eligible"] = res.dependencies.eligible              # s; Slurm's EligibleTime (twin.dependencies)
+        df["pending_reason"] = res.dependencies.pending_reason  # why a job never started ("" otherwise)
     for m in c.models:
         for k, v in m.job_columns().items():
             df[k] = v
@@ -75,6 +78,8 @@ def summary(p, s, c, res, df: dict, state, wall0: float, sim_wall: float) -> dic
         "code_version": __version__,
     })
     out.update(summary_extra)
+    if getattr(res, "dependencies", None) is not None:   # dependencies and array throttles (twin.dependencies)
+        out["dependencies"] = res.dependencies.summary
     if c.gates:                               # starts each gate refused (res.refusals: with the rest of the pass)
         out["gates"] = {g.name: {**g.describe(), "refusals": int(res.refusals.get(g.name, 0))} for g in c.gates}
     if placer is not None and getattr(placer, "warning", None) and placer.warning():

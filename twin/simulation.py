@@ -15,6 +15,8 @@ The pieces, one job each: `twin.rates` (progress rates and the finish heap), `tw
 waiting queue, front/back requeue keys), `twin.ledger` (every job's segments: always on, one result
 path), `twin.recorder` (the piecewise-constant series and the progress bar), `twin.timers` (one heap
 for model events and wake-ups), `twin.guards` (decision checks, located errors, progress guards),
+`twin.dependencies` (only for a workload with job dependencies or array throttles: the gate whose
+``visible(now)`` is the queue handed to the policy),
 `twin.contract` (the scheduler, gate and model contract; hooks resolved once at bind time).
 
 Running jobs progress at a *rate* (1.0 = nominal). Models (power caps, network contention) change
@@ -37,7 +39,7 @@ import math
 from array import array
 from heapq import heappop
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -45,6 +47,7 @@ from .cluster import CapacityError, Cluster
 from .contract import (BindContext, JobTable, ModelContext, ModelView, RunModel, Scheduler,
                        bind_policy, gate_hooks, model_hooks, resolve_hooks)
 from .control import EngineControl
+from .dependencies import dependency_gate
 from .guards import QUIET_EVENTS, SimulationError, check_units, decode, located, stuck_message
 from .ledger import Ledger
 from .rates import Progress, RateError
@@ -99,6 +102,9 @@ class SimResult:
     #: when each withdrawn job was cancelled (s, the engine's ``now`` of the cancel; NaN for the
     #: others; None if none ever was): Slurm's End of a job cancelled while pending
     cancel_time: np.ndarray | None = None
+    #: runs whose workload has dependencies or array throttles (`twin.dependencies`): each job's
+    #: ``eligible`` time (s) and ``pending_reason``, and summary figures; None otherwise
+    dependencies: Any = None
 
 
 class Simulation:
@@ -120,7 +126,7 @@ class Simulation:
         model submits them at its events (`EngineControl.submit`, the submit time written into
         ``jobs.submit``) and may end them (`EngineControl.release`): node requests of a serving
         deployment (`twin.serving.batch`). Their ``jobs.submit`` is +inf until then.
-    fast_path: the seam of a compiled fast path (e.g. `twin.fastpath`): a callable
+    fast_path: the seam of a compiled fast path (`twin.backends.engine_fast_path`): a callable
         ``(simulation) -> SimResult | None`` asked before the loop; it returns the result when the
         whole run is eligible (no hook, placer, gate or model needing Python per event), else None.
     """
@@ -141,6 +147,11 @@ class Simulation:
         self.placer = placer
         self.models = list(models)
         self.gates = list(gates)
+        # dependencies and array throttles (`twin.dependencies`): only when the workload has them; the
+        # gate then hides ineligible jobs from the policy (and, being a gate, keeps fast paths off)
+        self._dep_gate = dependency_gate(self, jobs)
+        if self._dep_gate is not None:
+            self.gates.append(self._dep_gate)
         self.context = context
         self.progress = progress
         self.node_group = node_group
@@ -200,6 +211,7 @@ class Simulation:
         has_events, rec_t, rec_busy, rec_q = bool(self._event_models), rec.t.append, rec.busy.append, rec.queue.append
         q_new, q_waiting, wakeup, driving = queue.new, queue.waiting, self._wakeup, self._driving
         decider = self.scheduler if self.EXTERNAL_DECISIONS else None
+        gate = self._dep_gate
         before = self.before_event if type(self).before_event is not Simulation.before_event else None
         after = self.after_event if type(self).after_event is not Simulation.after_event else None
         now, ptr, events, version, quiet = 0.0, 0, 0, prog.version, 0
@@ -213,6 +225,8 @@ class Simulation:
                 if t_tim < now:
                     now = t_tim
                 if now == INF:
+                    if gate is not None:                # jobs whose dependency can never hold end here
+                        gate.settle(cluster.now, final=True)
                     self._check_deadlock()
                     break
                 cluster.now = now
@@ -234,12 +248,13 @@ class Simulation:
                 if q_new:
                     queue.merge()
                 started = 0
-                if (finished or acted or submitted or woke) and len(queue.arr):
+                arr = queue.arr if gate is None else gate.visible(now)          # what the policy may see
+                if (finished or acted or submitted or woke) and len(arr):
                     if decider is not None:                                     # external decisions first
-                        decider.begin_pass(now, queue.arr, cluster)
+                        decider.begin_pass(now, arr, cluster)
                         while decider.deciding():
                             decider.commit((yield now))
-                    started = self._pass(now)                                   # 5. one pass
+                    started = self._pass(now, arr)                              # 5. one pass
                 if after is not None:
                     after(now)
                 down = cluster.down                                             # record the state
@@ -300,6 +315,10 @@ class Simulation:
         self._model_start = [(k, h["on_start"]) for k, h in enumerate(mh) if h["on_start"]]
         self._model_finish = [(k, h["on_finish"]) for k, h in enumerate(mh) if h["on_finish"]]
         self._event_models = [k for k, h in enumerate(mh) if h["next_event"]]
+        self._model_delay = [(k, h["start_delay"]) for k, h in enumerate(mh) if h["start_delay"]]
+        # models whose next event is asked again after their start_delay, on_start and on_finish
+        self._retimed = [k for k in self._event_models
+                         if getattr(self.models[k], "events_follow_jobs", False) is True]
         gh = [gate_hooks(g) for g in self.gates]
         self._gate_pass = [h["begin_pass"] for h in gh if h["begin_pass"]]
         self._gate_start = [h["on_start"] for h in gh if h["on_start"]]
@@ -380,6 +399,8 @@ class Simulation:
             prog.forget(j)
             for k, fn in self._model_finish:
                 prog.apply(now, k, fn(now, j))
+            for k in self._retimed:
+                self._set_model_timer(k, self.models[k].next_event(now))
 
     # ------------------------------------------------------------------ 2. model events
     def _model_events(self, now: float) -> bool:
@@ -410,10 +431,11 @@ class Simulation:
         self._timers.set(self._timers.policy, nxt if pending else None)
 
     # ------------------------------------------------------------------ 5. the pass
-    def _pass(self, now: float) -> int:
+    def _pass(self, now: float, arr: np.ndarray | None = None) -> int:
+        """One scheduling pass over ``arr`` (the waiting jobs the policy may see; None: the queue)."""
         self.passes += 1
         queue, cluster = self._queue, self.cluster
-        decisions = self.scheduler.schedule(now, queue.arr, cluster)
+        decisions = self.scheduler.schedule(now, queue.arr if arr is None else arr, cluster)
         if not decisions:
             return 0
         for fn in self._gate_pass:
@@ -421,7 +443,7 @@ class Simulation:
         started: set[int] = set()
         waiting, n, name, stop, procs, est = queue.waiting, self.n, self.sched_name, None, self._procs, self._est
         first_fit, gates, allocate, open_segment = self._placer is None, self.gates, cluster.allocate, self._ledger.open
-        prog, on_start, more = self._prog, self._hooks.on_start, self._after_start
+        prog, on_start, more, delays = self._prog, self._hooks.on_start, self._after_start, self._model_delay
         start_seg, last_t, push_finish = prog.start_seg, prog.last_t, prog.push_finish
         for d in decisions:
             j, units = (d, None) if type(d) is int else decode(name, d)
@@ -444,13 +466,14 @@ class Simulation:
                     if refusal[2]:
                         stop = (refusal[0], f"{refusal[1]} (refused with an earlier start of this pass)")
                     continue
+            begin = now if not delays else self._begin(now, j, units)    # the run begins (RunModel.start_delay)
             try:
-                allocate(j, units, now, now + est[j], checked)
+                allocate(j, units, now, begin + est[j], checked)
             except CapacityError as e:
                 raise SimulationError(f"scheduler {name}: {e}") from None
-            open_segment(j, now)
-            start_seg[j] = last_t[j] = now
-            push_finish(j, now)
+            open_segment(j, begin)
+            start_seg[j] = last_t[j] = begin
+            push_finish(j, begin)
             if on_start is not None:
                 on_start(now, j)
             if more:
@@ -459,6 +482,22 @@ class Simulation:
         if started:
             queue.remove(started)
         return len(started)
+
+    def _begin(self, now: float, j: int, units: np.ndarray) -> float:
+        """When the run of job ``j``, taking ``units`` at ``now``, begins (s): ``now`` plus the longest
+        delay a model asks (`RunModel.start_delay`; nodes resuming from power saving)."""
+        d = 0.0
+        for k, fn in self._model_delay:
+            x = fn(now, j, units)
+            if x is not None:
+                x = float(x)
+                if not 0.0 <= x < INF:
+                    raise SimulationError(f"model {self.models[k].name} gave job {self._job_id[j]} a start "
+                                          f"delay of {x} s (must be finite and >= 0)")
+                d = x if x > d else d
+            if k in self._retimed:
+                self._set_model_timer(k, self.models[k].next_event(now))
+        return now + d
 
     def _units(self, j: int, chosen) -> np.ndarray:
         """The units of job ``j`` from the decision or the placer, checked for type and count."""
@@ -492,6 +531,8 @@ class Simulation:
         prog = self._prog
         for k, fn in self._model_start:
             prog.apply(now, k, fn(now, j, units))
+        for k in self._retimed:
+            self._set_model_timer(k, self.models[k].next_event(now))
 
     # ------------------------------------------------------------------ guards and the end
     def _check_deadlock(self) -> None:
@@ -508,6 +549,8 @@ class Simulation:
         cluster = self.cluster
         if cluster.busy - cluster.down:
             return 0                             # jobs run: their finishes will come
+        if self._dep_gate is not None and self._dep_gate.settle(now):
+            return 0                             # only jobs whose dependency can never hold waited
         quiet += 1
         if quiet >= self.quiet_limit:
             j = self._queue.first()
@@ -531,7 +574,8 @@ class Simulation:
             last_start=np.array(prog.start_seg, dtype=np.float64), change_down=down,
             refusals=dict(self._refusals),
             cancelled=None if self._cancelled is None else np.frombuffer(self._cancelled, dtype=np.uint8).astype(bool),
-            cancel_time=None if self._cancel_time is None else np.array(self._cancel_time, dtype=np.float64))
+            cancel_time=None if self._cancel_time is None else np.array(self._cancel_time, dtype=np.float64),
+            dependencies=None if self._dep_gate is None else self._dep_gate.report())
 
 
 def _f64(a) -> array:

@@ -4,6 +4,14 @@ Built-in machines live in ``twin/systems/<name>.toml``. A file has a ``[system]`
 ``description``, ``nodes``, ``cpus_per_node``, ``gpus_per_node``) and optional ``[power]``,
 ``[cooling]`` and ``[network]`` tables, validated by the packages that use them (``power``,
 ``topology``). Every constant carries its source in a comment of the file.
+
+A machine of several node types declares them as ``[[node_groups]]`` tables, in node order (the
+first group holds nodes ``0 .. nodes-1`` and so on; their ``nodes`` add up to ``[system] nodes``):
+``name`` and ``nodes`` (required), ``cpus_per_node``, ``gpus_per_node`` (default: the ``[system]``
+values), ``description``, and the node figures of the ``[power]`` table that differ for the group
+(`NODE_GROUP_POWER_KEYS`: device idle and maximum watts, memory, NICs, NVMe, other, the sleep-state
+watts); the rest of ``[power]`` (conversion chain, layout, prices) is the machine's. The power model
+then uses each group's figures for its nodes.
 """
 from __future__ import annotations
 
@@ -48,6 +56,9 @@ class SystemSpec:
     cooling: dict[str, Any] = field(default_factory=dict)
     network: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
+    #: ``[[node_groups]]`` in node order: dicts with ``name``, ``nodes``, ``cpus_per_node``,
+    #: ``gpus_per_node``, ``description``, ``power`` (the group's [power] node figures), ``line``
+    node_groups: list[dict[str, Any]] = field(default_factory=list)
 
 
 def builtin_systems() -> list[str]:
@@ -64,7 +75,11 @@ def builtin_systems() -> list[str]:
 
 
 #: tables a system file may have (the physics tables are checked by the packages that use them)
-TABLES = ("system", "power", "cooling", "network")
+TABLES = ("system", "power", "cooling", "network", "node_groups")
+
+#: the ``[power]`` node figures a ``[[node_groups]]`` table may set for its nodes (W; NICs a count)
+NODE_GROUP_POWER_KEYS = ("cpu_idle_w", "cpu_max_w", "gpu_idle_w", "gpu_max_w", "mem_w", "nic_w", "nics_per_node",
+                         "nvme_w", "other_w", "node_off_w", "node_boot_w", "node_shutdown_w")
 
 
 def _system_schema():
@@ -72,6 +87,81 @@ def _system_schema():
     from .workload import MAX_UNITS  # noqa: PLC0415
     return {"name": Key(str), "description": Key(str), "nodes": Key(int, 1, MAX_UNITS),
             "cpus_per_node": Key(int, 1, 1 << 20), "gpus_per_node": Key(int, 0, 4096)}
+
+
+def _group_lines(text: str) -> list[tuple[int, dict[str, int]]]:
+    """Per ``[[node_groups]]`` table of a TOML text: its header line and the line of each key in it."""
+    import re  # noqa: PLC0415
+    out: list[tuple[int, dict[str, int]]] = []
+    inside = False
+    for i, raw in enumerate(text.split("\n"), start=1):
+        s = raw.strip()
+        if s.startswith("["):
+            inside = re.match(r"^\[\[\s*node_groups\s*\]\]", s) is not None
+            if inside:
+                out.append((i, {}))
+            continue
+        m = re.match(r"""^["']?([A-Za-z0-9_\-]+)["']?\s*=""", s)
+        if inside and m:
+            out[-1][1].setdefault(m.group(1), i)
+    return out
+
+
+def _node_groups(raw: dict, path: Path, text: str, nodes: int, cpn: int, gpn: int) -> list[dict[str, Any]]:
+    """The checked ``[[node_groups]]`` tables (see the module docstring); errors name ``file:line: field``."""
+    from .schema import ConfigError, Key, did_you_mean, toml_line, where  # noqa: PLC0415
+    from .workload import MAX_UNITS  # noqa: PLC0415
+    groups = raw.get("node_groups")
+    if groups is None:
+        return []
+    if not isinstance(groups, list) or not groups or not all(isinstance(g, dict) for g in groups):
+        raise SystemError_(f"{where(str(path), toml_line(text, 'node_groups') or toml_line(text, '', 'node_groups'))}: "
+                           "node_groups: expected one or more [[node_groups]] tables")
+    schema = {"name": Key(str), "description": Key(str), "nodes": Key(int, 1, MAX_UNITS),
+              "cpus_per_node": Key(int, 1, 1 << 20), "gpus_per_node": Key(int, 0, 4096),
+              **{k: Key(int, 0, 1 << 10) if k == "nics_per_node" else Key(float, 0.0) for k in NODE_GROUP_POWER_KEYS}}
+    lines = _group_lines(text)
+    out, names = [], set()
+    for i, g in enumerate(groups):
+        head, keys = lines[i] if i < len(lines) else (None, {})
+        for k, v in g.items():
+            label = f"{where(str(path), keys.get(k, head))}: node_groups[{i}].{k}"
+            if k not in schema:
+                raise SystemError_(f"{label}: unknown key{did_you_mean(k, schema)}; known: {', '.join(schema)}")
+            try:
+                g = {**g, k: schema[k].check(v, label)}
+            except ConfigError as e:
+                raise SystemError_(str(e)) from None
+        for k in ("name", "nodes"):
+            if k not in g:
+                raise SystemError_(f"{where(str(path), head)}: node_groups[{i}].{k}: missing (every group needs a name "
+                                   "and its node count)")
+        if g["name"] in names:
+            raise SystemError_(f"{where(str(path), keys.get('name', head))}: node_groups[{i}].name: {g['name']!r} "
+                               "is used by an earlier group")
+        names.add(g["name"])
+        out.append({"name": g["name"], "nodes": g["nodes"], "cpus_per_node": g.get("cpus_per_node", cpn),
+                    "gpus_per_node": g.get("gpus_per_node", gpn), "description": g.get("description", ""),
+                    "power": {k: g[k] for k in NODE_GROUP_POWER_KEYS if k in g}, "line": head})
+    total = sum(g["nodes"] for g in out)
+    if total != nodes:
+        raise SystemError_(f"{where(str(path), lines[0][0] if lines else None)}: node_groups: the groups have "
+                           f"{total:,} nodes ({' + '.join(str(g['nodes']) for g in out)}) but [system] nodes = "
+                           f"{nodes:,}; make them add up")
+    if "power" in raw and isinstance(raw["power"], dict):
+        from hpctwin.power.config import PowerConfigError, parse_power  # noqa: PLC0415
+        for i, g in enumerate(out):
+            try:
+                parse_power({**raw["power"], **g["power"]}, nodes=g["nodes"], cpus_per_node=g["cpus_per_node"],
+                            gpus_per_node=g["gpus_per_node"], path=str(path))
+            except PowerConfigError as e:
+                msg = str(e)
+                detail = msg.split(": ", 1)[1] if msg.startswith("system file") else msg
+                bad = next((k for k in g["power"] if f"'{k}'" in msg), None)
+                line = lines[i][1].get(bad, g["line"]) if bad and i < len(lines) else g["line"]
+                raise SystemError_(f"{where(str(path), line)}: node_groups[{i}] ({g['name']}): {detail} (the group's "
+                                   "figures over the [power] table's)") from None
+    return out
 
 
 def _check_physics(raw: dict, path: Path, text: str, nodes: int, cpn: int, gpn: int) -> None:
@@ -165,6 +255,7 @@ def load_system(name_or_path: str) -> SystemSpec:
         raise SystemError_(f"{where(str(path), toml_line(text, 'system', 'gpus_per_node'))}: system.gpus_per_node: "
                            f"{nodes} nodes x {gpn} GPUs is more than {1 << 26:,} units")
     _check_physics(raw, path, text, nodes, cpn, gpn)
+    groups = _node_groups(raw, path, text, nodes, cpn, gpn)
     return SystemSpec(
         name=str(sysd.get("name", path.stem)),
         nodes=nodes,
@@ -176,4 +267,5 @@ def load_system(name_or_path: str) -> SystemSpec:
         cooling=dict(raw.get("cooling", {})),
         network=dict(raw.get("network", {})),
         raw=raw,
+        node_groups=groups,
     )

@@ -2,7 +2,7 @@
 with 12.5k / 25k / 50k jobs, on the compiled fast path and (``--engine``) on the general engine.
 
 Prints, per job count and path, the CPU seconds of the replay alone (workload already loaded and
-prepared: `time.process_time` around `twin.fastpath.replay` or `Simulation.run`), the ratio to the
+prepared: `time.process_time` around `schedulers.backfill_replay.replay` or `Simulation.run`), the ratio to the
 smallest case (target: 50k <= 4.5 x 12.5k) and the figure in calibration units
 (``benchmarks/calibration.py``, measured in this process). ``--ricc`` adds the whole RICC log on
 the compiled path (target < 120 s).
@@ -48,7 +48,7 @@ def prepared(spec: str):
 
 def time_fast(jobs, prep, total) -> float:
     """CPU seconds of the compiled replay (fcfs + conservative)."""
-    from hpctwin.twin import fastpath  # noqa: PLC0415
+    from hpctwin.schedulers import backfill_replay as fastpath  # noqa: PLC0415
     c0 = time.process_time()
     fastpath.replay(jobs.submit, jobs.procs, jobs.estimate, prep.workload.runtime, prep.kill_limit, total,
                     "fcfs", "conservative")
@@ -131,7 +131,7 @@ def main(argv=None) -> int:
         print_counts(counts, loads)
         return 0
     import numpy as np  # noqa: PLC0415
-    from hpctwin.twin import fastpath  # noqa: PLC0415
+    from hpctwin.schedulers import backfill_replay as fastpath  # noqa: PLC0415
     c0 = time.process_time()
     fastpath.replay(np.zeros(2), np.ones(2, dtype=np.int64), np.ones(2), np.ones(2), np.ones(2), 2, "fcfs",
                     "conservative")

@@ -1,4 +1,4 @@
-"""Engine speed of the compiled fast path (`twin/fastpath.py`) and of conservative backfilling.
+"""Engine speed of the compiled fast path (`schedulers/backfill_replay.py`) and of conservative backfilling.
 
 Prints, for whole real logs and the issue-17 synthetic scaling case (256 nodes, load 1.2, 12.5k /
 25k / 50k jobs), the CPU seconds of the replay alone (log already loaded and prepared), jobs per
@@ -34,7 +34,7 @@ def prepared(spec: str):
 
 
 def time_fast(jobs, prep, total, order, backfill) -> float:
-    from hpctwin.twin import fastpath  # noqa: PLC0415
+    from hpctwin.schedulers import backfill_replay as fastpath  # noqa: PLC0415
     c0 = time.process_time()
     fastpath.replay(jobs.submit, jobs.procs, jobs.estimate, prep.workload.runtime, prep.kill_limit, total,
                     order, backfill)
@@ -57,7 +57,7 @@ def main(argv=None) -> int:
     ap.add_argument("--engine", action="store_true", help="also time the general engine")
     a = ap.parse_args(argv)
     c0 = time.process_time()
-    from hpctwin.twin import fastpath  # noqa: PLC0415
+    from hpctwin.schedulers import backfill_replay as fastpath  # noqa: PLC0415
     import numpy as np  # noqa: PLC0415
     fastpath.replay(np.zeros(2), np.ones(2, dtype=np.int64), np.ones(2), np.ones(2), np.ones(2), 2, "fcfs", "easy")
     print(f"fast path import + first call (compiles on the first run on a machine, else loads the cache): "

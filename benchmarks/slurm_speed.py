@@ -4,7 +4,7 @@ same whole logs, printed as CPU-time ratios.
 Target (issues 15 and 17 item 3): Slurm-like CPU time <= 3x EASY's on CTC-SP2 and on HPC2N. Each
 (log, policy) runs in its own fresh process (the workload is loaded before the clock starts) and is
 timed twice there: ``cold``, the first `run` of the process, which pays for loading the compiled
-kernels as every ``hpctwin run`` does (both policies run compiled replays: `twin.fastpath` for
+kernels as every ``hpctwin run`` does (both policies run compiled replays: `schedulers.backfill_replay` for
 EASY, `schedulers.slurm_replay` for Slurm), and ``warm``, a second identical `run` in the same
 process (the replay alone). The verdict is on the cold ratio; the warm ratio is printed beside it.
 CPU times are also printed in units of `benchmarks/calibration.py` (a fixed ~1 s machine-speed mix

@@ -6,7 +6,7 @@ function (breakpoints ``t[0] < t[1] < ...``, a value per segment ``[t[i], t[i+1]
 
 * the **count form**, `AvailabilityProfile` (values: free allocation units, nodes or processors),
   used by EASY (the head's shadow time: `shadow_time`, `shadow_from_sorted`, and the same walk
-  compiled in the fast path, ``twin.fastpath_kernels._shadow``) and conservative backfilling (a
+  compiled in the fast path, ``schedulers.backfill_replay_kernels._shadow``) and conservative backfilling (a
   reservation per queued job: `ReservationPlan`), in `schedulers.backfill` and the wrappers built
   on it (predictive, price-aware...); compiled operations in `schedulers.profile_kernels`;
 * the **node-set form**, `NodeSpaceMap` (values: *which* nodes are available, node bitsets; Slurm's

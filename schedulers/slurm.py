@@ -222,14 +222,6 @@ class SlurmScheduler(Scheduler):
             from . import slurm_kernels as mod  # noqa: PLC0415
         return mod
 
-    def engine_fast_path(self, sim):
-        """The engine's fast-path seam: the whole run replayed by `schedulers.slurm_replay` when
-        eligible, else None (the general engine runs)."""
-        from .slurm_replay import engine_fast_path  # noqa: PLC0415
-        res = engine_fast_path(sim)
-        self.replayed = res is not None
-        return res
-
     def bind(self, ctx: BindContext, cluster: ClusterView | None = None) -> None:
         """Bind to the run (a `BindContext`; the legacy ``(jobs, cluster)`` pair is accepted)."""
         ctx = BindContext.coerce(ctx, cluster)

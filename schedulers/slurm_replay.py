@@ -2,17 +2,20 @@
 
 The general engine (`twin.simulation`) calls the policy's hooks and passes in Python at every
 event; on a whole log that Python work, not the scheduling itself, is most of the time (a
-default CTC-SP2 run makes ~250,000 engine passes). `engine_fast_path` replays the run in one numba
+default CTC-SP2 run makes ~250,000 engine passes). `engine_run` replays the run in one numba
 function (`schedulers.slurm_replay_kernels.replay`) that mirrors the engine's event loop and the
 policy's hooks line by line and calls the same compiled passes, so the schedule is the same byte
 for byte (``tests/test_slurm_replay.py`` compares the two on synthetic logs and option sets).
 
-Eligible runs (`eligible`): the exact `SlurmScheduler` class (no subclass or wrapper) with
-``compiled`` on, select/linear, a static priority order (`SlurmScheduler.static_order`: one
-partition, priority/basic or equal priorities, no recalculation), no QOS per-user limits, no
-``bf_max_job_part``/``bf_max_job_user``, and a run with no model (power, failures...) and no gate;
-``replay`` option ``auto`` (default: at least `MIN_JOBS` jobs), ``on`` or ``off``. Anything else
-runs on the general engine.
+This is the compiled backend ``slurm_replay`` of the reference `schedulers.slurm.SlurmScheduler`,
+declared in `twin.backends` with its eligibility as data: the exact `SlurmScheduler` class (no
+subclass or wrapper) with ``compiled`` on, select/linear, one partition at most, no
+``bf_max_job_part``/``bf_max_job_user``, a run with no model (power, failures...), no gate and no
+held jobs; ``replay`` option ``auto`` (default: at least `MIN_JOBS` jobs), ``on`` or ``off``; after
+bind, the compiled passes apply and the priority order is static (`SlurmScheduler.static_order`:
+priority/basic or equal priorities, no recalculation, no fair share, no QOS per-user limits).
+Anything else runs on the general engine. `engine_prepare` binds the policy and `engine_run`
+replays; `twin.backends.engine_fast_path` calls them.
 """
 from __future__ import annotations
 
@@ -20,17 +23,21 @@ from pathlib import Path
 
 import numpy as np
 
+from hpctwin.twin import backends
 from hpctwin.twin.aot import KernelSet
+from hpctwin.twin.contract import BindContext, ModelContext, bind_policy
+from hpctwin.twin.simulation import SimResult
 
 from . import slurm_replay_layout as L
+from .backfill_replay import _range_texts
 
 #: below this many jobs the general engine is quicker than loading the compiled replay (as
-#: `twin.fastpath.MIN_JOBS`)
-MIN_JOBS = 20_000
+#: `schedulers.backfill_replay.MIN_JOBS`; the table's ``min_jobs`` of this backend)
+MIN_JOBS = backends.BACKENDS["slurm_replay"].min_jobs
 #: `SlurmScheduler.stats` keys in the order of the kernel's counters
 STAT_NAMES = ("event_passes", "main_passes", "backfill_passes", "backfill_cycles_skipped",
               "backfill_starts", "main_starts", "reservations", "backfill_cycles_missed")
-REPLAY_MODES = ("auto", "on", "off")
+REPLAY_MODES = backends.MODES
 
 _HERE = Path(__file__).resolve().parent
 _F, _I, _W = "f8[::1]", "i8[::1]", "u8[:, ::1]"
@@ -55,29 +62,17 @@ def _replay_kernel():
 
 
 def pre_eligible(sched, sim) -> bool:
-    """Eligibility that needs no bind (`eligible` adds the bound conditions)."""
-    # the class itself, not a subclass (which may change a decision the replay hard-codes); read from
-    # the class's own namespace, so this module never imports schedulers.slurm (no import cycle)
-    if not vars(type(sched)).get("WHOLE_RUN_REPLAY", False) or sched.replay == "off":
-        return False
-    if sched.replay == "auto" and sim.n < MIN_JOBS:
-        return False
-    cfg = sched.cfg
-    return (sched.compiled and sched.linear and len(cfg.partitions) <= 1
-            and not cfg.sched.bf_max_job_part and not cfg.sched.bf_max_job_user
-            and not list(getattr(sim, "models", ()) or ())
-            and not list(getattr(sim, "gates", ()) or ()))
+    """Eligibility that needs no bind: the table's rule (`twin.backends.decide_before_bind`)."""
+    return backends.decide_before_bind(backends.BACKENDS["slurm_replay"], sched, sim) is None
 
 
 def eligible(sched) -> bool:
-    """After bind: the compiled passes apply and the priority order never changes."""
-    return (sched.use_kernel and sched.static_order and not sched.time_varying
-            and sched.fs is None and not sched.has_qos_limits)
+    """After bind: the table's bound conditions (the compiled passes apply, the priority order never changes)."""
+    return backends.first_refusal(backends.BACKENDS["slurm_replay"].bound, sched) is None
 
 
-def _bind(sim) -> None:
+def engine_prepare(sim) -> None:
     """Bind the scheduler as `twin.simulation.Simulation._bind` does (same `BindContext`)."""
-    from hpctwin.twin.contract import BindContext, ModelContext, bind_policy  # noqa: PLC0415
     cluster = sim.cluster
     ctx = sim.context or ModelContext(n_nodes=cluster.total, jobs=sim.jobs, runtime=sim.runtime)
     bctx = BindContext(sim.jobs, cluster, cluster.total, seed=ctx.seed, node_group=sim.node_group,
@@ -85,20 +80,10 @@ def _bind(sim) -> None:
     bind_policy(sim.scheduler, bctx)
 
 
-def engine_fast_path(sim):
-    """The `twin.simulation.Simulation` fast-path seam for the Slurm-like policy: the replay's
-    `SimResult` for an eligible run, None otherwise (the general loop runs; it binds the
-    scheduler again, which resets its state)."""
-    sched = sim.scheduler
-    if not pre_eligible(sched, sim):
-        return None
-    _bind(sim)
-    if not eligible(sched):
-        return None
-    res = replay(sched, sim.runtime, sim.kill_limit, sim.quiet_limit)
-    if res is not None and sim.progress is not None:
-        sim.progress.update(sim.n)
-    return res
+def engine_run(sim):
+    """The replay of the bound, eligible run ``sim``: the engine's `SimResult`, or None when the
+    replay stops on an error (the general engine then reruns the run)."""
+    return replay(sim.scheduler, sim.runtime, sim.kill_limit, sim.quiet_limit)
 
 
 def _params(s) -> tuple[np.ndarray, np.ndarray]:
@@ -123,9 +108,6 @@ def replay(s, runtime: np.ndarray, kill_limit: np.ndarray, quiet_limit: int):
     returns the engine's `SimResult` and sets ``s.stats``, or None when the run stops on an
     error (deadlock, stuck machine, bad wake-up): the general engine then reruns it and raises
     its own located error."""
-    from hpctwin.twin.fastpath import _range_texts  # noqa: PLC0415
-    from hpctwin.twin.simulation import SimResult  # noqa: PLC0415
-
     fp, ip = _params(s)
     ip[L.Q_QUIET] = int(quiet_limit)
     jobs = s.jobs

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hpctwin.twin import aot, fastpath
+from hpctwin.schedulers import backfill_replay
+from hpctwin.twin import aot
 from hpctwin.twin.ranges import ranges_of_sorted
 
 
@@ -26,17 +27,17 @@ def _workload(seed: int, n: int = 400, total: int = 32):
     return submit, procs, est, runtime, kill, total
 
 
-@pytest.mark.parametrize("order", sorted(fastpath.ORDER_CODES))
-@pytest.mark.parametrize("backfill", sorted(fastpath.BACKFILL_CODES))
+@pytest.mark.parametrize("order", sorted(backfill_replay.ORDER_CODES))
+@pytest.mark.parametrize("backfill", sorted(backfill_replay.BACKFILL_CODES))
 def test_built_module_gives_the_jit_results(order, backfill):
-    built = fastpath.KERNELS.load()
+    built = backfill_replay.KERNELS.load()
     if built is None:
-        pytest.skip(f"no ahead-of-time build here: {fastpath.KERNELS.unavailable}")
-    fastpath.KERNELS.guard_jit_cache()                     # compare with fresh JIT code, never stale
-    from hpctwin.twin import fastpath_kernels as K  # noqa: PLC0415
+        pytest.skip(f"no ahead-of-time build here: {backfill_replay.KERNELS.unavailable}")
+    backfill_replay.KERNELS.guard_jit_cache()                     # compare with fresh JIT code, never stale
+    from hpctwin.schedulers import backfill_replay_kernels as K  # noqa: PLC0415
     submit, procs, est, runtime, kill, total = _workload(7 + len(order) + len(backfill))
-    oc, bc = fastpath.ORDER_CODES[order], fastpath.BACKFILL_CODES[backfill]
-    rank = fastpath._static_rank(oc, est, procs)
+    oc, bc = backfill_replay.ORDER_CODES[order], backfill_replay.BACKFILL_CODES[backfill]
+    rank = backfill_replay._static_rank(oc, est, procs)
     a = built.replay(submit, procs, est, runtime, kill, total, oc, bc, rank)
     b = K._replay(submit, procs, est, runtime, kill, total, oc, bc, rank)
     assert len(a) == len(b) and a[7] == b[7]
@@ -64,7 +65,7 @@ def test_range_texts_are_ranges_of_sorted():
         procs.append(len(u))
         units += u.tolist()
     procs_a, units_a = np.array(procs, dtype=np.int64), np.array(units, dtype=np.int32)
-    got = fastpath._range_texts(units_a, procs_a, np.zeros(len(procs)))
+    got = backfill_replay._range_texts(units_a, procs_a, np.zeros(len(procs)))
     off = np.concatenate(([0], np.cumsum(procs_a)))
     want = [None if units_a[off[j]] < 0 else ranges_of_sorted(units_a[off[j]:off[j + 1]]) for j in range(len(procs))]
     assert got == want
@@ -94,7 +95,7 @@ def _njit_files(func, seen=None) -> set[str]:
 
 def _kernel_sets():
     from hpctwin.schedulers import slurm_replay  # noqa: PLC0415
-    return [fastpath.KERNELS, slurm_replay.KERNELS]
+    return [backfill_replay.KERNELS, slurm_replay.KERNELS]
 
 
 @pytest.mark.parametrize("which", [0, 1])
@@ -189,14 +190,14 @@ def test_off_switch_and_failed_build_fall_back_to_jit(tmp_path, monkeypatch):
 
 
 def test_built_replay_runs_without_importing_numba():
-    if fastpath.KERNELS.load() is None:
-        pytest.skip(f"no ahead-of-time build here: {fastpath.KERNELS.unavailable}")
+    if backfill_replay.KERNELS.load() is None:
+        pytest.skip(f"no ahead-of-time build here: {backfill_replay.KERNELS.unavailable}")
     code = textwrap.dedent("""
         import sys
         import numpy as np
-        from hpctwin.twin import fastpath
-        r = fastpath.replay(np.array([0.0, 1.0, 2.0]), np.array([2, 2, 1]), np.array([10.0, 5.0, 1.0]),
-                            np.array([10.0, 5.0, 1.0]), np.full(3, np.inf), 3, "fcfs", "easy")
+        from hpctwin.schedulers import backfill_replay
+        r = backfill_replay.replay(np.array([0.0, 1.0, 2.0]), np.array([2, 2, 1]), np.array([10.0, 5.0, 1.0]),
+                                   np.array([10.0, 5.0, 1.0]), np.full(3, np.inf), 3, "fcfs", "easy")
         print(r.start.tolist(), r.nodes, "numba" in sys.modules)
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -232,3 +233,36 @@ def test_a_new_build_removes_older_builds_of_its_set_only(tmp_path):
         (tmp_path / n).write_text("")
     aot._remove_stale(tmp_path / names[1], "hpctwin_k")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[1:])
+
+
+def test_a_numba_without_pycc_falls_back_at_once(tmp_path, monkeypatch):
+    """The AOT decision's fallback: with no ``numba.pycc`` on disk, `load` spawns no build, records
+    why, warns once, and the replay runs on the JIT kernels with the same result."""
+    monkeypatch.setenv("HPCTWIN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(aot, "_pycc_missing", lambda: "numba 9.9 has no numba.pycc (the ahead-of-time "
+                        "compiler numba deprecates)")
+
+    def no_build(*a, **k):
+        raise AssertionError("a build was attempted")
+    monkeypatch.setattr(aot, "_build_in_child", no_build)
+    ks = aot.KernelSet("hpctwin_nopycc", "hpctwin.twin.range_kernels",
+                       {"f": ("range_text_bytes", "u1[::1](i4[::1], i8[::1])")}, [Path(aot.__file__)])
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        assert ks.load() is None and ks.load() is None
+    assert ks.unavailable == "RuntimeError: numba 9.9 has no numba.pycc (the ahead-of-time compiler numba deprecates)"
+    assert len([x for x in w if issubclass(x.category, RuntimeWarning)]) == 1
+    ks_real = backfill_replay.KERNELS
+    monkeypatch.setattr(ks_real, "_module", None)
+    monkeypatch.setattr(ks_real, "_failed", False)
+    monkeypatch.setattr(ks_real, "_warned", True)            # the warning is the test above's
+    r = backfill_replay.replay(np.array([0.0, 1.0, 2.0]), np.array([2, 2, 1]), np.array([10.0, 5.0, 1.0]),
+                               np.array([10.0, 5.0, 1.0]), np.full(3, np.inf), 3, "fcfs", "easy")
+    assert ks_real.unavailable.endswith("has no numba.pycc (the ahead-of-time compiler numba deprecates)")
+    assert r.start.tolist() == [0.0, 10.0, 2.0] and r.nodes == ["0-1", "0-1", "2"]
+
+
+def test_pycc_lookup_needs_no_numba_import():
+    code = "import sys\nfrom hpctwin.twin import aot\nprint(aot._pycc_missing(), 'numba' in sys.modules)\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "None False"

@@ -13,7 +13,7 @@ import pytest
 
 from hpctwin.datasets.synthetic import lublin_workload
 from hpctwin.schedulers.registry import make_scheduler
-from hpctwin.twin import fastpath
+from hpctwin.schedulers import backfill_replay
 from hpctwin.twin.run import job_table, load_workload, prepare
 from hpctwin.twin.simulation import Simulation
 
@@ -33,8 +33,8 @@ def _reference(jobs, prep) -> list[tuple]:
 
 def _both_paths(jobs, prep, total):
     res = Simulation(jobs, prep.workload.runtime, prep.kill_limit, make_scheduler("conservative"), total).run()
-    fast = fastpath.replay(jobs.submit, jobs.procs, jobs.estimate, prep.workload.runtime, prep.kill_limit, total,
-                           "fcfs", "conservative")
+    fast = backfill_replay.replay(jobs.submit, jobs.procs, jobs.estimate, prep.workload.runtime, prep.kill_limit, total,
+                                  "fcfs", "conservative")
     return np.asarray(res.start), np.asarray(fast.start)
 
 
@@ -79,7 +79,7 @@ def test_whole_log_matches_the_reference(log):
     prep = prepare(wl, total, "test")
     jobs = job_table(prep)
     ref_start, _ = plain_conservative.replay(_reference(jobs, prep), total)
-    fast = fastpath.replay(jobs.submit, jobs.procs, jobs.estimate, prep.workload.runtime, prep.kill_limit, total,
-                           "fcfs", "conservative").start
+    fast = backfill_replay.replay(jobs.submit, jobs.procs, jobs.estimate, prep.workload.runtime, prep.kill_limit, total,
+                                  "fcfs", "conservative").start
     diff = [j for j, (a, b) in enumerate(zip(np.asarray(fast).tolist(), ref_start)) if a != b]
     assert diff == [], f"{len(diff)} jobs differ, first {diff[:3]}"

@@ -1,8 +1,10 @@
-"""The compiled fast path (`twin.fastpath`) gives the general engine's schedule exactly: same start,
-end, killed flag, units held and recorded busy/queue series, for every built-in order x backfill
-pair, on the hand-checked golden cases, synthetic logs and whole real logs (slow)."""
+"""The compiled backend of `QueueScheduler` (`schedulers.backfill_replay`, declared in `twin.backends`)
+gives the general engine's schedule with the Python reference exactly: same start, end, killed flag,
+units held and recorded busy/queue series, for every built-in order x backfill pair, on the
+hand-checked golden cases, synthetic logs and whole real logs (slow)."""
 from __future__ import annotations
 
+import dataclasses
 import inspect
 
 import numpy as np
@@ -12,12 +14,13 @@ import tests.helpers as helpers
 import tests.test_golden_schedules as golden
 from hpctwin.schedulers.backfill import QueueScheduler
 from hpctwin.schedulers.registry import make_scheduler
-from hpctwin.twin import fastpath
+from hpctwin.schedulers import backfill_replay
+from hpctwin.twin import backends
 from hpctwin.twin.run import job_table, load_workload, prepare
 from hpctwin.twin.simulation import Simulation
 
-ORDERS = list(fastpath.ORDER_CODES)
-BACKFILLS = list(fastpath.BACKFILL_CODES)
+ORDERS = list(backfill_replay.ORDER_CODES)
+BACKFILLS = list(backfill_replay.BACKFILL_CODES)
 
 
 def assert_same(res, fast, label: str) -> None:
@@ -37,7 +40,7 @@ def both(prep, total: int, order: str, backfill: str):
     jobs = job_table(prep)
     sched = make_scheduler("fcfs", order, backfill)
     res = Simulation(jobs, prep.workload.runtime, prep.kill_limit, sched, total).run()
-    fast = fastpath.replay(jobs.submit, jobs.procs, jobs.estimate, prep.workload.runtime, prep.kill_limit,
+    fast = backfill_replay.replay(jobs.submit, jobs.procs, jobs.estimate, prep.workload.runtime, prep.kill_limit,
                            total, order, backfill)
     return res, fast
 
@@ -47,13 +50,22 @@ def _checking_simulate(rows, total, scheduler="easy", order=None, backfill=None,
                        models=(), placer=None):
     """`tests.helpers.simulate`, and the fast path on the same input when it applies (asserted equal)."""
     res, prep, sched = helpers.simulate(rows, total, scheduler, order, backfill, kill, sched_obj, models, placer)
-    if fastpath.eligible(sched, placer, models):
+    if _eligible(sched, placer, models):
         jobs = job_table(prep)
-        fast = fastpath.replay(jobs.submit, jobs.procs, jobs.estimate, prep.workload.runtime, prep.kill_limit,
+        fast = backfill_replay.replay(jobs.submit, jobs.procs, jobs.estimate, prep.workload.runtime, prep.kill_limit,
                                total, sched.order_name, sched.backfill)
         assert_same(res, fast, f"golden {scheduler} {order} {backfill}")
         _checking_simulate.compared += 1
     return res, prep, sched
+
+
+def _eligible(sched, placer=None, models=()) -> bool:
+    """The table's rule (`twin.backends`) for a run of any size with this policy, placer and models."""
+    class Sim:
+        n, gates, held_jobs = 10**9, [], 0
+    Sim.placer, Sim.models = placer, list(models)
+    b = backends.BACKENDS["backfill_replay"]
+    return backends.replay_backend_for(sched) is b and backends.decide_before_bind(b, sched, Sim) is None
 
 
 def _golden_cases() -> list:
@@ -105,31 +117,35 @@ def test_estimates_shorter_than_runtimes_like_the_engine():
 
 def test_eligible_only_for_plain_queue_schedulers():
     sched = make_scheduler("easy")
-    assert fastpath.eligible(sched)
-    assert not fastpath.eligible(sched, placer=object())
-    assert not fastpath.eligible(sched, models=[object()])
+    assert _eligible(sched)
+    assert not _eligible(sched, placer=object())
+    assert not _eligible(sched, models=[object()])
     sched.first_reservation = {}
-    assert not fastpath.eligible(sched)
+    assert not _eligible(sched)
 
     class Custom(QueueScheduler):
         pass
 
-    assert not fastpath.eligible(Custom("fcfs", "easy"))
-    assert not fastpath.eligible(make_scheduler("slurm"))
+    assert not _eligible(Custom("fcfs", "easy"))
+    assert not _eligible(make_scheduler("slurm"))
 
 
 def test_engine_seam(monkeypatch):
-    """`engine_fast_path` plugged into the engine returns its SimResult for an eligible run (here
-    with the size threshold lowered) and None (the general loop runs) below the threshold."""
+    """`twin.backends.engine_fast_path` plugged into the engine returns the backend's SimResult for an
+    eligible run (here with the table's size threshold lowered) and None (the general loop runs)
+    below the threshold, with the refusal reason left on the simulation."""
     wl = load_workload("synthetic:jobs=600,nodes=32,seed=8")
     prep = prepare(wl, 32, "test")
     jobs = job_table(prep)
     res = Simulation(jobs, prep.workload.runtime, prep.kill_limit, make_scheduler("conservative"), 32).run()
     sim = Simulation(jobs, prep.workload.runtime, prep.kill_limit, make_scheduler("conservative"), 32,
-                     fast_path=fastpath.engine_fast_path)
-    assert fastpath.engine_fast_path(sim) is None            # 600 jobs < MIN_JOBS
-    monkeypatch.setattr(fastpath, "MIN_JOBS", 0)
-    fast = fastpath.engine_fast_path(sim)
+                     fast_path=backends.engine_fast_path)
+    assert backends.engine_fast_path(sim) is None            # 600 jobs < MIN_JOBS
+    assert sim.backend_decision == backends.Decision("backfill_replay", False, "600 jobs, fewer than 20000")
+    entry = backends.BACKENDS["backfill_replay"]
+    monkeypatch.setitem(backends.BACKENDS, "backfill_replay", dataclasses.replace(entry, min_jobs=0))
+    fast = backends.engine_fast_path(sim)
+    assert sim.backend_decision == backends.Decision("backfill_replay", True)
     assert type(fast) is type(res)
     assert_same(res, fast, "seam")
     assert_same(res, sim.run(), "seam through Simulation.run")
@@ -137,9 +153,9 @@ def test_engine_seam(monkeypatch):
 
 def test_bad_input_is_refused_with_the_job_named():
     with pytest.raises(ValueError, match="job index 1 needs 9 units; the machine has 4"):
-        fastpath.replay(np.array([0.0, 1.0]), np.array([1, 9]), np.ones(2), np.ones(2), np.ones(2), 4)
+        backfill_replay.replay(np.array([0.0, 1.0]), np.array([1, 9]), np.ones(2), np.ones(2), np.ones(2), 4)
     with pytest.raises(ValueError, match="no compiled path for order 'xyz'"):
-        fastpath.replay(np.array([0.0]), np.array([1]), np.ones(1), np.ones(1), np.ones(1), 4, "xyz")
+        backfill_replay.replay(np.array([0.0]), np.array([1]), np.ones(1), np.ones(1), np.ones(1), 4, "xyz")
 
 
 def test_compiled_kernels_have_no_function_of_100_lines():
@@ -147,7 +163,7 @@ def test_compiled_kernels_have_no_function_of_100_lines():
     import ast  # noqa: PLC0415
     from pathlib import Path  # noqa: PLC0415
     import hpctwin.schedulers.profile_kernels as pk  # noqa: PLC0415
-    import hpctwin.twin.fastpath_kernels as fk  # noqa: PLC0415
+    import hpctwin.schedulers.backfill_replay_kernels as fk  # noqa: PLC0415
     long = []
     for mod in (fk, pk):
         src = Path(mod.__file__).read_text()

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hpctwin.twin import aot, fastpath, jit_cache
+from hpctwin.schedulers import backfill_replay
+from hpctwin.twin import aot, jit_cache
 
 CALLER = textwrap.dedent("""
     from numba import njit
@@ -164,7 +165,7 @@ def test_guard_dir_deletes_on_a_new_key_only_and_keeps_the_old_stamp_on_failure(
 
 def _jit_fallback_sets():
     from hpctwin.schedulers import slurm_replay  # noqa: PLC0415
-    return [(fastpath.KERNELS, fastpath.kernels), (slurm_replay.KERNELS, slurm_replay._replay_kernel)]
+    return [(backfill_replay.KERNELS, backfill_replay.kernels), (slurm_replay.KERNELS, slurm_replay._replay_kernel)]
 
 
 @pytest.mark.parametrize("which", [0, 1])

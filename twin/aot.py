@@ -1,13 +1,24 @@
 """Ahead-of-time builds of the compiled kernels: a whole-run replay without importing numba.
 
-Why: the compiled replays (`twin.fastpath`, the Slurm-like policy's `schedulers.slurm_replay`) take
-0.1-0.2 CPU s on a log like CTC-SP2 (77,205 jobs), but loading them through numba's JIT cache costs
-about 0.5-0.6 CPU s per process before the first call: importing numba imports ``scipy.linalg``
-(its BLAS check) and the first cached load initialises numba's typing and lowering registries.
-numba's ahead-of-time compiler (``numba.pycc``) compiles the **same Python kernel functions** with
-the same LLVM into a CPython extension module; that module imports in under a millisecond and needs
-neither numba nor llvmlite when it runs. The replay's results are the JIT's, bit for bit
-(``tests/test_aot.py`` compares both on every order x backfill code).
+Why: the compiled backends (`twin.backends`: the EASY/conservative replay `schedulers.backfill_replay`,
+the Slurm-like policy's `schedulers.slurm_replay`) take 0.1-0.2 CPU s on a log like CTC-SP2
+(77,205 jobs), but loading them through numba's JIT cache costs about 0.8-1.1 CPU s per fresh
+process before the first call (measured 2026-12-03, see benchmarks/README.md "AOT decision"):
+importing numba imports ``scipy.linalg`` (its BLAS check) and the first cached load initialises
+numba's typing and lowering registries. numba's ahead-of-time compiler (``numba.pycc``) compiles
+the **same Python kernel functions** with the same LLVM into a CPython extension module; that
+module imports in under a millisecond and needs neither numba nor llvmlite when it runs (the same
+first call: 0.0-0.07 CPU s). The replay's results are the JIT's, bit for bit (``tests/test_aot.py``
+compares both on every order x backfill code and on Slurm runs).
+
+Decision (issue 24 item 5): ``numba.pycc`` is pending deprecation (numba 0.57) and still ships in
+0.68; its replacement is not released. We keep this build while numba ships pycc, with the JIT
+cache (and its guard, `twin.jit_cache`) as the tested fallback, because nothing else removes the
+per-process cost: building numba's JIT cache at install time only saves the one-time compile, not
+the ~0.9 CPU s of importing numba and loading the cache in every run. On a numba without pycc,
+`load` sees it on disk (`_pycc_missing`, no numba import, no doomed child build) and the runs use
+the JIT kernels after one warning; ``hpctwin doctor --build-kernels`` then compiles nothing ahead,
+the first run fills numba's cache.
 
 How (`KernelSet.load`):
 
@@ -17,7 +28,7 @@ How (`KernelSet.load`):
 * it is built for the host CPU (as numba's JIT does; the generic target ran the conservative replay
   ~20 % slower), and the key includes the CPU's model and instruction-set flags, so nodes of a
   cluster that share a cache folder but differ in CPU each build and load their own module;
-* the build (~10 s for the fast path, a one-time cost like numba's own first compile) runs in a
+* the build (30-100 s per set, a one-time cost like numba's own first compile) runs in a
   child process whose numba JIT cache is an empty temporary folder: numba keys its own cache on a
   function's file only, so a cached caller could otherwise carry an edited callee's old code into
   the build. It runs under a file lock (concurrent sweep processes build it once), in a temporary
@@ -161,6 +172,9 @@ class KernelSet:
             if not path.is_file():
                 if not build:
                     return None
+                missing = _pycc_missing()
+                if missing:
+                    raise RuntimeError(missing)
                 self._build(path)
             self._module = _import_extension(self.module_name(), path)
         except Exception as exc:  # noqa: BLE001  (any build failure falls back to the JIT kernels)
@@ -221,6 +235,19 @@ def _cpu_id() -> str:
     except OSError:
         pass
     return f"{platform.machine()}-{platform.processor()}"
+
+
+def _pycc_missing() -> str | None:
+    """Why ``numba.pycc`` cannot build here (a numba without it: pending deprecation since numba
+    0.57), or None; looked up on disk, without importing numba, so a run on such a numba spawns no
+    doomed build (it falls back to the JIT kernels at once)."""
+    spec = importlib.util.find_spec("numba")
+    if spec is None:
+        return "numba is not installed"
+    where = [Path(p) for p in (spec.submodule_search_locations or [])]
+    if any((d / "pycc" / "__init__.py").is_file() for d in where):
+        return None
+    return f"numba {_numba_version()} has no numba.pycc (the ahead-of-time compiler numba deprecates)"
 
 
 def _numba_version() -> str:

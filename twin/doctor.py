@@ -35,10 +35,10 @@ def _version(dist: str) -> str | None:
 
 
 def _kernel_sets() -> list:
-    """The ahead-of-time kernel sets (importing their modules imports no numba)."""
-    from hpctwin.schedulers.slurm_replay import KERNELS as SLURM  # noqa: PLC0415
-    from hpctwin.twin.fastpath import KERNELS as FAST  # noqa: PLC0415
-    return [FAST, SLURM]
+    """The ahead-of-time kernel sets of the declared compiled backends (`twin.backends`; importing
+    their modules imports no numba)."""
+    from hpctwin.twin.backends import kernel_sets  # noqa: PLC0415
+    return kernel_sets()
 
 
 def report() -> tuple[list[tuple[str, str]], bool]:

@@ -6,7 +6,7 @@ the signature, the CPU and the function's own bytecode). A kernel compiles the n
 calls into its own machine code (always so for ``inline="always"`` helpers, and numba freezes the
 global constants it reads, e.g. `schedulers.slurm_replay_layout`'s, at compile time). So after an
 edit or an upgrade that changes only a callee's file (`schedulers.profile_kernels`), the caller's
-cached code (`twin.fastpath_kernels`) is stale and still loads: silently wrong schedules.
+cached code (`schedulers.backfill_replay_kernels`) is stale and still loads: silently wrong schedules.
 
 The guard (`guard`, called by `twin.aot.KernelSet.guard_jit_cache` before the JIT fallback
 imports a kernel set): every numba cache folder that holds a module of the set carries a stamp file

@@ -1,4 +1,4 @@
-"""Compiled range text of every job's units (see `twin.fastpath._range_texts`): the texts of
+"""Compiled range text of every job's units (see `schedulers.backfill_replay._range_texts`): the texts of
 `twin.ranges.ranges_of_sorted` (``"0-3,8,10-11"``) written as ASCII into one byte buffer, one line
 per job, so Python makes all the strings with a single ``bytes.split``."""
 from __future__ import annotations

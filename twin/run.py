@@ -32,10 +32,10 @@ from hpctwin.schedulers.registry import make_scheduler
 from . import __version__
 from . import results as R
 from .allocation import Units
+from .backends import engine_fast_path
 from .config import RunConfig, recorded_fields
 from .csvout import plain_columns, write_columns_csv, write_csv
 from .errors import RunConfigError
-from .fastpath import engine_fast_path
 from .model_api import ModelContext, seeded_rng
 from .plan import DEFAULT_SYSTEM, Plan, as_config_error, check_model_needs, plan
 from .results import failure_columns

@@ -1,11 +1,12 @@
-"""Compiled fast path: the whole replay of a built-in order x backfill policy in one numba function.
+"""The compiled backend of `schedulers.backfill.QueueScheduler`: the whole replay of a built-in
+order x backfill policy in one numba function (declared in `twin.backends`, entry ``backfill_replay``).
 
-When no hook, placer or model needs Python at every event (the plain `QueueScheduler` of
-`schedulers.backfill`: orders fcfs/sjf/ljf/saf/wfp3/unicep x backfill none/easy/conservative,
-first-fit placement, no power/network/failure/iteration model, no wrapper), the general engine
-(`twin.simulation`) spends nearly all its time on Python overhead per event. This module replays
-the same semantics over arrays and gives the same schedule, byte for byte (tested against the
-general engine in ``tests/test_fastpath.py``):
+When no hook, placer or model needs Python at every event (the plain `QueueScheduler`: orders
+fcfs/sjf/ljf/saf/wfp3/unicep x backfill none/easy/conservative, first-fit placement, no
+power/network/failure/iteration model, no wrapper, no gate), the general engine (`twin.simulation`)
+spends nearly all its time on Python overhead per event. This module replays the same semantics
+over arrays and gives the same schedule, byte for byte (tested against the general engine with the
+Python reference policy in ``tests/test_fastpath.py``):
 
 * events at one instant: all finishes, then all submissions, then timers, then one pass
   (DESIGN.md section 5); a job ends at ``min(start + runtime, start + kill_limit)`` and is
@@ -15,16 +16,15 @@ general engine in ``tests/test_fastpath.py``):
   same reservations, same compression, same re-plan when the profile disagrees with the machine);
 * first-fit placement (the lowest-numbered free units), as `twin.cluster.Cluster.first_free`.
 
-The kernels are built ahead of time into an extension module (`twin.aot`, ``numba.pycc``, the same
-functions and LLVM: same results) the first time a machine runs the fast path (about 10 s, once per
-kernel source); later runs import it in under a millisecond without numba. Where that build is off
-or fails, the numba JIT kernels run (compiled once and cached on disk, ``cache=True``; importing
-numba and loading them costs about 0.5 CPU s per process).
+The kernels (`schedulers.backfill_replay_kernels`) are built ahead of time into an extension module
+(`twin.aot`, ``numba.pycc``, the same functions and LLVM: same results) the first time a machine
+runs them; later runs import it in under a millisecond without numba. Where that build is off or
+fails, the numba JIT kernels run (compiled once and cached on disk; importing numba and loading
+them costs about 0.9 CPU s per process).
 
-Entry points: `replay` (prepared arrays in, result arrays out), `eligible` (may a run use it?) and
-`engine_fast_path`, the `twin.simulation.Simulation` seam (``Simulation(..., fast_path=engine_fast_path)``):
-it returns the engine's `SimResult` for an eligible run of at least `MIN_JOBS` jobs, else None (the
-general loop runs). This module imports numba only when a replay runs without the built module.
+Entry points: `replay` (prepared arrays in, result arrays out) and `engine_run`, which
+`twin.backends` calls for an eligible run (the eligibility rule is that table's, not this module's).
+This module imports numba only when a replay runs without the built module.
 """
 from __future__ import annotations
 
@@ -33,14 +33,15 @@ from pathlib import Path
 
 import numpy as np
 
-from .aot import KernelSet
+from hpctwin.twin.aot import KernelSet
+from hpctwin.twin.simulation import SimResult
 
 ORDER_CODES = {"fcfs": 0, "sjf": 1, "ljf": 2, "saf": 3, "wfp3": 4, "unicep": 5}
 BACKFILL_CODES = {"none": 0, "easy": 1, "conservative": 2}
 INF = math.inf
 #: below this many jobs the general engine runs (it does EASY at ~20-45k jobs/s): a fresh machine's
-#: first fast-path run builds the kernels (~10 s), and without the built module importing numba and
-#: loading the JIT kernels costs ~0.5 CPU s per process
+#: first compiled run builds the kernels (40-100 s, once), and without the built module importing
+#: numba and loading the JIT kernels costs ~0.9 CPU s per process (read by `twin.backends`)
 MIN_JOBS = 20_000
 
 _HERE = Path(__file__).resolve().parent
@@ -48,22 +49,23 @@ _A8, _I8, _I4, _B1 = "f8[::1]", "i8[::1]", "i4[::1]", "b1[::1]"
 #: the compiled replay as one ahead-of-time module (`twin.aot`): exports, numba signatures (the
 #: dtypes `replay` passes) and the source files compiled into them
 KERNELS = KernelSet(
-    "hpctwin_fastpath", "hpctwin.twin.fastpath_kernels",
+    "hpctwin_fastpath", "hpctwin.schedulers.backfill_replay_kernels",
     {"replay": ("_replay", f"Tuple(({_A8}, {_A8}, {_B1}, {_I4}, {_A8}, {_I8}, {_I8}, i8, i8, i8, i8))"
                            f"({_A8}, {_I8}, {_A8}, {_A8}, {_A8}, i8, i8, i8, {_I8})"),
      "range_text_bytes": ("hpctwin.twin.range_kernels:range_text_bytes", f"u1[::1]({_I4}, {_I8})")},
-    [_HERE / "fastpath_kernels.py", _HERE.parent / "schedulers" / "profile_kernels.py",
-     _HERE / "range_kernels.py"])
+    [_HERE / "backfill_replay_kernels.py", _HERE / "profile_kernels.py", _HERE.parent / "twin" / "range_kernels.py"])
 
 
 def kernels():
     """The replay kernels: the ahead-of-time module (`KERNELS`), else numba's JIT functions (the
-    module `twin.fastpath_kernels`, and `twin.range_kernels`, under the exported names)."""
+    module `schedulers.backfill_replay_kernels`, and `twin.range_kernels`, under the exported names)."""
     mod = KERNELS.load()
     if mod is not None:
         return mod
     KERNELS.guard_jit_cache()               # numba's cache keys a file only: drop stale callers
-    from . import fastpath_kernels as K, range_kernels as R  # noqa: PLC0415  (numba only on this path)
+    from hpctwin.twin import range_kernels as R  # noqa: PLC0415  (numba only on this path)
+
+    from . import backfill_replay_kernels as K  # noqa: PLC0415
     return _JIT(K, R)
 
 
@@ -79,33 +81,12 @@ class FastPathError(RuntimeError):
     """The compiled replay cannot go on (a deadlock: jobs wait on an idle machine)."""
 
 
-def eligible(scheduler, placer=None, models=()) -> bool:
-    """True when `replay` gives the general engine's schedule for this run: the scheduler is exactly
-    a built-in `QueueScheduler` (not a subclass or wrapper), with no placer and no model."""
-    from hpctwin.schedulers.backfill import QueueScheduler  # noqa: PLC0415
-    return (type(scheduler) is QueueScheduler and placer is None and not list(models)
-            and scheduler.order_name in ORDER_CODES and scheduler.backfill in BACKFILL_CODES
-            and getattr(scheduler, "first_reservation", None) is None)
-
-
-def engine_fast_path(sim):
-    """The `twin.simulation.Simulation` fast-path seam: the compiled replay (the engine's
-    `SimResult`) when the run is eligible (`eligible`, no gate) and has at least `MIN_JOBS` jobs;
-    None otherwise (the general loop runs). A scheduler with its own ``engine_fast_path(sim)``
-    method (the Slurm-like policy: `schedulers.slurm_replay`) answers for itself."""
-    sched = sim.scheduler
-    own = getattr(sched, "engine_fast_path", None)
-    if callable(own):
-        return own(sim)
-    if (sim.n < MIN_JOBS or list(getattr(sim, "gates", ()) or ())
-            or not eligible(sched, sim.placer, sim.models)):
-        return None
-    jobs = sim.jobs
-    fr = replay(jobs.submit, jobs.procs, jobs.estimate, sim.runtime, sim.kill_limit, sim.cluster.total,
-                sched.order_name, sched.backfill)
-    if sim.progress is not None:
-        sim.progress.update(sim.n)
-    return fr
+def engine_run(sim):
+    """The replay of the engine's run ``sim`` (a `twin.simulation.Simulation` that `twin.backends`
+    found eligible for this backend): the engine's `SimResult`."""
+    sched, jobs = sim.scheduler, sim.jobs
+    return replay(jobs.submit, jobs.procs, jobs.estimate, sim.runtime, sim.kill_limit, sim.cluster.total,
+                  sched.order_name, sched.backfill)
 
 
 def replay(submit: np.ndarray, procs: np.ndarray, estimate: np.ndarray, runtime: np.ndarray,
@@ -117,7 +98,6 @@ def replay(submit: np.ndarray, procs: np.ndarray, estimate: np.ndarray, runtime:
     start/end (s), killed, the units each job held as range text (``"0-3,8"``), the piecewise-constant
     busy-units and queue-length series and the ledger (work done, held, queued; no interruptions).
     """
-    from .simulation import SimResult  # noqa: PLC0415
     n = len(submit)
     submit = np.ascontiguousarray(submit, dtype=np.float64)
     procs = np.ascontiguousarray(procs, dtype=np.int64)

@@ -1,12 +1,12 @@
-"""Compiled kernels of the fast path (see `twin.fastpath`): the whole event loop of a built-in
+"""Compiled kernels of the EASY/conservative whole-run replay (see `schedulers.backfill_replay`, the
+compiled backend of `schedulers.backfill.QueueScheduler`): the whole event loop of a built-in
 order x backfill policy over arrays, with numba (``cache=True``: compiled once per machine).
-Imported only when a run uses the fast path, so other runs never load numba.
+Imported only when a run uses the JIT fallback of the replay, so other runs never load numba.
 
-Caveat of numba's on-disk cache (the JIT path, ``HPCTWIN_AOT=0``): it is keyed on the *contents* of
-this file only (numba 0.68 hashes the source; ``touch`` does not invalidate it). The replay inlines
-the conservative plan of `schedulers.profile_kernels`; after editing that file, change this one
-(``PLAN_KERNELS`` below) or delete its ``__pycache__/fastpath_kernels.*.nb*``, else the cached
-replay keeps the old plan. The ahead-of-time build (`twin.aot`) keys on both files."""
+numba's on-disk cache (the JIT path, ``HPCTWIN_AOT=0``) is keyed on the contents of this file only;
+the replay inlines the conservative plan of `schedulers.profile_kernels`, so before the JIT kernels
+load, `twin.jit_cache` drops this set's cached code when any of its sources changed (the sources of
+``schedulers.backfill_replay.KERNELS``); the ahead-of-time build (`twin.aot`) keys on them too."""
 from __future__ import annotations
 
 import math
@@ -14,11 +14,9 @@ import math
 import numpy as np
 from numba import njit
 
-from hpctwin.schedulers.profile_kernels import _add, _compact, _plan_pass, _seg_index, _units_due
+from .profile_kernels import _add, _compact, _plan_pass, _seg_index, _units_due
 
 INF = math.inf
-#: the `schedulers.profile_kernels` this file was last checked with (see the caveat above)
-PLAN_KERNELS = "70fcd18: per-shape slot cache, local moves, borrowed views"
 
 
 # ---------------------------------------------------------------------------- compiled pieces
@@ -292,7 +290,7 @@ def _record(ch_t, ch_b, ch_q, nch, now, busy, qn):
 
 @njit(cache=True)
 def _replay(submit, procs, est, runtime, kill, total, ocode, bcode, rank):
-    """The event loop (see `twin.fastpath.replay`): at each instant all finishes, then all
+    """The event loop (see `schedulers.backfill_replay.replay`): at each instant all finishes, then all
     submissions, then timers, then one pass. Returns the result arrays and a status (1 = deadlock)."""
     n = len(submit)
     nan = np.nan

@@ -149,7 +149,9 @@ def scheduler_tags(sched, declared: frozenset = frozenset(), supports_failures: 
             "supports_failures": supports_failures and all(getattr(s, "supports_failures", True) is not False
                                                            for s in _chain(sched)),
             # whole-node allocation of a policy whose node has several units (Slurm's cpus_per_node)
-            "units_per_node": int(getattr(sched, "cpn", None) or 1)}
+            "units_per_node": int(getattr(sched, "cpn", None) or 1),
+            # a policy whose jobs share nodes unit by unit (Slurm's select/cons_tres): units, not nodes, are checked
+            "shares_nodes": bool(getattr(sched, "shares_nodes", False))}
 
 
 def run_requirements(entry, sched=None) -> dict:
@@ -394,8 +396,14 @@ def assert_exclusive_units(df, total: int, where: str = "run", units_per_node: i
 def check_exclusive_units(target: Target, workload: str) -> None:
     out = run_target(target, workload)
     assert_exclusive_units(out.jobs, int(out.summary["machine_units"]),
-                           f"scheduler {target.label!r} on workload {workload!r}",
-                           target.tags()["units_per_node"])
+                           f"scheduler {target.label!r} on workload {workload!r}", _exclusive_granularity(target))
+
+
+def _exclusive_granularity(target: Target) -> int:
+    """Units checked as one by `assert_exclusive_units`: a node of ``units_per_node`` for whole-node
+    policies, one unit for a policy whose jobs share nodes (``shares_nodes``)."""
+    tags = target.tags()
+    return 1 if tags["shares_nodes"] else tags["units_per_node"]
 
 
 def check_no_start_before_submit(target: Target, workload: str) -> None:
@@ -632,7 +640,7 @@ def check_failures_run(target: Target, workload: str, seed: int = 0) -> None:
     # its last run's start are not in the jobs table
     assert_exclusive_units(df[df.failures == 0], int(s["machine_units"]),
                            f"scheduler {target.label!r} on workload {workload!r} under node failures "
-                           "(jobs never interrupted)", target.tags()["units_per_node"])
+                           "(jobs never interrupted)", _exclusive_granularity(target))
     ok = (df.state != "NODE_FAIL").to_numpy()
     resp = (df.end - df.submit).to_numpy()
     diff = np.abs(df.queued_s.to_numpy() + df.held_s.to_numpy() - resp)
@@ -772,7 +780,7 @@ def check_cancel(target: Target, workload: str) -> None:
     if len(early):
         _fail(target, workload, f"job {early.job_id.iloc[0]} starts before its submission")
     assert_exclusive_units(df, int(s["machine_units"]), f"scheduler {target.label!r} on workload {workload!r} "
-                           "with cancelled jobs", target.tags()["units_per_node"])
+                           "with cancelled jobs", _exclusive_granularity(target))
 
 
 def check_cancel_frees(target: Target, workload: str = "cancel-probe") -> None:

@@ -72,7 +72,11 @@ Simplifications (each also listed in ``describe()``)
 * Node choice follows ``SelectType``: select/linear (default, Slurm 22.05's) exactly as
   ``_job_test``/``_will_run_test`` (`schedulers.slurm_select`, compiled in
   `schedulers.slurm_kernels`); gres/gpu requests restrict a job to nodes with enough GPUs.
-  Under select/cons_tres and cons_res (approximated) ``node_order``: ``"time-fit"`` (default) starts jobs now on
+  Under select/cons_tres and cons_res on a machine counted in CPUs, jobs share nodes by cores, GPUs
+  and memory as 22.05's cons_tres does (`schedulers.slurm_tres`, passes in
+  `schedulers.slurm_tres_passes`: ``_eval_nodes``, ``_will_run_test``, node-set backfill map,
+  queue records per partition for ``-p a,b``). Otherwise (machine in nodes, every job whole-node)
+  cons_tres/cons_res give whole nodes (approximated) by ``node_order``: ``"time-fit"`` (default) starts jobs now on
   the free nodes whose
   next reservation comes soonest and reserves, for a future start, the nodes that become free
   latest (so the nodes left for backfill are as many as EASY's "extra" nodes); ``"index"`` takes
@@ -102,6 +106,8 @@ from .slurm_conf import (SlurmConfError, SlurmConfig, apply_options, load_slurm_
 from .slurm_priority import TRES_NAMES, AccountsSpec, FairShare, MultifactorPriority, QOSDef, load_accounts
 from .slurm_replay import REPLAY_MODES
 from .slurm_select import GroupedRunning, RunningSet, bits as _bits, job_test, to_mask as _to_mask
+from .slurm_tres import WILL_RUN_WINDOW
+from .slurm_tres_passes import TresPasses
 
 NODE_ORDERS = ("time-fit", "index")
 #: slurmctld's pending reasons for a QOS TRES limit, in `slurm_priority.TRES_NAMES` order
@@ -115,7 +121,7 @@ def _grid_next(t: float, period: float) -> float:
     return (math.floor(t / period) + 1) * period
 
 
-class SlurmScheduler(Scheduler):
+class SlurmScheduler(TresPasses, Scheduler):
     """The Slurm-like policy (see the module docstring).
 
     Parameters
@@ -138,8 +144,13 @@ class SlurmScheduler(Scheduler):
                  cpus_per_node: int | None = None, node_order: str = "time-fit",
                  bf_poll: float = 1.0, compiled: bool = True,
                  time_limit_minutes: bool = False, replay: str = "auto",
-                 partition_map: dict[int, str] | None = None):
+                 partition_map: dict[int, str] | None = None,
+                 cons_tres_window: float = WILL_RUN_WINDOW):
         self.cfg = config or SlurmConfig()
+        if not cons_tres_window > 0:
+            raise ValueError(f"slurm: cons_tres_window must be > 0 s, got {cons_tres_window}")
+        #: cons_common ``_will_run_test``'s first window (s, Slurm: 30 on its own clock)
+        self.cons_window = float(cons_tres_window)
         self.accounts = accounts
         if node_order not in NODE_ORDERS:
             raise ValueError(f"slurm: node_order must be one of {', '.join(NODE_ORDERS)}, "
@@ -170,9 +181,21 @@ class SlurmScheduler(Scheduler):
 
     # ================================================================== setup
     @property
+    def shares_nodes(self) -> bool:
+        """Whether jobs share nodes unit by unit (select/cons_tres on CPU units, `slurm_tres`): the
+        conformance suite then checks units, not whole nodes. Before bind: a cons_tres/cons_res
+        policy with more than one CPU per node."""
+        shared = getattr(self, "shared", None)
+        return bool(not self.linear and self.cpn > 1) if shared is None else bool(shared)
+
+    @property
     def units_required(self) -> int | None:
         """Allocation units the slurm.conf machine has (nodes x CPUs), or None if it names none."""
-        return len(self.cfg.node_names) * self.cpn_conf if self.cfg.node_names else None
+        if not self.cfg.node_names:
+            return None
+        if self.cfg.heterogeneous:
+            return int(sum(self.cfg.node_cpus))
+        return len(self.cfg.node_names) * self.cpn_conf
 
     def _resolve_units(self, total: int, src: str) -> tuple[int, str]:
         """What one unit of the ``total``-unit machine is: (units per node, ``"cpu"``, ``"node"``
@@ -190,6 +213,22 @@ class SlurmScheduler(Scheduler):
         N = len(names)
         gpus = set(self.cfg.node_gpus or [0])
         G = max(gpus)
+        if self.cfg.heterogeneous and not self.cpn_option:
+            cpus = int(sum(self.cfg.node_cpus))
+            if total == cpus and not self.linear:
+                return 0, "cpu"         # CPUs of nodes of different sizes (slurm_tres offsets)
+            if total == N:
+                self.notes.append(f"units are nodes: the machine has {total} units = the {N} "
+                                  "NodeName nodes (their CPU counts differ)")
+                return 1, "node"
+            ways = [f"--nodes {N} (nodes)"]
+            if not self.linear:
+                ways.append(f"--nodes {cpus} (the CPUs of all nodes)")
+            raise SlurmConfError(
+                f"{src}: NodeName lines define {N} nodes with {cpus} CPUs in all (different CPUs "
+                f"counts: {sorted(set(self.cfg.node_cpus))}) but the machine has {total} units; run "
+                f"with {' or '.join(ways)}" + ("" if not self.linear else
+                                               ", or SelectType=select/cons_tres for CPU units"))
         if total == N * cpn:
             return cpn, ("cpu" if cpn > 1 else "node")
         if total == N and not self.cpn_option:
@@ -236,12 +275,12 @@ class SlurmScheduler(Scheduler):
             print(f"slurm: {self.notes[0]}")     # once, though a fast path binds twice
             self._printed_units = self.notes[0]
         cpn = self.cpn
-        NN = total // cpn
+        NN = total // cpn if cpn else len(cfg.node_names)
         self.NN = NN
         n = len(jobs)
         self.n = n
         procs = np.asarray(jobs.procs, dtype=np.int64)
-        self.req = -(-procs // cpn)                       # whole nodes per job
+        self.req = -(-procs // max(cpn, 1))               # whole nodes per job
         self.est = np.asarray(jobs.estimate, dtype=np.float64)
         self.submit = np.asarray(jobs.submit, dtype=np.float64)
         self.job_id = np.asarray(jobs.job_id, dtype=np.int64)
@@ -266,6 +305,7 @@ class SlurmScheduler(Scheduler):
         self.part_maxtime = np.array([p.max_time for p in parts], dtype=np.float64)
         maxf = max(p.priority_job_factor for p in parts)
         part_factor = np.array([p.priority_job_factor / maxf if maxf > 0 else 0.0 for p in parts])
+        self.part_factor = part_factor
         default_k = next((k for k, p in enumerate(parts) if p.default), 0)
         name_to_k = {p.name: k for k, p in enumerate(parts)}
         if "partition_name" in cols:
@@ -275,15 +315,31 @@ class SlurmScheduler(Scheduler):
             if cfg.partitions:
                 labels = self._partition_labels(labels, np.bincount(inv, minlength=len(labels)), src)
         k_of = np.array([name_to_k.get(nm, -1) for nm in labels], dtype=np.int64)
+        # sbatch -p a,b (sacct Partition "a,b"): every listed partition of slurm.conf, in the order
+        # given; the first one a job fits is its own (jpart), the others queue records (shared runs)
+        multi_lab: dict[int, list[int]] = {}
+        for q, nm in enumerate(labels):
+            if "," in nm:
+                ks = [name_to_k[x.strip()] for x in nm.split(",") if x.strip() in name_to_k]
+                if ks:
+                    multi_lab[q] = list(dict.fromkeys(ks))
+                    k_of[q] = ks[0]
         counts = np.bincount(inv, minlength=len(labels))
         unmatched = {nm: int(counts[q]) for q, nm in enumerate(labels) if k_of[q] < 0}
         jpart = np.where(k_of < 0, default_k, k_of)[inv]
+        self.jparts = self._multi_partitions(jobs, parts, multi_lab, inv, jpart)
         if unmatched and cfg.partitions:
             shown = ", ".join(f"{k or '(none)'}: {v}" for k, v in sorted(unmatched.items())[:5])
             self.notes.append(f"jobs whose partition is not in slurm.conf go to the default "
                               f"partition {parts[default_k].name} ({shown})")
         self.jpart = jpart
         self.jtier = self.part_tier[jpart]
+        # select/cons_tres, cons_res on a machine in CPUs: jobs share nodes (slurm_tres) unless
+        # every job holds whole nodes anyway (then the whole-node passes decide as before)
+        self.shared = (not self.linear and self.unit_kind == "cpu"
+                       and (cpn == 0 or not self._all_whole(cols, jpart)))
+        if self.shared:
+            self._tres_bind(jobs, cols, jpart, total, src)
         # planning limit: min(estimate, partition MaxTime)
         self.tl = np.minimum(self.est, self.part_maxtime[jpart])
         if self.time_limit_minutes:
@@ -400,6 +456,10 @@ class SlurmScheduler(Scheduler):
         # QOS limits, bf_max_job_part and bf_max_job_user; the Python cycle does the rest
         self.use_kernel = (self.compiled and self.linear and not self.has_qos_limits
                            and not sp.bf_max_job_part and not sp.bf_max_job_user)
+        if self.shared:
+            self.pm_int_t = [self._to_int(r) for r in self.pmask]
+            self.gm_int_t = [self._to_int(r) for r in self.gres_masks]
+            self._tres_count_idle()
         self.W = (NN + 63) // 64
         self.slot_of: dict[int, int] = {}
         self._ones = np.ones(0, dtype=np.int64)
@@ -458,6 +518,37 @@ class SlurmScheduler(Scheduler):
                     f"{TRES_NAMES[t]} in QOS {qos[int(self.jqos[i])].name}, whose {kind} allows "
                     f"{TRES_NAMES[t]}={int(jl[i, t])}); Slurm would keep it pending forever: raise "
                     "the limit or filter the workload")
+
+    def _multi_partitions(self, jobs, parts: list, multi_lab: dict[int, list[int]], inv: np.ndarray,
+                          jpart: np.ndarray) -> dict[int, list[int]]:
+        """Jobs submitted to several partitions: {job: [partition index, ...]} in the order given,
+        without the partitions whose ``MaxTime``/``MaxNodes``/``MinNodes`` or ``State`` refuse the
+        job; ``jpart`` (changed in place) becomes the first partition left (the job's own: its
+        priority, MaxTime, node checks). Only runs where jobs share nodes (select/cons_tres) queue
+        the other partitions (Slurm's one queue record per partition); others use ``jpart`` and
+        say so in ``notes``."""
+        if not multi_lab:
+            return {}
+        req_t = np.asarray(jobs.requested_time, dtype=np.float64)
+        out: dict[int, list[int]] = {}
+        for j in np.flatnonzero(np.isin(inv, list(multi_lab))).tolist():
+            ks = [k for k in multi_lab[int(inv[j])]
+                  if parts[k].state == "UP"
+                  and not (np.isfinite(req_t[j]) and req_t[j] > parts[k].max_time)
+                  and parts[k].min_nodes <= self.req[j] <= parts[k].max_nodes]
+            if not ks:
+                continue                # the bind checks report the first partition's refusal
+            jpart[j] = ks[0]
+            if len(ks) > 1:
+                out[j] = ks
+        if out:
+            shared = not self.linear and self.unit_kind == "cpu"
+            self.notes.append(f"{len(out)} jobs were submitted to several partitions (-p a,b): "
+                              + ("each partition is a queue record (PriorityTier, priority), as "
+                                 "slurmctld's job queue" if shared else
+                                 "they queue in their first partition only (several records are "
+                                 "modelled under select/cons_tres with CPU units)"))
+        return out
 
     def _tres_blocked(self, j: int) -> str | None:
         """The slurmctld pending reason when starting job ``j`` would exceed its QOS's
@@ -605,6 +696,8 @@ class SlurmScheduler(Scheduler):
 
     def on_finish(self, now: float, job: int) -> None:
         self._catch_up(now)
+        if self.shared:
+            self._tres_finish(job)
         nodes = self.job_nodes.pop(job, None)
         if nodes is not None:
             self.node_end[nodes] = -_INF
@@ -650,12 +743,21 @@ class SlurmScheduler(Scheduler):
 
     def on_units_down(self, now: float, units: np.ndarray, until: float) -> None:
         self._catch_up(now)
+        if self.shared:
+            self._tres_nodes_state(units, True)
+            self._touch(now)
+            return
         self.node_end[np.unique(np.asarray(units) // self.cpn)] = _INF
         self._count_idle()
         self._touch(now)
 
     def on_units_up(self, now: float, units: np.ndarray) -> None:
         self._catch_up(now)
+        if self.shared:
+            self._tres_nodes_state(units, False)
+            self.event_flag = True
+            self._touch(now)
+            return
         self.node_end[np.unique(np.asarray(units) // self.cpn)] = -_INF
         self._count_idle()
         self.event_flag = True
@@ -856,6 +958,8 @@ class SlurmScheduler(Scheduler):
     # ================================================================== main / event pass
     def _main_pass(self, now: float, order: np.ndarray, depth: int | None) -> tuple[list[Start], bool]:
         """Strict priority pass; returns the starts and whether the whole queue was considered."""
+        if self.shared:
+            return self._tres_main_pass(now, order, depth)
         sp = self.cfg.sched
         if self.use_kernel:
             if self.n_idle == 0 or (len(self.parts) == 1
@@ -991,8 +1095,12 @@ class SlurmScheduler(Scheduler):
         """One ``_attempt_backfill`` cycle (see the module docstring). Node sets are Python int
         bitsets; the map is the availability profile's node-set form
         (`schedulers.profile.NodeSpaceMap`)."""
-        if self.use_kernel and len(order):
+        if not len(order):      # nothing left to test (jobs twin.dependencies hides still count as pending)
+            return []
+        if self.use_kernel:
             return self._backfill_compiled(now, order, prio)
+        if self.shared:
+            return self._tres_backfill(now, order, prio)
         sp = self.cfg.sched
         res = sp.bf_resolution
         begin0 = math.floor(now / res) * res
@@ -1269,12 +1377,20 @@ class SlurmScheduler(Scheduler):
         d.update(self.cfg.describe())
         d["notes"] = list(self.notes)
         if getattr(self, "unit_kind", "cpu") != ("cpu" if self.cpn_conf > 1 else "node"):
-            d["units"] = f"{self.unit_kind} ({self.cpn} per node)"
+            d["units"] = (f"{self.unit_kind} ({self.cpn} per node)" if self.cpn else
+                          "cpu (NodeName CPUs of each node)")
         d["priority_applied"] = getattr(self, "priority_applied", None)
-        d["select"] = ("select/linear: _job_test consecutive best fit, _will_run_test removing "
-                       "running jobs one at a time (as Slurm 22.05)" if self.linear else
-                       f"{self.cfg.select_type}: approximated (best effort): whole nodes, "
-                       f"node_order={self.node_order}, exact earliest will-run time")
+        if self.linear:
+            d["select"] = ("select/linear: _job_test consecutive best fit, _will_run_test removing "
+                           "running jobs one at a time (as Slurm 22.05)")
+        elif getattr(self, "shared", False):
+            d["select"] = (f"{self.cfg.select_type} ({self.cfg.select_params}): jobs share nodes by "
+                           "cores, GPUs" + (", memory" if self.cfg.memory_tracked else "")
+                           + "; _eval_nodes weight/consecutive-set best fit, _will_run_test end "
+                           f"groups from {self.cons_window:g} s (as Slurm 22.05)")
+        else:
+            d["select"] = (f"{self.cfg.select_type}: approximated (best effort): whole nodes, "
+                           f"node_order={self.node_order}, exact earliest will-run time")
         line = not_modelled_line(self.cfg)
         if line:
             d["warning"] = line
@@ -1289,6 +1405,8 @@ class SlurmScheduler(Scheduler):
             "planning limit = estimate (requested time by default), in seconds",
             "will-run start is exact (no 30 s grouping of running-job ends)",
             ("node choice: select/linear (_job_test, _will_run_test)" if self.linear else
+             f"node choice: {self.cfg.select_type} sharing nodes (_eval_nodes, _will_run_test)"
+             if getattr(self, "shared", False) else
              f"node choice: {self.cfg.select_type} approximated, node_order={self.node_order}")
             + "; no topology, node weights, features; GRES: gres/gpu only",
             "no preemption, advance reservations, dependencies, nice, TRES/assoc factors",
@@ -1317,7 +1435,8 @@ def make_slurm_scheduler(conf_path: str | None, options: dict | None) -> SlurmSc
                           compiled=_flag(options.get("compiled", True)),
                           time_limit_minutes=_flag(options.get("time_limit_minutes", False)),
                           replay=_replay_mode(options.get("replay", "auto")),
-                          partition_map=_partition_map(options.get("partition_map")))
+                          partition_map=_partition_map(options.get("partition_map")),
+                          cons_tres_window=float(options.get("cons_tres_window", WILL_RUN_WINDOW)))
 
 
 def _factorize_codes(x: np.ndarray) -> tuple[list, np.ndarray]:
@@ -1417,6 +1536,14 @@ def _conformance_variants() -> dict[str, dict]:
         "AccountingStorageType": "accounting_storage/slurmdbd", "PriorityWeightAge": 1000,
         "PriorityWeightJobSize": 1000, "PriorityWeightFairshare": 10000, "PriorityCalcPeriod": 5,
         "PriorityFlags": "NO_FAIR_TREE"}
+    # select/cons_tres sharing nodes by cores (16 units = 8 nodes x 2 CPUs; schedulers.slurm_tres):
+    # the engine's unit check guards cores, the ledger refuses a GPU or memory given twice
+    for reserve in (0, 1):
+        out[f"slurm[select/cons_tres shared,cpus_per_node=2,bf_job_part_count_reserve={reserve}]"] = {
+            "SelectType": "select/cons_tres", "SelectTypeParameters": "CR_Core", "cpus_per_node": 2,
+            "bf_job_part_count_reserve": reserve, "PriorityType": "priority/multifactor",
+            "AccountingStorageType": "accounting_storage/slurmdbd", "PriorityWeightAge": 1000,
+            "PriorityWeightJobSize": 1000, "PriorityCalcPeriod": 5}
     out["slurm[cpus_per_node=2]"] = {"cpus_per_node": 2, "bf_job_part_count_reserve": 1,
                                      "PriorityType": "priority/multifactor",
                                      "AccountingStorageType": "accounting_storage/slurmdbd",

@@ -133,6 +133,7 @@ class SchedParams:
     bf_window: float = 86400.0            # backfill.c BACKFILL_WINDOW (24 * 60 * 60)
     bf_max_job_test: int = 500            # backfill.c DEF_BF_MAX_JOB_TEST
     bf_continue: bool = False
+    bf_busy_nodes: bool = False           # cons_tres will-run: busy nodes first (_eval_nodes_busy)
     bf_job_part_count_reserve: int = 0
     bf_max_job_start: int = 0
     bf_max_job_part: int = 0
@@ -178,6 +179,11 @@ class PartitionDef:
     default: bool = False
     state: str = "UP"
     line: int = 0
+    #: ``OverSubscribe``: ``NO`` (default: cores are not shared, nodes are), ``EXCLUSIVE`` (whole
+    #: nodes), ``YES`` (as NO here: jobs do not ask ``--oversubscribe``)
+    oversubscribe: str = "NO"
+    def_mem_per_cpu: float | None = None      # DefMemPerCPU (MB) of the partition
+    def_mem_per_node: float | None = None     # DefMemPerNode (MB) of the partition
 
 
 @dataclass
@@ -195,7 +201,25 @@ class SlurmConfig:
     path: str = ""
     node_gpus: list[int] = field(default_factory=list)    # NodeName Gres=gpu:N per node
     select_type: str = "select/linear"                    # 22.05 DEFAULT_SELECT_TYPE (non-Cray)
+    #: SelectTypeParameters of select/cons_tres and cons_res: ``CR_Core``, ``CR_CPU``,
+    #: ``CR_Core_Memory`` (22.05's default, cons_common.c ``select_p_node_init``), ``CR_CPU_Memory``
+    select_params: str = "CR_Core_Memory"
+    node_cpus: list[int] = field(default_factory=list)    # NodeName CPUs per node
+    node_mem: list[float] = field(default_factory=list)   # NodeName RealMemory per node (MB; default 1)
+    node_weight: list[int] = field(default_factory=list)  # NodeName Weight per node (default 1)
+    def_mem_per_cpu: float | None = None                  # DefMemPerCPU (MB)
+    def_mem_per_node: float | None = None                 # DefMemPerNode (MB)
     accounting_storage_type: str = "accounting_storage/none"  # DEFAULT_ACCOUNTING_STORAGE_TYPE
+
+    @property
+    def memory_tracked(self) -> bool:
+        """Whether memory is a consumable resource (``SelectTypeParameters=CR_*_Memory``)."""
+        return self.select_params.endswith("_Memory")
+
+    @property
+    def heterogeneous(self) -> bool:
+        """Whether NodeName lines give nodes different CPU counts."""
+        return len(set(self.node_cpus)) > 1
 
     @property
     def with_slurmdbd(self) -> bool:
@@ -207,6 +231,8 @@ class SlurmConfig:
         d.update({f"sched.{f.name}": getattr(self.sched, f.name) for f in fields(self.sched)})
         d.update({f"priority.{f.name}": getattr(self.priority, f.name) for f in fields(self.priority)})
         d["select_type"] = self.select_type
+        if self.select_type != "select/linear":
+            d["select_type_parameters"] = self.select_params
         d["accounting_storage_type"] = self.accounting_storage_type
         d["nodes"] = len(self.node_names) or None
         d["cpus_per_node"] = self.cpus_per_node
@@ -225,6 +251,7 @@ _SCHED_KEYS: dict[str, tuple[str, str, float, float]] = {
     "bf_window": ("bf_window", "min", 1, 43200),
     "bf_max_job_test": ("bf_max_job_test", "int", 1, 1_000_000),
     "bf_continue": ("bf_continue", "flag", 0, 0),
+    "bf_busy_nodes": ("bf_busy_nodes", "flag", 0, 0),
     "bf_job_part_count_reserve": ("bf_job_part_count_reserve", "int", 0, 100000),
     "bf_max_job_start": ("bf_max_job_start", "int", 0, 10000),
     "bf_max_job_part": ("bf_max_job_part", "int", 0, 1_000_000),
@@ -260,6 +287,10 @@ class _Parser:
         self.node_default_cpus: int | None = None
         self.node_cpus: list[int] = []
         self.node_default_gpus = 0
+        self.node_default_mem = 1.0        # RealMemory default: 1 MB (slurm.conf(5))
+        self.node_default_weight = 1       # Weight default: 1
+        #: keys modelled by select/cons_tres only: listed as not modelled under select/linear
+        self.cons_only: list[tuple[str, int]] = []
         self.part_default: dict[str, str] = {}
         self._ignored_seen: set[str] = set()
 
@@ -385,6 +416,13 @@ class _Parser:
                     raise self.err(line, key, f"{value!r}: only {', '.join(SELECT_TYPES)} are "
                                               "modelled")
                 self.cfg.select_type = v
+            elif k == "selecttypeparameters":
+                self.cfg.select_params = self.select_params(line, key, value)
+                self.cons_only.append((key, line))
+            elif k in ("defmempercpu", "defmempernode"):
+                mb = self.mem_mb(line, key, value)
+                self.cons_only.append((key, line))
+                setattr(self.cfg, "def_mem_per_cpu" if k == "defmempercpu" else "def_mem_per_node", mb)
             elif k == "accountingstoragetype":
                 v = value.strip().lower()
                 if v not in ACCOUNTING_TYPES:
@@ -407,16 +445,54 @@ class _Parser:
         except ValueError as e:
             raise self.err(line, key, str(e)) from None
 
+    def select_params(self, line: int, key: str, value: str) -> str:
+        """``SelectTypeParameters``: one of ``CR_Core``, ``CR_CPU``, ``CR_Core_Memory``,
+        ``CR_CPU_Memory`` (case-insensitive) plus flags read but not modelled (``CR_LLN``,
+        ``CR_Pack_Nodes``, ...: listed as ignored); ``CR_Socket*``/``CR_Memory`` alone are refused."""
+        base = None
+        for item in filter(None, (x.strip() for x in value.split(","))):
+            u = item.upper()
+            if u in ("CR_CORE", "CR_CPU", "CR_CORE_MEMORY", "CR_CPU_MEMORY"):
+                if base is not None:
+                    raise self.err(line, key, f"two resource types ({base}, {item})")
+                base = {"CR_CORE": "CR_Core", "CR_CPU": "CR_CPU", "CR_CORE_MEMORY": "CR_Core_Memory",
+                        "CR_CPU_MEMORY": "CR_CPU_Memory"}[u]
+            elif u.startswith("CR_SOCKET") or u == "CR_MEMORY":
+                raise self.err(line, key, f"{item!r}: only CR_Core, CR_CPU, CR_Core_Memory and "
+                                          "CR_CPU_Memory are modelled")
+            else:
+                self.ignore(f"SelectTypeParameters {item}", line)
+        if base is None:
+            raise self.err(line, key, f"{value!r} names no resource type (CR_Core, CR_CPU, "
+                                      "CR_Core_Memory or CR_CPU_Memory)")
+        return base
+
+    def mem_mb(self, line: int, key: str, value: str) -> float | None:
+        """A memory size in MB (``DefMemPerCPU``, ``RealMemory``...; ``UNLIMITED``/0: None)."""
+        v = value.strip()
+        if v.upper() in ("UNLIMITED", "INFINITE"):
+            return None
+        mb = float(self.number(line, key, v, 0, 2**63 - 1))
+        return mb or None
+
     # ------------------------------------------------------------------ NodeName / PartitionName
     def node_line(self, line: int, pairs: list[tuple[str, str]]) -> None:
         names_v = pairs[0][1]
         cpus = None
         gpus = None
+        mem = None
+        weight = None
         for k, v in pairs[1:]:
             if k.lower() == "cpus":
                 cpus = self.number(line, k, v, 1, 10**6)
             elif k.lower() == "gres":
                 gpus = self.gres_gpus(line, k, v)
+            elif k.lower() == "realmemory":
+                mem = float(self.number(line, k, v, 1, 2**63 - 1))
+                self.cons_only.append((f"NodeName attribute {k}", line))
+            elif k.lower() == "weight":
+                weight = self.number(line, k, v, 0, 2**32 - 2)
+                self.cons_only.append((f"NodeName attribute {k}", line))
             elif k.lower() in _NODE_ATTRS_LOWER:
                 self.ignore(f"NodeName attribute {k}", line)
             else:
@@ -427,6 +503,10 @@ class _Parser:
                 self.node_default_cpus = cpus
             if gpus is not None:
                 self.node_default_gpus = gpus
+            if mem is not None:
+                self.node_default_mem = mem
+            if weight is not None:
+                self.node_default_weight = weight
             return
         try:
             names = expand_hostlist(names_v)
@@ -440,6 +520,10 @@ class _Parser:
         self.node_cpus.extend([c] * len(names))
         g = gpus if gpus is not None else self.node_default_gpus
         self.cfg.node_gpus.extend([g] * len(names))
+        m = mem if mem is not None else self.node_default_mem
+        self.cfg.node_mem.extend([m] * len(names))
+        w = weight if weight is not None else self.node_default_weight
+        self.cfg.node_weight.extend([w] * len(names))
 
     def gres_gpus(self, line: int, key: str, value: str) -> int:
         """GPUs of a ``Gres=`` value (``gpu:4``, ``gpu:a100:4``, comma lists summed); other GRES
@@ -484,6 +568,22 @@ class _Parser:
                     p.priority_tier = p.priority_job_factor = self.number(line, orig, v, 0, 65533)
                 elif k == "default":
                     p.default = _bool(v)
+                elif k in ("oversubscribe", "shared"):
+                    o = v.strip().upper().split(":")[0]
+                    if o not in ("NO", "EXCLUSIVE", "YES", "FORCE"):
+                        raise ValueError(f"unknown value {v!r} (NO, EXCLUSIVE, YES or FORCE)")
+                    if o == "FORCE":
+                        raise ValueError("FORCE (cores shared by several jobs) is not modelled: "
+                                         "use NO, YES or EXCLUSIVE")
+                    p.oversubscribe = o
+                    self.cons_only.append((f"PartitionName attribute {orig}", line))
+                elif k in ("defmempercpu", "defmempernode"):
+                    mb = self.mem_mb(line, orig, v)
+                    self.cons_only.append((f"PartitionName attribute {orig}", line))
+                    if k == "defmempercpu":
+                        p.def_mem_per_cpu = mb
+                    else:
+                        p.def_mem_per_node = mb
                 elif k == "state":
                     s = v.strip().upper()
                     if s not in ("UP", "DOWN", "DRAIN", "INACTIVE"):
@@ -504,10 +604,14 @@ class _Parser:
     def finish(self) -> SlurmConfig:
         cfg = self.cfg
         if self.node_cpus:
-            if len(set(self.node_cpus)) > 1:
-                raise self.err(0, "NodeName", "nodes with different CPUs counts are not modelled "
-                                              f"(found {sorted(set(self.node_cpus))})")
-            cfg.cpus_per_node = self.node_cpus[0]
+            cfg.node_cpus = list(self.node_cpus)
+            # one CPU count: the whole-node policies' units per node; different counts
+            # (heterogeneous NodeName lines) are modelled by select/cons_tres's per-node
+            # resources (`schedulers.slurm_tres`), or in node units
+            cfg.cpus_per_node = self.node_cpus[0] if len(set(self.node_cpus)) == 1 else None
+        if cfg.select_type == "select/linear":
+            for what, line in self.cons_only:      # whole nodes: cores, memory, weights unused
+                self.ignore(what, line)
         known = set(cfg.node_names)
         for p in cfg.partitions:
             if p.nodes is not None:
@@ -614,7 +718,8 @@ def report_ignored(cfg: SlurmConfig) -> None:
 #: option keys (besides slurm.conf keys and SchedulerParameters names) that the scheduler itself
 #: understands; `apply_options` leaves them alone.
 SCHEDULER_OPTION_KEYS = {"accounts", "cpus_per_node", "node_order", "bf_poll", "slurm_conf",
-                         "compiled", "time_limit_minutes", "replay", "partition_map"}
+                         "compiled", "time_limit_minutes", "replay", "partition_map",
+                         "cons_tres_window"}
 
 
 def apply_options(cfg: SlurmConfig, options: dict[str, Any]) -> SlurmConfig:
@@ -628,7 +733,8 @@ def apply_options(cfg: SlurmConfig, options: dict[str, Any]) -> SlurmConfig:
     p = _Parser("options")
     p.cfg = replace(cfg, sched=replace(cfg.sched), priority=replace(cfg.priority),
                     partitions=list(cfg.partitions), node_names=list(cfg.node_names),
-                    node_gpus=list(cfg.node_gpus),
+                    node_gpus=list(cfg.node_gpus), node_cpus=list(cfg.node_cpus),
+                    node_mem=list(cfg.node_mem), node_weight=list(cfg.node_weight),
                     ignored=list(cfg.ignored), no_effect=list(cfg.no_effect))
     for key, value in (options or {}).items():
         k = str(key)

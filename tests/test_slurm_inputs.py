@@ -28,6 +28,8 @@ def workload(jobs: list[dict], gpus: bool = False) -> Workload:
         cols["gpus"] = np.array([float(j["procs"]) for j in jobs])
     if any("gpn" in j for j in jobs):
         cols["gpus_per_node"] = np.array([float(j.get("gpn", 0)) for j in jobs])
+    if any("excl" in j for j in jobs):
+        cols["exclusive"] = np.array([bool(j.get("excl", False)) for j in jobs])
     return Workload.from_arrays(
         "t", submit=[j["submit"] for j in jobs], runtime=[j["run"] for j in jobs],
         procs=[j["procs"] for j in jobs], requested_time=[j.get("req", j["run"]) for j in jobs],
@@ -63,11 +65,16 @@ def test_nodes_counted_as_nodes():
 
 
 def test_nodes_counted_as_cpus():
-    # 96 units = 12 nodes x 8 CPUs: a 9-CPU job takes 2 whole nodes of the 'short' partition
-    st, d = simulate([dict(submit=0, procs=9, run=10, part=3)] * 6
-                     + [dict(submit=0, procs=1, run=10, part=3)], nodes=96)
+    # 96 units = 12 nodes x 8 CPUs: --exclusive 9-CPU jobs take 2 whole nodes of 'short' each
+    st, d = simulate([dict(submit=0, procs=9, run=10, part=3, excl=True)] * 6
+                     + [dict(submit=0, procs=1, run=10, part=3, excl=True)], nodes=96)
     assert "units" not in d
     assert st == {1: 0.0, 2: 0.0, 3: 0.0, 4: 0.0, 5: 0.0, 6: 0.0, 7: 10.0}
+    # shared (select/cons_tres, CR_Core): 6 x 9 + 1 CPUs fit the 96 cores at once
+    st, d = simulate([dict(submit=0, procs=9, run=10, part=3)] * 6
+                     + [dict(submit=0, procs=1, run=10, part=3)], nodes=96)
+    assert set(st.values()) == {0.0}
+    assert "share nodes" in d["select"]
 
 
 def test_units_are_gpus_under_gpu_allocation():

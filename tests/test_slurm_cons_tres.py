@@ -1,0 +1,372 @@
+"""Issue 27: select/cons_tres shares nodes by cores, GPUs and memory (schedulers/slurm_tres.py).
+
+Every case is small and hand-checked: the start times, the engine units (CPU ids: node offset +
+core) and the GPUs the policy's ledger gives each job, following Slurm 22.05's ``_eval_nodes``
+(consecutive sets, best fit), ``_verify_node_state`` / ``can_job_run_on_node`` (free cores, GPUs,
+memory) and ``_will_run_test``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hpctwin.schedulers.slurm import make_slurm_scheduler
+from hpctwin.schedulers.slurm_conf import SlurmConfError, parse_slurm_conf_text
+from hpctwin.schedulers.slurm_tres import (Ledger, TresJobs, TresMachine, check_ledger, eval_nodes,
+                                           will_run)
+from hpctwin.twin.run import RunConfig, run
+from hpctwin.twin.workload import Workload
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*read but not modelled")
+
+BASE = """SelectType=select/cons_tres
+SelectTypeParameters={params}
+SchedulerParameters=bf_resolution=1
+{extra}"""
+
+
+def conf(tmp_path, nodes: str, params: str = "CR_Core", extra: str = "") -> str:
+    f = tmp_path / "slurm.conf"
+    f.write_text(BASE.format(params=params, extra=extra) + "\n" + nodes + "\n")
+    return str(f)
+
+
+def simulate(tmp_path, nodes_conf: str, jobs: list[dict], units: int, params: str = "CR_Core",
+             extra: str = "", **opts):
+    """jobs: dicts of submit, run, req (limit), n (req_nodes), c (CPUs per node), g (GPUs per
+    node), mem (MB per node), excl, part (partition name). Returns ({job id: start}, {job id:
+    engine units}, the scheduler, the result)."""
+    n = len(jobs)
+    cols = {"req_nodes": np.array([j.get("n", 1) for j in jobs]),
+            "cpus_per_node": np.array([j["c"] for j in jobs]),
+            "gpus_per_node": np.array([float(j.get("g", 0)) for j in jobs]),
+            "mem_per_node": np.array([float(j.get("mem", 0)) for j in jobs]),
+            "exclusive": np.array([bool(j.get("excl", False)) for j in jobs])}
+    if any("part" in j for j in jobs):
+        cols["partition_name"] = np.array([j.get("part", "") for j in jobs], dtype=object)
+    wl = Workload.from_arrays(
+        "t", submit=[j["submit"] for j in jobs], runtime=[j["run"] for j in jobs],
+        procs=[j.get("n", 1) * j["c"] for j in jobs], requested_time=[j.get("req", j["run"]) for j in jobs],
+        user=[0] * n, group=[0] * n, job_id=np.arange(1, n + 1), columns=cols)
+    s = make_slurm_scheduler(conf(tmp_path, nodes_conf, params, extra), dict(opts))
+    r = run(RunConfig(workload="t", scheduler=s, nodes=units), workload=wl)
+    st = dict(zip(r.jobs.job_id.tolist(), r.jobs.start.tolist()))
+    un = dict(zip(r.jobs.job_id.tolist(), r.jobs.nodes.tolist()))
+    end_by_id = dict(zip(r.jobs.job_id.tolist(), r.jobs.end.tolist()))
+    end = {j: float(end_by_id[int(s.job_id[j])]) for j in s.led.record}
+    check_ledger(s.led.record, end, s.tm)
+    return st, un, s, r
+
+
+def gpus_of(s, job_id: int) -> list[tuple[int, list[int]]]:
+    """(node, GPU indices) of a job from the ledger's record."""
+    j = int(np.flatnonzero(s.job_id == job_id)[0])
+    return [(n, g) for n, _c, g, _m in s.led.record[j][1]]
+
+
+def test_two_one_gpu_jobs_share_a_four_gpu_node(tmp_path):
+    """2 nodes x 8 cores x 4 GPUs; two jobs of 2 cores + 1 GPU at t=0: the first takes node 0
+    (both nodes equal: the first), the second the best fit, node 0 (6 free cores < 8)."""
+    st, un, s, r = simulate(tmp_path, "NodeName=g[0-1] CPUs=8 Gres=gpu:4",
+                            [dict(submit=0, run=100, c=2, g=1), dict(submit=0, run=100, c=2, g=1)], 16)
+    assert st == {1: 0.0, 2: 0.0}
+    assert un == {1: "0-1", 2: "2-3"}
+    assert gpus_of(s, 1) == [(0, [0])] and gpus_of(s, 2) == [(0, [1])]
+    assert "share nodes" in r.summary["scheduler_params"]["select"]
+
+
+def test_fifth_gpu_job_goes_to_the_other_node(tmp_path):
+    """Four 1-GPU jobs fill node 0's GPUs; the fifth lands on node 1 (cores 8-9)."""
+    jobs = [dict(submit=0, run=100, c=1, g=1)] * 4 + [dict(submit=0, run=100, c=2, g=1)]
+    st, un, s, _ = simulate(tmp_path, "NodeName=g[0-1] CPUs=8 Gres=gpu:4", jobs, 16)
+    assert set(st.values()) == {0.0}
+    assert [un[i] for i in range(1, 6)] == ["0", "1", "2", "3", "8-9"]
+    assert gpus_of(s, 4) == [(0, [3])] and gpus_of(s, 5) == [(1, [0])]
+
+
+def test_job_wanting_all_cores_waits_and_a_small_one_backfills(tmp_path):
+    """One node of 8 cores. A (4 cores, 0-100) runs; B (8 cores) waits for A's end (100); C (4
+    cores, limit 50, submitted at 10) starts at the backfill cycle of t=30 on cores 4-7: it ends
+    before B's reservation at 100."""
+    jobs = [dict(submit=0, run=100, c=4), dict(submit=5, run=50, c=8),
+            dict(submit=10, run=40, req=50, c=4)]
+    st, un, s, _ = simulate(tmp_path, "NodeName=n0 CPUs=8", jobs, 8)
+    assert st == {1: 0.0, 2: 100.0, 3: 30.0}
+    assert un == {1: "0-3", 2: "0-7", 3: "4-7"}
+    assert s.stats["backfill_starts"] == 1
+
+
+def test_memory_is_consumable(tmp_path):
+    """CR_Core_Memory, 2 nodes x 8 cores x 1000 MB. A 600 MB -> node 0; B 600 MB -> node 1 (node 0
+    has 400 free); C 300 MB -> node 0 (best fit: both have 7 free cores, the first); D 500 MB
+    waits for A's end (50: node 0 then has 700 free); E asks no memory, so it takes all of a
+    node's memory (no DefMemPerCPU): it waits for an empty node, node 1 when B ends (100)."""
+    jobs = [dict(submit=0, run=50, c=1, mem=600), dict(submit=0, run=100, c=1, mem=600),
+            dict(submit=0, run=200, c=1, mem=300), dict(submit=1, run=10, c=1, mem=500),
+            dict(submit=2, run=10, c=1)]
+    st, un, s, _ = simulate(tmp_path, "NodeName=n[0-1] CPUs=8 RealMemory=1000", jobs, 16,
+                            params="CR_Core_Memory")
+    assert st == {1: 0.0, 2: 0.0, 3: 0.0, 4: 50.0, 5: 100.0}
+    assert un == {1: "0", 2: "8", 3: "1", 4: "0", 5: "8"}
+    mem = {int(s.job_id[j]): [m for *_x, m in rec[1]] for j, rec in s.led.record.items()}
+    assert mem == {1: [600.0], 2: [600.0], 3: [300.0], 4: [500.0], 5: [1000.0]}
+
+
+def test_def_mem_per_cpu_lets_jobs_share(tmp_path):
+    """With DefMemPerCPU=100, jobs without --mem take 100 MB per CPU: eight 1-CPU jobs share the
+    8-core 1000 MB node, the ninth waits for a core."""
+    jobs = [dict(submit=0, run=10, c=1)] * 9
+    st, _, s, _ = simulate(tmp_path, "NodeName=n0 CPUs=8 RealMemory=1000", jobs, 8,
+                           params="CR_Core_Memory", extra="DefMemPerCPU=100")
+    assert [st[i] for i in range(1, 10)] == [0.0] * 8 + [10.0]
+
+
+def test_exclusive_job_takes_whole_nodes(tmp_path):
+    """2 nodes x 4 cores. A (1 core) on node 0; B --exclusive (1 core) takes idle node 1 whole;
+    C (1 core) goes to node 0 although node 1 has 3 idle cores; D --exclusive waits until node 0
+    is empty (A and C end at 100)."""
+    jobs = [dict(submit=0, run=100, c=1), dict(submit=0, run=300, c=1, excl=True),
+            dict(submit=0, run=100, c=1), dict(submit=1, run=10, c=1, excl=True)]
+    st, un, s, _ = simulate(tmp_path, "NodeName=n[0-1] CPUs=4", jobs, 8)
+    assert st == {1: 0.0, 2: 0.0, 3: 0.0, 4: 100.0}
+    assert un == {1: "0", 2: "4", 3: "1", 4: "0"}
+    j2 = int(np.flatnonzero(s.job_id == 2)[0])
+    assert s.led.record[j2][1][0][1] == [0, 1, 2, 3]       # the ledger holds all 4 cores
+
+
+def test_partition_oversubscribe_exclusive(tmp_path):
+    """OverSubscribe=EXCLUSIVE: every job of the partition holds whole nodes."""
+    nodes = ("NodeName=n[0-1] CPUs=4\nPartitionName=ex Nodes=n0 OverSubscribe=EXCLUSIVE\n"
+             "PartitionName=sh Nodes=n1 Default=YES")
+    jobs = [dict(submit=0, run=100, c=1, part="ex"), dict(submit=0, run=100, c=1, part="ex"),
+            dict(submit=0, run=100, c=1, part="sh"), dict(submit=0, run=100, c=1, part="sh")]
+    st, un, _, _ = simulate(tmp_path, nodes, jobs, 8)
+    assert st == {1: 0.0, 2: 100.0, 3: 0.0, 4: 0.0}
+
+
+def test_heterogeneous_nodes(tmp_path):
+    """a[0-1] have 4 CPUs, b0 16 CPUs and 2 GPUs: 24 units (a0 0-3, a1 4-7, b0 8-23). An 8-core
+    job can only use b0; a 4-core job takes the best fit a0 (4 free); a GPU job goes to b0."""
+    nodes = "NodeName=a[0-1] CPUs=4\nNodeName=b0 CPUs=16 Gres=gpu:2"
+    jobs = [dict(submit=0, run=10, c=8), dict(submit=0, run=10, c=4), dict(submit=0, run=10, c=2, g=2)]
+    st, un, s, r = simulate(tmp_path, nodes, jobs, 24)
+    assert st == {1: 0.0, 2: 0.0, 3: 0.0}
+    assert un == {1: "8-15", 2: "0-3", 3: "16-17"}
+    assert gpus_of(s, 3) == [(2, [0, 1])]
+    assert r.summary["scheduler_params"]["units"] == "cpu (NodeName CPUs of each node)"
+
+
+def test_heterogeneous_machine_size_errors(tmp_path):
+    nodes = "NodeName=a[0-1] CPUs=4\nNodeName=b0 CPUs=16"
+    with pytest.raises(SlurmConfError, match=r"3 nodes with 24 CPUs in all .* run with --nodes 3 "
+                                             r"\(nodes\) or --nodes 24"):
+        simulate(tmp_path, nodes, [dict(submit=0, run=10, c=1)], 20)
+
+
+def test_backfill_reservation_by_node_resources(tmp_path):
+    """2 nodes x 4 cores. A (4 cores, 0-100) on node 0, B (2 cores, 0-200) on node 1. C (2 nodes x
+    4 cores) can start when A and B have ended: 200 (the will-run test removes A, then B), with a
+    reservation of nodes 0-1 over [200, 300]. D (2 cores, limit 50) backfills at t=30 on node 1's
+    free cores 6-7; E (2 cores, limit 500) would overlap C's reservation: it starts after C."""
+    jobs = [dict(submit=0, run=100, c=4), dict(submit=0, run=200, c=2),
+            dict(submit=5, run=100, n=2, c=4), dict(submit=5, run=40, req=50, c=2),
+            dict(submit=5, run=100, req=500, c=2)]
+    st, un, s, _ = simulate(tmp_path, "NodeName=n[0-1] CPUs=4", jobs, 8)
+    assert st == {1: 0.0, 2: 0.0, 3: 200.0, 4: 30.0, 5: 300.0}
+    assert un == {1: "0-3", 2: "4-5", 3: "0-7", 4: "6-7", 5: "0-1"}
+
+
+def test_request_mismatch_is_an_error(tmp_path):
+    wl = Workload.from_arrays("t", submit=[0], runtime=[10], procs=[5], requested_time=[10],
+                              columns={"req_nodes": np.array([2]), "cpus_per_node": np.array([2])})
+    s = make_slurm_scheduler(conf(tmp_path, "NodeName=n[0-1] CPUs=4"), {})
+    with pytest.raises(SlurmConfError, match=r"req_nodes x cpus_per_node .* 2 x 2 != 5 units"):
+        run(RunConfig(workload="t", scheduler=s, nodes=8), workload=wl)
+
+
+def test_job_that_never_fits_is_an_error(tmp_path):
+    with pytest.raises(SlurmConfError, match=r"1 jobs can never start .* 1 nodes x 2 CPUs, 3 GPUs"):
+        simulate(tmp_path, "NodeName=g[0-1] CPUs=8 Gres=gpu:2", [dict(submit=0, run=10, c=2, g=3)], 16)
+
+
+def test_conf_reads_cons_tres_keys():
+    c = parse_slurm_conf_text("SelectType=select/cons_tres\nSelectTypeParameters=CR_CPU_Memory,CR_LLN\n"
+                              "DefMemPerCPU=250\nNodeName=DEFAULT CPUs=8 RealMemory=4000\n"
+                              "NodeName=a[0-1] Weight=10\nNodeName=b0 CPUs=16 Gres=gpu:a100:2,gpu:v100:1\n"
+                              "PartitionName=p Nodes=ALL OverSubscribe=EXCLUSIVE DefMemPerNode=1000\n")
+    assert c.select_params == "CR_CPU_Memory" and c.memory_tracked
+    assert c.node_cpus == [8, 8, 16] and c.cpus_per_node is None and c.heterogeneous
+    assert c.node_mem == [4000.0] * 3 and c.node_weight == [10, 10, 1] and c.node_gpus == [0, 0, 3]
+    assert c.def_mem_per_cpu == 250.0
+    p = c.partitions[0]
+    assert p.oversubscribe == "EXCLUSIVE" and p.def_mem_per_node == 1000.0
+    assert any("CR_LLN" in x for x in c.ignored)
+    # 22.05's default resource type of cons_tres: CR_Core_Memory (cons_common.c select_p_node_init)
+    assert parse_slurm_conf_text("SelectType=select/cons_tres\n").select_params == "CR_Core_Memory"
+
+
+@pytest.mark.parametrize("text, msg", [
+    ("SelectTypeParameters=CR_Socket", "only CR_Core, CR_CPU, CR_Core_Memory and CR_CPU_Memory"),
+    ("SelectTypeParameters=CR_LLN", "names no resource type"),
+    ("PartitionName=p OverSubscribe=FORCE:4", "FORCE .* is not modelled"),
+    ("PartitionName=p OverSubscribe=MAYBE", "unknown value 'MAYBE'"),
+])
+def test_conf_errors(text, msg):
+    with pytest.raises(SlurmConfError, match=r"<string>:1: .*" + msg):
+        parse_slurm_conf_text(text + "\n")
+
+
+# ---------------------------------------------------------------- the pieces, directly
+def _ledger(cores, gpus=None, mem=None, weight=None, tracked=False, **job):
+    N = len(cores)
+    m = TresMachine.build(cores, gpus or [0] * N, mem or [1000.0] * N, weight or [1] * N, tracked)
+    one = lambda k, d: np.array([job.get(k, d)])  # noqa: E731
+    tj = TresJobs(nodes=one("nodes", 1), cpn=one("cpn", 1), cpus=one("cpus", 1), gpn=one("gpn", 0),
+                  mem=one("mem", 0.0), mem_cpu=one("mem_cpu", 0.0), excl=one("excl", False))
+    return Ledger(m, tj)
+
+
+def test_eval_nodes_prefers_lower_weight_then_tightest_set():
+    """Nodes 0-1 (weight 5), 2 (weight 1, 8 free), 3-4 (weight 1, 3 free each, a set of 6 CPUs):
+    a 1-node 3-CPU job takes the lowest weight, then the set whose CPUs suffice most tightly (3-4:
+    6 < 8), then the best fit node in it (3)."""
+    led = _ledger([8, 8, 8, 8, 8], weight=[5, 5, 1, 1, 1], cpn=3, cpus=3)
+    led.core_free[3] = led.core_free[4] = 0b111
+    led.ncore[3] = led.ncore[4] = 3
+    # node 2 and 3 are consecutive with the same weight: one set (2, 3, 4) of 14 CPUs
+    assert eval_nodes(led, 0, 0b11111) == [(3, 3)]
+    # without node 2 the sets are {3, 4}: best fit node 3
+    assert eval_nodes(led, 0, 0b11011) == [(3, 3)]
+    # only the heavy nodes
+    assert eval_nodes(led, 0, 0b00011) == [(0, 3)]
+
+
+def test_eval_nodes_cpu_count_job_spreads():
+    """An SWF-style job of 10 CPUs (no node count) on nodes of 8 free: the best set holds 16, no
+    single node suffices, so it takes 8 on node 0 and 2 on node 1."""
+    led = _ledger([8, 8], nodes=0, cpn=1, cpus=10)
+    assert eval_nodes(led, 0, 0b11) == [(0, 8), (1, 2)]
+
+
+def test_will_run_groups_ends_in_doubling_windows():
+    """Running jobs end at 100 (node 0), 140 and 400 (node 1). A 2-node x 8-core job: the first
+    group starts with the job ending at 100 (barrier 120, window 30) and takes the one ending at
+    140 (<= 150); node 1 still has 4 busy cores; the window doubles (60, 120, 240, 480) and the
+    next group removes the job ending at 400: the start is 400."""
+    led = _ledger([8, 8], nodes=2, cpn=8, cpus=16)
+    # three running jobs in the ledger's own bookkeeping
+    led.alloc = {10: [(0, 0xFF, 0, 0.0)], 11: [(1, 0x0F, 0, 0.0)], 12: [(1, 0xF0, 0, 0.0)]}
+    led.core_free = [0, 0]
+    led.ncore = [0, 0]
+    running = [(100.0, 1, 10), (140.0, 2, 11), (400.0, 3, 12)]
+    start, plan = will_run(led, 0, 0b11, running, now=0.0)
+    assert start == 400.0 and plan == [(0, 8), (1, 8)]
+    # a 1-node job: after the first group (jobs ending 100 and 140) node 0 is free: start 140
+    led1 = _ledger([8, 8], nodes=1, cpn=8, cpus=8)
+    led1.alloc, led1.core_free, led1.ncore = dict(led.alloc), [0, 0], [0, 0]
+    start, plan = will_run(led1, 0, 0b11, running, now=0.0)
+    assert start == 140.0 and plan == [(0, 8)]
+
+
+def test_ledger_refuses_double_gpu():
+    led = _ledger([8], gpus=[2], gpn=2, cpn=1)
+    led.take(0, [(0, 1)])
+    with pytest.raises(RuntimeError, match="GPU over-allocation on node 0"):
+        led.take(0, [(0, 1)])
+
+
+def test_check_ledger_finds_overlaps():
+    m = TresMachine.build([8], [4], [1000.0], [1], True)
+    rec = {0: (0.0, [(0, [0, 1], [0], 600.0)]), 1: (50.0, [(0, [2], [0], 100.0)])}
+    with pytest.raises(AssertionError, match="node 0: GPU 0 held by job indices 0 and 1 at t=50"):
+        check_ledger(rec, {0: 100.0, 1: 120.0}, m)
+    rec = {0: (0.0, [(0, [0, 1], [0], 600.0)]), 1: (50.0, [(0, [2], [1], 500.0)])}
+    with pytest.raises(AssertionError, match="1100 MB held at t=50, RealMemory 1000"):
+        check_ledger(rec, {0: 100.0, 1: 120.0}, m)
+    check_ledger(rec, {0: 50.0, 1: 120.0}, m)      # back to back: fine
+
+
+def test_random_gpu_workloads_keep_every_limit(tmp_path):
+    """Random jobs (1-2 nodes, 1-8 cores, 0-4 GPUs, 0-700 MB) on 4 nodes with GPUs and 1 without,
+    CR_Core_Memory, every backfill mode: the engine's unit check (cores), the ledger's GPU and
+    memory checks, every job starts after submission and ends at start + min(runtime, limit)."""
+    rng = np.random.default_rng(3)
+    nodes = "NodeName=g[0-3] CPUs=8 Gres=gpu:4 RealMemory=2000\nNodeName=c0 CPUs=8 RealMemory=2000"
+    for reserve in (0, 1):
+        jobs = []
+        for _ in range(60):
+            n = int(rng.integers(1, 3))
+            jobs.append(dict(submit=float(rng.integers(0, 3000)), run=float(rng.integers(10, 900)),
+                             req=float(rng.integers(300, 1200)), n=n, c=int(rng.integers(1, 9)),
+                             g=int(rng.choice([0, 0, 1, 2, 4])), mem=float(rng.choice([0, 200, 700])),
+                             excl=bool(rng.random() < 0.1)))
+        st, un, s, r = simulate(tmp_path, nodes, jobs, 40, params="CR_Core_Memory",
+                                bf_job_part_count_reserve=reserve)
+        df = r.jobs
+        runtime = np.array([jobs[i - 1]["run"] for i in df.job_id])
+        assert (df.start >= df.submit).all()
+        assert np.allclose(df.end, df.start + np.minimum(runtime, df.timelimit))
+        assert s.stats["backfill_starts"] > 0
+        gpu_jobs = [i + 1 for i, j in enumerate(jobs) if j["g"]]
+        for jid in gpu_jobs:
+            assert all(n < 4 for n, _ in gpus_of(s, jid))      # never on the CPU-only node
+
+
+# ---------------------------------------------------------------- several partitions (-p a,b)
+PARTS = ("NodeName=n[0-1] CPUs=4\nPartitionName=a Nodes=n0 Default=YES\n"
+         "PartitionName=b Nodes=n1 MaxTime=1")
+
+
+def test_job_in_two_partitions_starts_in_the_one_with_room(tmp_path):
+    """A fills partition a (n0); B (-p a,b) cannot start in a, its record in b starts it on n1
+    at its submission; C (partition a only) waits for A."""
+    jobs = [dict(submit=0, run=100, c=4, part="a"), dict(submit=1, run=50, c=4, part="a,b"),
+            dict(submit=2, run=10, c=1, part="a")]
+    st, un, s, r = simulate(tmp_path, PARTS, jobs, 8)
+    assert st == {1: 0.0, 2: 1.0, 3: 100.0}
+    assert un == {1: "0-3", 2: "4-7", 3: "0"}
+    assert any("several partitions" in x for x in r.summary["scheduler_params"]["notes"])
+
+
+def test_partition_refusing_the_job_is_dropped(tmp_path):
+    """B (-p b,a) asks 120 s, over b's MaxTime of 1 minute: it queues in a only and waits for A."""
+    jobs = [dict(submit=0, run=100, c=4, part="a"), dict(submit=1, run=50, req=120, c=4, part="b,a")]
+    st, un, s, _ = simulate(tmp_path, PARTS, jobs, 8)
+    assert st == {1: 0.0, 2: 100.0}
+    assert s.jpart[1] == 0 and s.jparts == {}
+
+
+def test_higher_tier_record_first(tmp_path):
+    """Partition b has PriorityTier=2: the record of B (-p a,b) in b comes first, so B starts on n1
+    though n0 is idle too."""
+    parts = ("NodeName=n[0-1] CPUs=4\nPartitionName=a Nodes=n0 Default=YES\n"
+             "PartitionName=b Nodes=n1 PriorityTier=2")
+    st, un, _, _ = simulate(tmp_path, parts, [dict(submit=0, run=10, c=2, part="a,b")], 8)
+    assert st == {1: 0.0} and un == {1: "4-5"}
+
+
+def test_gpu_job_counts_only_its_cpus_per_node():
+    """The real GPU case (job 8 of tests/data/slurm_truth/gpu_share): nodes 0-1 have 2 free cores,
+    node 3 has 8, nodes 6-7 have 5 (all 4 GPUs free). A 2-node job of 2 cores and 4 GPUs per node
+    counts 2 CPUs on every usable node, so the first sufficient set {0, 1} stays the tightest:
+    it runs on nodes 0-1 as Slurm did. Without GPUs the free cores count: the single node 3 (8
+    CPUs, too few nodes) outbids {0, 1}, then {6, 7} wins (_eval_nodes' comparisons)."""
+    cores, free = [8] * 8, [2, 2, 0, 8, 1, 0, 5, 5]
+
+    def led_with(gpn):
+        led = _ledger(cores, gpus=[4] * 8, nodes=2, cpn=2, cpus=4, gpn=gpn)
+        led.core_free = [((1 << f) - 1) << (8 - f) for f in free]
+        led.ncore = list(free)
+        return led
+    assert eval_nodes(led_with(4), 0, 0xFF) == [(0, 2), (1, 2)]
+    assert eval_nodes(led_with(0), 0, 0xFF) == [(6, 2), (7, 2)]
+
+
+def test_busy_nodes_first_in_future_tests():
+    """bf_busy_nodes: _eval_nodes_busy takes the nodes busy now first (index order), then the idle
+    ones."""
+    from hpctwin.schedulers.slurm_tres import eval_nodes_busy
+    led = _ledger([8, 8, 8], nodes=2, cpn=4, cpus=8)
+    assert eval_nodes_busy(led, 0, 0b111, idle_now=0b001) == [(1, 4), (2, 4)]
+    assert eval_nodes_busy(led, 0, 0b111, idle_now=0b110) == [(0, 4), (1, 4)]
+    assert eval_nodes(led, 0, 0b111) == [(0, 4), (1, 4)]

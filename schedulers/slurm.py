@@ -135,9 +135,6 @@ class SlurmScheduler(TresPasses, Scheduler):
         ``PartitionName`` line is number n, 1-based; see `_partition_labels`).
     """
 
-    #: the whole-run replay (`schedulers.slurm_replay`) decides exactly like this class (not its subclasses)
-    WHOLE_RUN_REPLAY = True
-
     name = "slurm"
 
     def __init__(self, config: SlurmConfig | None = None, accounts: AccountsSpec | None = None,

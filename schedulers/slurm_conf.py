@@ -432,6 +432,9 @@ class _Parser:
             elif k in ("priorityweighttres", "priorityweightassoc", "priorityparameters",
                        "prioritysitefactorplugin", "prioritysitefactorparameters"):
                 self.ignore(f"{key} (TRES, association and site factors are not modelled)", line)
+            elif k in _POWER_SAVE_KEYS:
+                self.ignore(f"{key} (modelled by the power_saving model when it is on: --set "
+                            "power_saving.enabled=true, docs/power.md)", line)
             elif k in _CONF_KEYS_LOWER:
                 self.ignore(key, line)
             else:
@@ -589,6 +592,9 @@ class _Parser:
                     if s not in ("UP", "DOWN", "DRAIN", "INACTIVE"):
                         raise ValueError(f"unknown state {v!r}")
                     p.state = s
+                elif k in _PART_POWER_SAVE_KEYS:
+                    self.ignore(f"PartitionName attribute {orig} (modelled by the power_saving model when it "
+                                "is on: --set power_saving.enabled=true)", line)
                 elif k in _PART_ATTRS_LOWER:
                     self.ignore(f"PartitionName attribute {orig}", line)
                 else:
@@ -697,6 +703,13 @@ NO_EFFECT_WHY = ("cannot change a decision here: a pass takes no simulated time 
                  "max_sched_time, build_queue_timeout) and bf_continue, which only acts after a "
                  "yield, never applies")
 
+
+#: slurm.conf power-saving keys: read by `hpctwin.power.suspend_conf` for the power_saving model (the
+#: Slurm-like policy itself does not use them)
+_POWER_SAVE_KEYS = frozenset(k.lower() for k in (
+    "SuspendTime", "SuspendTimeout", "ResumeTimeout", "SuspendRate", "ResumeRate", "SuspendExcNodes",
+    "SuspendExcParts", "SuspendProgram", "ResumeProgram"))
+_PART_POWER_SAVE_KEYS = frozenset(("suspendtime", "suspendtimeout", "resumetimeout"))
 
 def not_modelled_line(cfg: SlurmConfig) -> str | None:
     """The one warning line listing every key read but not modelled (None if there is none)."""

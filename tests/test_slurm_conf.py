@@ -186,3 +186,13 @@ class _nullcontext:
 
     def __exit__(self, *a):
         return False
+
+
+def test_power_saving_keys_point_at_the_power_saving_model():
+    """Suspend*/Resume* keys are not 'not modelled': the warning names the model that reads them."""
+    c = parse_slurm_conf_text("SuspendTime=600\nResumeTimeout=300\nNodeName=n[1-4] CPUs=4\n"
+                              "PartitionName=p Nodes=ALL Default=YES SuspendTime=60\n")
+    msg = not_modelled_line(c)
+    assert "SuspendTime (modelled by the power_saving model when it is on: --set power_saving.enabled=true" in msg
+    assert "ResumeTimeout (modelled by the power_saving model" in msg
+    assert "PartitionName attribute SuspendTime (modelled by the power_saving model" in msg

@@ -419,6 +419,9 @@ class SlurmScheduler(TresPasses, Scheduler):
             prm, submit=self.submit, nodes=self.req, cpus=procs, time_limit=self.tl,
             part_factor=part_factor[jpart], qos_factor=qos_factor, assoc=jassoc,
             total_nodes=NN, total_cpus=total)
+        # a job held by a dependency ages from when it became eligible (priority_multifactor.c's age
+        # counts from details->begin_time), read live from the run's dependency gate
+        self.prio_calc.begin = ctx.eligible
         # priority_multifactor.c: without slurmdbd there is no decay thread, so priorities are
         # set at submit and never recalculated (the remaining factors do not change anyway)
         self.time_varying = (prm.type == "priority/multifactor" and cfg.with_slurmdbd

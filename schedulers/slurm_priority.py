@@ -9,7 +9,8 @@ submit)::
     P = W_age * min(age, MaxAge)/MaxAge + W_fs * F + W_js * J + W_part * part + W_qos * qos
 
 truncated to an integer and at least 1 (0 is reserved for held jobs), as ``_get_priority_internal``
-does. ``age`` = now - submit (the twin has no dependencies or begin times, so eligible = submit).
+does. ``age`` = now - the job's eligible time (Slurm's ``begin_time``): its submit time, or in a run
+with dependencies the time its dependency held (``MultifactorPriority.begin``, from `twin.dependencies`).
 Job size ``J`` (``PriorityFavorSmall=NO``) = (nodes/N + cpus/C)/2 with N, C the cluster's nodes and
 CPUs (allocation units); favour-small uses (N - nodes)/N and (C - cpus)/C; with
 ``SMALL_RELATIVE_TO_TIME``: J = max(nodes*C/N, cpus) / time_limit_minutes / C (1 - that when
@@ -399,9 +400,16 @@ class MultifactorPriority:
                        + prm.weight_partition * np.asarray(part_factor, dtype=np.float64)
                        + prm.weight_qos * np.asarray(qos_factor, dtype=np.float64))
         self.time_varying = (prm.weight_age > 0) or (prm.weight_fairshare > 0)
+        #: each job's eligible time (s; NaN: not yet eligible, age 0 as Slurm's unset begin_time), a live
+        #: array of the run's dependency gate, or None (eligible = submit)
+        self.begin: np.ndarray | None = None
 
     def age_factor(self, now: float, idx: np.ndarray) -> np.ndarray:
-        age = np.maximum(now - self.submit[idx], 0.0)
+        since = self.submit[idx]
+        if self.begin is not None:
+            b = self.begin[idx]
+            since = np.where(np.isnan(b), now, b)
+        age = np.maximum(now - since, 0.0)
         return np.minimum(age, self.prm.max_age) / self.prm.max_age
 
     def compute(self, now: float, idx: np.ndarray, fs_factor: np.ndarray | None) -> np.ndarray:

@@ -291,3 +291,18 @@ def test_export_writes_the_eligible_time(tmp_path):
     assert [r[rows[0].index("Eligible")] for r in rows[1:]] == ["2024-03-01T10:00:00", "2024-03-01T10:01:40"]
     back = read_sacct(tmp_path / "out.txt")
     assert back.columns["eligible"].tolist() == [0.0, 100.0]
+
+
+def test_slurm_age_counts_from_eligible_time(tmp_path):
+    """Slurm's age factor counts from begin_time (set when the dependency holds; 0 before: age 0).
+    One node; A (0-100), B afterok:A submitted at 0, C submitted at 50; priority = age only, recomputed
+    every second. At 100 B has aged 0 s and C 50 s: C starts at 100, B at 110 (from submit B would
+    have aged 100 s and gone first)."""
+    conf = tmp_path / "age.conf"
+    conf.write_text("PriorityType=priority/multifactor\nAccountingStorageType=accounting_storage/slurmdbd\n"
+                    "PriorityWeightAge=100000\nPriorityMaxAge=1-0\nPriorityCalcPeriod=1\n"
+                    "SchedulerParameters=bf_resolution=1\nNodeName=n1\nPartitionName=p Nodes=ALL Default=YES\n")
+    wl = wl_of([0, 0, 50], [100, 10, 10], [1, 1, 1], req=[100, 10, 10], dependency=["", "afterok:1", ""])
+    res = run(wl, "slurm", nodes=1, options={"scheduler": {"slurm_conf": str(conf)}})
+    assert col(res, "start") == [0.0, 110.0, 100.0]
+    assert col(res, "eligible") == [0.0, 100.0, 50.0]

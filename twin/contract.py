@@ -205,7 +205,9 @@ class BindContext:
     draws); ``node_group``: node -> group map (Dragonfly group / fat-tree pod) or None;
     ``models``: read-only views (`ModelView`) of the physics models of the run, by name (only those
     the policy lists in its ``needs_models`` attribute when it has one); ``system``: the
-    `SystemSpec` or None; ``options``: the run's option tables.
+    `SystemSpec` or None; ``options``: the run's option tables; ``eligible``: in a run that gates jobs
+    on dependencies or array throttles (`twin.dependencies`), each job's eligible time (s, Slurm's
+    EligibleTime; NaN while not yet eligible), a live array the gate fills in; None otherwise.
     """
 
     jobs: JobTable
@@ -216,6 +218,7 @@ class BindContext:
     models: Mapping[str, Any] = field(default_factory=dict)
     system: Any = None
     options: Mapping[str, Any] = field(default_factory=dict)
+    eligible: np.ndarray | None = None
 
     def rng(self, name: str) -> np.random.Generator:
         """The named random stream of this run (seeded from the run config)."""

@@ -1,121 +1,219 @@
-"""Experiment (c): autoscalers over a day-long diurnal workload built from the Azure length distributions.
+"""Experiment (b) of issue 28: autoscaling disaggregated (P/D) pools from measured capacity over a diurnal day.
 
-Qwen3-32B on RTX PRO 6000, TP 2 per instance (LLMServingSim's per-layer profile), up to ``--max``
-instances (the cluster), at least one. Workload: `datasets.serving_traces.diurnal_trace` (24 h, Poisson
-arrivals at a cosine day shape, lengths drawn from the Azure conversation trace). Policies: fixed at a
-peak provisioning (``--peak``), the HPA-like utilisation policy (target 0.7) on GPU busy time and on
-KV use, and HeteroScale's decode-TPS policy (per-instance capacity: the decode tokens/s one instance
-sustains at >= 90 % SLO attainment, found by short constant-rate runs, HeteroScale's offline profiling).
-Cold start: 30 s start-up + weights per GPU at 7 GB/s (`twin.serving.autoscale`). Reported: GPU-hours
-(billed from each scale-up decision), GPU busy fraction (busy / billed: near 1 whenever anything decodes),
-throughput utilisation (decode tokens / (capacity x billed instance-seconds)), SLO attainment
-(TTFT <= ``--ttft-slo``, TPOT <= ``--tpot-slo``), TTFT P99.
+Qwen3-32B on RTX PRO 6000, TP ``--tp`` (default 1: one GPU per instance; LLMServingSim's per-layer
+profile), at most ``--max`` instances in all. Workload: `datasets.serving_traces.diurnal_trace` (Poisson
+arrivals at a cosine day shape of mean ``--rate`` req/s and peak/trough ``--peak-to-trough``, lengths drawn
+from the Azure 2023 conversation trace, prompts that do not fit one instance left out), the 24 h day
+**compressed** ``--compress`` times in time (default 24: the day's shape in 1 h, at the stated request
+rates) to keep the run under two minutes; cold starts, controller ticks (15 s) and the scale-down window
+(300 s) are not compressed, so the ramps are ``--compress`` times steeper than a real day's (harder for
+an autoscaler, not easier). SLO: TTFT <= ``--ttft-slo`` and TPOT <= ``--tpot-slo``; target: ``--target``
+attainment.
 
-    python -m hpctwin.experiments.serving_autoscale [--hours 24] [--rate 2] [--out runs/serving_autoscale]
+First the instance's capacity is measured with the engine (`twin.serving.capacity.measure_capacity`,
+the ``hpctwin serve profile`` of one class: knees of the colocated, prefill and decode roles at
+``--target`` attainment, 300 s runs, seed ``--seed``). Then, each a row:
 
-``--out`` (``results.csv``, ``table.md``, ``table.tex``) is checked before the runs and written atomically: it must not
-exist, be empty, or be a folder hpctwin wrote, replaced only with ``--force``.
+* ``fixed peak, colocated`` / ``fixed peak, P/D``: pools held all day at the peak rate's need by the
+  measured knees (``ceil(peak / knee)``; P/D: prefill by its knee rate, decode by its knee decode tokens/s);
+* ``today: P/D ratio, guessed 500 tok/s``: `RatioPolicy(DecodeTPSPolicy(500 tokens/s), 0.5)` (a guessed
+  per-instance capacity and P/D ratio, as before this experiment);
+* ``today: HPA per pool``: Kubernetes HPA on each pool's GPU busy fraction (target 0.7);
+* ``capacity P/D (HeteroScale)``: `autoscale.CapacityPDPolicy` from the measured knees (decode TPS signal,
+  P/D ratio of the curves, scale-in with drain after the 300 s window), cold start as the others;
+* ``capacity P/D + d2d + role switch``: the same with fast scaling: weights device to device from a
+  running instance (`weights.d2d_path`) and prefill<->decode role switching (`roles.RoleSwitch`).
+
+Cold start of every other row: 30 s start-up + weights per GPU from NVMe at 7 GB/s (`autoscale.cold_start_s`).
+Reported: GPU-hours of the (compressed) run, billed from each scale-up decision; SLO attainment; TTFT and
+TPOT P99; most instances; instances started; role switches; whether the row meets the target.
+
+    python -m hpctwin.experiments.serving_autoscale [--rate 6] [--compress 24] [--out runs/serving_autoscale]
+
+``--out`` (``results.csv``, ``results.md``, ``results.tex``, ``capacity.json``, ``capacity.csv``,
+``instances.png``) is checked before the runs and written atomically: it must not exist, be empty, or be
+a folder hpctwin wrote, replaced only with ``--force``.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from hpctwin.datasets.serving_traces import diurnal_trace, read_azure
+from hpctwin.datasets.serving_traces import ServingRequest, diurnal_trace, read_azure
 from hpctwin.experiments import cli
-from hpctwin.experiments.tables import staged_output, write_md_tex, write_results_csv
-from hpctwin.twin.serving.autoscale import (DecodeTPSPolicy, FixedPolicy, UtilizationPolicy, cold_start_s,
-                                            simulate_autoscaled)
+from hpctwin.experiments.tables import Column, register_columns, staged_output, write_table_files
+from hpctwin.twin.serving.autoscale import (CapacityPDPolicy, DecodeTPSPolicy, FixedPolicy, RatioPolicy,
+                                            UtilizationPolicy, cold_start_s, instance_capacity, simulate_autoscaled,
+                                            with_capacity)
 from hpctwin.twin.serving.bundle import find_data_dir
-from hpctwin.twin.serving.deployment import PoolSpec, build_pool
+from hpctwin.twin.serving.capacity import fitting_lengths, measure_capacity, write_capacity
+from hpctwin.twin.serving.deployment import PoolSpec, instance_factory
 from hpctwin.twin.serving.metrics import latencies, slo_attainment, statistics
+from hpctwin.twin.serving.policies import FixedPD, PerPoolPD
+from hpctwin.twin.serving.roles import RoleSwitch
+from hpctwin.twin.serving.slo import SLOClass
+from hpctwin.twin.serving.weights import ScaleUp, d2d_path
 
-CAPTION = ("Autoscalers over a {hours:g} h diurnal workload (mean {rate:g} req/s, peak/trough {ptt:g}, Azure conv "
-           "lengths, seed {seed}): {model} on {hw} TP {tp}, 1..{mx} instances; cold start {cold:.1f} s; SLO TTFT <= "
-           "{ttft} s and TPOT <= {tpot} s; GPU-hours billed from each scale-up decision; busy fraction = busy / "
-           "billed GPU time; throughput utilisation = decode tokens / ({cap:.0f} tok/s per instance, the SLO "
-           "capacity, x billed instance time).")
-
-
-def slo_capacity_tps(make, lengths, ttft: float, tpot: float, minutes: float = 10.0, seed: int = 0,
-                     rates: tuple[float, ...] = (0.5, 1, 1.5, 2, 3, 4, 5, 6, 8)) -> float:
-    """HeteroScale's offline profiling: the highest decode tokens/s one instance sustains with >= 90 %
-    SLO attainment, from ``minutes``-long Poisson runs at each rate with lengths drawn from ``lengths``."""
-    from hpctwin.twin.serving import simulate  # noqa: PLC0415
-    best = 0.0
-    for k, rate in enumerate(rates):
-        trace = diurnal_trace(lengths, minutes / 60, rate, 1.0, seed=seed + 1000 + k)
-        x = make()
-        res = simulate(trace, [x])
-        R = res.requests
-        lat = latencies([r.queued for r in R], [r.first for r in R], [r.last for r in R], [r.output for r in R])
-        if slo_attainment(lat, ttft, tpot) < 0.9:
-            break
-        best = x.tokens_decoded / max(1e-9, res.makespan_s - R[0].arrival)
-    if best <= 0:
-        raise ValueError(f"one instance misses the SLO even at {rates[0]} req/s")
-    return best
+register_columns({
+    "meets_target": Column("Meets SLO target", "flag"),
+    "gpu_hours_vs_fixed_pd": Column("GPU time vs fixed peak P/D (x)", "ratio", 2, 1.0, False, 0.0, None),
+    "role_switches": Column("Role switches", "count", 0, 1.0, True, 0.0, None),
+})
+COLUMNS = ["policy", "requests", "gpu_hours", "gpu_hours_vs_fixed_pd", "slo_attainment", "meets_target",
+           "ttft_p99_s", "tpot_p99_s", "max_instances", "instances_started", "role_switches"]
+CAPTION = ("P/D autoscaling from measured capacity: {model} on {hw} TP {tp}, at most {mx} instances; a {hours:g} h "
+           "diurnal day (mean {rate:g} req/s, peak/trough {ptt:g}, Azure conversation lengths, seed {seed}) compressed "
+           "{compress:g}x in time ({n:,} requests in {span:.2f} h; cold starts, 15 s controller ticks and the 300 s "
+           "scale-down window not compressed). Measured knees at >= {tgt:g} % attainment of TTFT <= {ttft:g} s and "
+           "TPOT <= {tpot_ms:g} ms: colocated {kc:.2f} req/s, prefill {kp:.2f} req/s, decode {kd:.0f} tokens/s (P/D "
+           "ratio {ratio:.2f}). Cold start {cold:.1f} s (30 s start-up + weights from NVMe at 7 GB/s); d2d: weights "
+           "from a running instance at {d2d:g} GB/s, role switch {sw:g} s after the drain. GPU time of the compressed "
+           "run, billed from each scale-up decision.")
 
 
-def run(out: str | Path, hours: float = 24.0, rate: float = 2.0, ptt: float = 3.0, max_instances: int = 8,
-        peak: int = 6, ttft: float = 2.0, tpot: float = 0.15, seed: int = 0, data_dir: str | None = None,
-        hardware: str = "RTXPRO6000", model: str = "Qwen/Qwen3-32B", tp: int = 2) -> pd.DataFrame:
+def compressed_day(lengths: list[ServingRequest], hours: float, rate: float, ptt: float, compress: float,
+                   seed: int) -> list[ServingRequest]:
+    """`diurnal_trace` of ``hours`` at ``rate / compress`` req/s, its arrival times divided by ``compress``:
+    the day's shape in ``hours / compress`` h at ``rate`` req/s."""
+    base = diurnal_trace(lengths, hours, rate / compress, ptt, seed=seed)
+    return [ServingRequest(r.arrival_s / compress, r.input_tokens, r.output_tokens) for r in base]
+
+
+def _row(name: str, res, log, ttft: float, tpot: float, target: float) -> dict:
+    R = res.requests
+    lat = latencies([r.arrival for r in R], [r.first for r in R], [r.last for r in R], [r.output for r in R])
+    att = slo_attainment(lat, ttft, tpot)
+    return {"policy": name, "requests": len(R), "gpu_hours": log.gpu_seconds / 3600, "slo_attainment": att,
+            "meets_target": bool(att >= target), "ttft_p99_s": statistics(lat["ttft"])["p99"],
+            "tpot_p99_s": statistics(lat["tpot"])["p99"], "max_instances": max(log.active, default=0),
+            "instances_started": len(res.instances), "role_switches": len(log.switches)}
+
+
+def run(out: str | Path, hours: float = 24.0, rate: float = 6.0, ptt: float = 3.0, compress: float = 24.0,
+        max_instances: int = 16, ttft: float = 2.0, tpot: float = 0.15, target: float = 0.9, seed: int = 0,
+        data_dir: str | None = None, hardware: str = "RTXPRO6000", model: str = "Qwen/Qwen3-32B",
+        tp: int = 1) -> pd.DataFrame:
+    """Profile, then every policy over the compressed day; writes the tables, the capacity file and the plot."""
     ddir = find_data_dir(data_dir)
-    lengths = read_azure(ddir / "LLM-serving" / "Azure-LLM-2023" / "AzureLLMInferenceTrace_conv.csv")
-    trace = diurnal_trace(lengths, hours, rate, ptt, seed=seed)
-    spec = PoolSpec(hardware, model, tp=tp, count=1)
-    probe = build_pool(spec, data_dir)[0]
-    cold = cold_start_s(probe.model.shape.weight_bytes_per_rank(tp))
-    tps_cap = slo_capacity_tps(lambda: build_pool(spec, data_dir)[0], lengths, ttft, tpot, seed=seed)
-
-    def make(iid: int):
-        x = build_pool(spec, data_dir, first_id=iid)[0]
-        return x
-
-    policies = {"fixed-at-peak": FixedPolicy(peak), "HPA on GPU busy 0.7": UtilizationPolicy(0.7),
-                "HPA on KV use 0.7": UtilizationPolicy(0.7, metric="kv"),
-                "decode TPS (HeteroScale)": DecodeTPSPolicy(tps_cap)}
-    rows = []
-    for name, pol in policies.items():
-        res, log = simulate_autoscaled(trace, make, pol, 1, max_instances, cold_start=cold,
-                                       initial=peak if name == "fixed-at-peak" else 1)
-        R = res.requests
-        lat = latencies([r.queued for r in R], [r.first for r in R], [r.last for r in R], [r.output for r in R])
-        rows.append({"policy": name, "requests": len(R), "gpu_hours": log.gpu_seconds / 3600,
-                     "gpu_busy_fraction": log.busy_gpu_seconds / log.gpu_seconds,
-                     "throughput_utilisation": sum(x.tokens_decoded for x in res.instances)
-                     / (tps_cap * log.gpu_seconds / tp),
-                     "slo_attainment": slo_attainment(lat, ttft, tpot), "ttft_p99_s": statistics(lat["ttft"])["p99"],
-                     "tpot_p99_s": statistics(lat["tpot"])["p99"], "max_instances": max(log.active, default=0),
-                     "instances_started": len(res.instances)})
+    spec = PoolSpec(hardware, model, tp=tp)
+    make = instance_factory(spec, ddir)
+    conv = ddir / "LLM-serving" / "Azure-LLM-2023" / "AzureLLMInferenceTrace_conv.csv"
+    lengths, _ = fitting_lengths(read_azure(conv), make(0))
+    cls = SLOClass("slo", ttft, tpot, 1.0)
+    cap = measure_capacity(make, lengths, classes=(cls,), target=target, duration_s=300.0, seed=seed,
+                           profile={"hardware": hardware, "model": model, "tp": tp}, source=conv.name)
+    ic = instance_capacity(cap)
+    trace = compressed_day(lengths, hours, rate, ptt, compress, seed)
+    a = (ptt - 1) / (ptt + 1)
+    peak = rate * (1 + a)
+    mdt = cap.workload["mean_decode_tokens"]
+    n_col = min(max_instances, max(1, math.ceil(peak / cap.knee_rps("colocated") - 1e-9)))
+    n_p = max(1, math.ceil(peak / ic.prefill_rps - 1e-9))
+    n_d = max(1, math.ceil(peak * mdt / ic.decode_tps - 1e-9))
+    cold = cold_start_s(make(0).model.shape.weight_bytes_per_rank(tp))
+    capmake = with_capacity(make, ic)
+    fast = ScaleUp(d2d_path(hardware))
+    sw = RoleSwitch()
+    lo = 2
+    runs = {
+        "fixed peak, colocated": dict(make_instance=make, policy=FixedPolicy(n_col), min_instances=1,
+                                      initial=n_col),
+        "fixed peak, P/D": dict(make_instance=make, make_decode=make, policy=FixedPD(n_p, n_d), min_instances=lo,
+                                initial=(n_p, n_d)),
+        "today: P/D ratio, guessed 500 tok/s": dict(make_instance=make, make_decode=make,
+                                                    policy=RatioPolicy(DecodeTPSPolicy(500.0), 0.5), min_instances=lo),
+        "today: HPA per pool": dict(make_instance=make, make_decode=make, min_instances=lo,
+                                    policy=PerPoolPD(UtilizationPolicy(0.7), UtilizationPolicy(0.7))),
+        "capacity P/D (HeteroScale)": dict(make_instance=capmake, make_decode=capmake, policy=CapacityPDPolicy(ic),
+                                           min_instances=lo),
+        "capacity P/D + d2d + role switch": dict(make_instance=capmake, make_decode=capmake,
+                                                 policy=CapacityPDPolicy(ic), min_instances=lo, cold_start=fast,
+                                                 role_switch=sw),
+    }
+    rows, series = [], {}
+    for name, kw in runs.items():
+        kw = dict(kw)
+        cs = kw.pop("cold_start", cold)
+        n0 = kw.pop("initial", None)
+        if n0 is None:   # autoscalers start at the trough's need
+            n0 = lo
+        res, log = simulate_autoscaled(trace, kw.pop("make_instance"), kw.pop("policy"), kw.pop("min_instances"),
+                                       max_instances, cold_start=cs, initial=n0, **kw)
+        rows.append(_row(name, res, log, ttft, tpot, target))
+        series[name] = (np.array(log.times), np.array(log.active))
     df = pd.DataFrame(rows)
+    ref = float(df.loc[df["policy"] == "fixed peak, P/D", "gpu_hours"].iloc[0])
+    df["gpu_hours_vs_fixed_pd"] = df["gpu_hours"] / ref
+    df = df[COLUMNS]
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    write_results_csv(df, out / "results.csv")
-    cap = CAPTION.format(hours=hours, rate=rate, ptt=ptt, seed=seed, model=model, hw=hardware, tp=tp,
-                         mx=max_instances, cold=cold, ttft=ttft, tpot=tpot, cap=tps_cap)
-    write_md_tex(out, "table", [dict(agg=df, by=["policy"], metrics=[c for c in df.columns if c != "policy"],
-                                     caption=cap, label="tab:serving-autoscale")])
+    span = max((r.arrival_s for r in trace), default=0.0) / 3600
+    cap_text = CAPTION.format(model=model, hw=hardware, tp=tp, mx=max_instances, hours=hours, rate=rate, ptt=ptt,
+                              seed=seed, compress=compress, n=len(trace), span=span, tgt=100 * target, ttft=ttft,
+                              tpot_ms=1e3 * tpot, kc=cap.knee_rps("colocated"), kp=ic.prefill_rps, kd=ic.decode_tps,
+                              ratio=cap.pd_ratio(), cold=cold, d2d=fast.path.GBps, sw=sw.switch_s)
+    write_table_files(df, out, cap_text, by=["policy"], metrics=[c for c in COLUMNS if c != "policy"],
+                      label="tab:serving-autoscale")
+    write_capacity(cap, out)
+    _plot(series, trace, out / "instances.png")
     return df
+
+
+def _plot(series: dict, trace: list[ServingRequest], path: Path) -> None:
+    """Active instances of each policy over the run, with the request rate (per minute) on a second axis."""
+    import matplotlib  # noqa: PLC0415
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, (t, n) in series.items():
+        ax.step(t / 60, n, where="post", label=name, lw=1)
+    ax.set_xlabel("time (min of the compressed day)")
+    ax.set_ylabel("active instances")
+    ax2 = ax.twinx()
+    arr = np.array([r.arrival_s for r in trace])
+    if arr.size:
+        edges = np.arange(0, arr.max() + 60, 60)
+        h, _ = np.histogram(arr, edges)
+        ax2.plot(edges[:-1] / 60, h / 60, color="grey", lw=0.8, ls=":")
+    ax2.set_ylabel("request rate (req/s, dotted)")
+    ax.legend(fontsize=7, loc="upper left")
+    ax.set_title("Instances over a compressed diurnal day", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = cli.parser("serving_autoscale", __doc__)
-    p.add_argument("--hours", type=float, default=24.0, help="length of the diurnal workload (h)")
-    p.add_argument("--rate", type=float, default=2.0, help="mean request rate (req/s)")
+    p.add_argument("--hours", type=float, default=24.0, help="length of the diurnal workload before compression (h)")
+    p.add_argument("--rate", type=float, default=6.0, help="mean request rate (req/s)")
     p.add_argument("--peak-to-trough", type=float, default=3.0, help="ratio of the peak to the trough request rate")
-    p.add_argument("--max", type=int, default=8, help="most instances the cluster holds")
-    p.add_argument("--peak", type=int, default=6, help="instances of the fixed-at-peak policy")
+    p.add_argument("--compress", type=float, default=24.0, help="time compression of the day (1: a real day)")
+    p.add_argument("--max", type=cli.positive_int, default=16, help="most instances the cluster holds")
+    p.add_argument("--tp", type=cli.positive_int, default=1, help="tensor-parallel GPUs per instance")
     p.add_argument("--ttft-slo", type=float, default=2.0, help="SLO on the time to first token (s)")
     p.add_argument("--tpot-slo", type=float, default=0.15, help="SLO on the time per output token (s)")
-    cli.add_seed(p, "seed of the request arrivals and lengths")
+    p.add_argument("--target", type=float, default=0.9, help="SLO attainment target (0-1)")
+    cli.add_seed(p, "seed of the request arrivals and lengths, and of the capacity runs")
     cli.add_data_dir(p)
     cli.add_out(p, "runs/serving_autoscale")
     a = p.parse_args(argv)
+    for flag, v in (("--hours", a.hours), ("--rate", a.rate), ("--compress", a.compress), ("--ttft-slo", a.ttft_slo),
+                    ("--tpot-slo", a.tpot_slo)):
+        if not (math.isfinite(v) and v > 0):
+            p.error(f"{flag} {v!r}: expected a positive number")
+    if not (math.isfinite(a.peak_to_trough) and a.peak_to_trough >= 1):
+        p.error(f"--peak-to-trough {a.peak_to_trough!r}: expected a number >= 1")
+    if not 0 < a.target <= 1:
+        p.error(f"--target {a.target!r}: expected an attainment in (0, 1]")
+    if a.max < 2:
+        p.error(f"--max {a.max}: disaggregated pools need at least 2 instances")
     with staged_output("python -m hpctwin.experiments.serving_autoscale", a.out, a.force) as out:
-        run(out, a.hours, a.rate, a.peak_to_trough, a.max, a.peak, a.ttft_slo, a.tpot_slo, a.seed, a.data_dir)
-        table = (out / "table.md").read_text()
+        run(out, a.hours, a.rate, a.peak_to_trough, a.compress, a.max, a.ttft_slo, a.tpot_slo, a.target, a.seed,
+            a.data_dir, tp=a.tp)
+        table = (out / "results.md").read_text()
     print(table)
     return 0
 

@@ -86,13 +86,14 @@ def trace(n: int, seed: int, span: float = 60.0, burst: tuple[int, float, float]
 def test_the_tables_list_their_entries_with_options_and_help():
     from hpctwin.twin.serving.policies import AUTOSCALERS, PD_POLICIES
     from hpctwin.twin.serving.routers import ROUTERS
-    assert list(ROUTERS) == ["round_robin", "least_outstanding", "least_loaded", "kv_aware", "slo_aware"]
+    assert list(ROUTERS) == ["round_robin", "least_outstanding", "least_loaded", "kv_aware", "slo_aware",
+                             "capacity_weighted"]
     assert list(AUTOSCALERS) == ["fixed", "utilization", "decode_tps"]
-    assert list(PD_POLICIES) == ["fixed", "ratio", "per_pool"]
+    assert list(PD_POLICIES) == ["fixed", "ratio", "per_pool", "capacity"]
     assert AUTOSCALERS.entry("decode_tps").options == ("tps_per_instance", "window_s")
     assert PD_POLICIES.entry("ratio").options == ("decode_policy", "ratio")
     lines = ROUTERS.help().splitlines()
-    assert len(lines) == 5 and lines[2].startswith("least_loaded (no options): vLLM's DP balancer")
+    assert len(lines) == 6 and lines[2].startswith("least_loaded (no options): vLLM's DP balancer")
 
 
 def test_a_table_builds_its_entries_and_refuses_unknown_names_and_options():
@@ -130,7 +131,7 @@ def test_serving_policy_maps_to_the_pd_table():
     from hpctwin.twin.serving.batch import PD_FORM, POLICIES
     from hpctwin.twin.serving.policies import PD_POLICIES
     assert POLICIES == ("fixed", "utilization", "decode_tps")
-    assert set(PD_FORM) == set(POLICIES) and set(PD_FORM.values()) == set(PD_POLICIES)
+    assert set(PD_FORM) == set(POLICIES) and set(PD_FORM.values()) == set(PD_POLICIES) - {"capacity"}
 
 
 # ---------------------------------------------------------------------------------- the event loop by hand
@@ -399,4 +400,5 @@ def test_the_engine_imports_no_driver_and_no_topology_code():
 
 
 def test_the_table_kit_imports_only_the_foundation_schema_kit():
-    assert [m for m in _imports("plugins") if m.startswith((".", "hpctwin"))] == ["hpctwin.twin.schema"]
+    # the serving tables sit on the general plug-in kit (issue 24 item 1), which imports only the foundation
+    assert [m for m in _imports("plugins") if m.startswith((".", "hpctwin"))] == ["hpctwin.twin.plugins"]

@@ -86,6 +86,8 @@ TINY = {
     "serving_pd": (lambda t, log: ["--minutes", "1", "--gpus", "8", "--rates", "1,4"], [_needs("LLM-serving")]),
     "serving_slo": (lambda t, log: ["--trace", "code", "--minutes", "0.5", "--loads", "1"], [_needs("LLM-serving")]),
     "serving_autoscale": (lambda t, log: ["--hours", "0.25", "--rate", "1"], [_needs("LLM-serving"), pytest.mark.slow]),
+    "serving_fast_scaling": (lambda t, log: ["--minutes", "1.5", "--rate", "2"],
+                             [_needs("LLM-serving"), pytest.mark.slow]),
     "serving_validation": (lambda t, log: [], [_needs("LLM-serving"), pytest.mark.slow]),
     "validate_power": (lambda t, log: ["--calib-days", "0.25", "--max-days", "0.5"],
                        [_needs("SURF-OpenDT"), pytest.mark.slow]),

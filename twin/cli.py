@@ -283,6 +283,9 @@ def _serving_rows(sv: dict, f) -> list[tuple[str, str]]:
                                 f"{f(sv.get('node_hours'), ' node-h')})"))
     e = sv.get("energy_j")
     rows.append(("  serving energy", f(e / 3.6e6, " kWh") if isinstance(e, (int, float)) and e == e else "n/a"))
+    if isinstance(sv.get("slo_classes"), dict):      # multi-SLO serving: per-class attainment and percentiles
+        from hpctwin.twin.serving.scheduling import class_rows  # noqa: PLC0415
+        rows.extend((f"  {k}", v) for k, v in class_rows(sv["slo_classes"]))
     return rows
 
 

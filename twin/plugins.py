@@ -15,7 +15,10 @@ spelling of its options (the schedulers' keyword arguments), `Signature` derives
 instead of repeating it in a dataclass.
 
 The tables (docs/architecture.md section 7): ``schedulers.registry.SCHEDULERS``, ``twin.models.MODELS``,
-``topology.placement.PLACEMENTS``, ``twin.allocation.ALLOCATIONS``.
+``topology.placement.PLACEMENTS``, ``twin.allocation.ALLOCATIONS``; and, as `OptionTable` (entries with
+an options dataclass, read as a mapping ``name -> factory``, options also given as ``NAME:KEY=VALUE``
+texts and derived command-line switches), the serving model's routers, autoscalers, P/D policies and
+instance scheduling policies (`twin.serving.plugins`).
 """
 from __future__ import annotations
 
@@ -301,3 +304,244 @@ def _entry_points(group: str) -> dict[str, Any]:
         return {ep.name: ep for ep in metadata.entry_points(group=group)}
     except Exception:  # noqa: BLE001  # pragma: no cover - broken environment metadata
         return {}
+
+
+# ---------------------------------------------------------------------- options of one entry, from text or a call
+def options_text(options_type: type) -> str:
+    """``key=default, ...`` of an options dataclass (``no options`` when it has none), for messages."""
+    if options_type is None or not fields(options_type):
+        return "no options"
+    return ", ".join(f.name for f in fields(options_type))
+
+
+def build_options(options_type: type | None, given: Mapping[str, Any], label: str) -> Any:
+    """An instance of the options dataclass ``options_type`` from ``given`` (name -> value): every value
+    checked by its `option_keys` schema (type, range, choices), the defaults of the keys not given, and a
+    `RunConfigError` ``LABEL: unknown option 'x' (did you mean 'y'?); it takes: ...`` or ``LABEL: option
+    'x' is needed`` otherwise. ``options_type`` None takes no option (returns None)."""
+    if options_type is None:
+        if given:
+            raise RunConfigError(f"{label}: unknown option {next(iter(given))!r}; it takes: no options")
+        return None
+    schema = option_keys(options_type)
+    kw = {}
+    for k, v in given.items():
+        if k not in schema:
+            raise RunConfigError(f"{label}: unknown option {k!r}{did_you_mean(k, schema)}; it takes: "
+                                 f"{options_text(options_type)}")
+        kw[k] = schema[k].check(v, f"{label}: {k}")
+    missing = [f.name for f in fields(options_type) if f.name not in kw and f.default is MISSING
+               and f.default_factory is MISSING]
+    if missing:
+        raise RunConfigError(f"{label}: option {missing[0]!r} is needed; it takes: {options_text(options_type)}")
+    return options_type(**kw)
+
+
+def text_value(text: str, key: Key, label: str) -> Any:
+    """The value a command-line or spec text ``text`` gives a key of schema ``key`` (``3`` for an int
+    key, ``0.5`` for a float key, ``true``/``false`` for a bool key, the text for the others), checked;
+    a `RunConfigError` naming ``label`` otherwise."""
+    k, t = key.kind, text.strip()
+    try:
+        if k is bool:
+            if t.lower() not in ("true", "false"):
+                raise ValueError
+            v: Any = t.lower() == "true"
+        elif k is int:
+            v = int(t)
+        elif k is float:
+            v = float(t)
+        else:
+            v = t
+    except ValueError:
+        what = {bool: "true or false", int: "an integer", float: "a number"}[k]
+        raise RunConfigError(f"{label}: expected {what}, got {text!r}") from None
+    return key.check(v, label)
+
+
+def parse_spec(text: str, label: str) -> tuple[str, dict[str, str]]:
+    """``NAME`` or ``NAME:KEY=VALUE,KEY=VALUE`` (an entry and its options as text, e.g.
+    ``slack:admission=defer``) -> (name, {key: value text}); a `RunConfigError` naming ``label`` for a
+    malformed text."""
+    if not isinstance(text, str) or not text.strip():
+        raise RunConfigError(f"{label}: expected NAME or NAME:KEY=VALUE,..., got {text!r}")
+    name, _, rest = text.strip().partition(":")
+    opts: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in rest.split(","))):
+        k, eq, v = part.partition("=")
+        if not eq or not k.strip():
+            raise RunConfigError(f"{label}: {part!r} in {text!r} is not KEY=VALUE (e.g. {name}:key=value)")
+        if k.strip() in opts:
+            raise RunConfigError(f"{label}: option {k.strip()!r} is given twice in {text!r}")
+        opts[k.strip()] = v.strip()
+    return name.strip(), opts
+
+
+# ---------------------------------------------------------------------- tables of entries with options dataclasses
+@dataclass(frozen=True)
+class OptionEntry(Entry):
+    """A plug-in of an `OptionTable`: ``factory(**options)`` builds it; ``spec``: its options dataclass
+    (`option` fields; None: no options); ``help``: one line. ``options`` (derived from ``spec``, or given as
+    names for a factory without a dataclass) names the keyword arguments the factory takes."""
+
+    spec: Any = None
+    help: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if self.spec is not None:
+            object.__setattr__(self, "options", tuple(f.name for f in fields(self.spec)))
+        elif self.options is None:
+            object.__setattr__(self, "options", ())
+        else:
+            object.__setattr__(self, "options", tuple(self.options))
+        if not self.doc:
+            object.__setattr__(self, "doc", self.help)
+
+    def option_schema(self) -> dict[str, Key]:
+        """The `Key` schema of its options (from ``spec``; any value of each named option without one)."""
+        if self.spec is not None:
+            return option_keys(self.spec)
+        return {k: Key("any") for k in self.options}
+
+
+class OptionTable(Table):
+    """A table of `OptionEntry` rows that also reads as a mapping ``name -> factory`` (``TABLE[name]()``,
+    ``name in TABLE``, ``list(TABLE)`` gives the names), in registration order; ``kind`` names it in
+    messages (e.g. ``router``). Everything about an entry's options is derived from its dataclass: the
+    checks and defaults of `OptionTable.make`, the ``NAME:KEY=VALUE,...`` texts of a command line, ``--set``
+    or TOML (`OptionTable.from_text`), command-line switches (`add_option_arguments`) and help lines
+    (`OptionTable.help`). The serving model's tables are its instances (`twin.serving.plugins`)."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+
+    def register(self, name: Any, factory: Callable | None = None, options: tuple[str, ...] = (), help: str = "",
+                 *, spec: Any = None, tags: Mapping | None = None) -> Any:
+        """Add entry ``name`` (or a ready `OptionEntry`); returns ``factory`` (so it can decorate it). A name
+        is registered once."""
+        if isinstance(name, Entry):
+            entry = name
+        else:
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"{self.kind} table: a plug-in name must be a non-empty string, got {name!r}")
+            entry = OptionEntry(name, factory, options=() if spec is not None else tuple(options),
+                                 tags=dict(tags or {}), spec=spec, help=help)
+        if entry.name in self._entries:
+            raise ValueError(f"{self.kind} table: {entry.name!r} is already registered")
+        self._entries[entry.name] = entry
+        return entry.factory if not isinstance(name, Entry) else entry
+
+    # ---- the mapping name -> factory (as before the kit)
+    def __getitem__(self, name: str) -> Callable:
+        return self._entries[name].load()
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._entries))
+
+    def keys(self) -> list[str]:
+        return list(self._entries)
+
+    def entries(self) -> list[OptionEntry]:
+        """The entries, in registration order."""
+        return list(self._entries.values())
+
+    # ---- checked use
+    def entry(self, name: str) -> OptionEntry:
+        """The entry of ``name``; an `UnknownNameError` (a ValueError) listing the known names (and the
+        closest one) otherwise."""
+        if not isinstance(name, str) or name not in self._entries:
+            raise UnknownNameError(self.unknown(name))
+        return self._entries[name]
+
+    lookup = entry
+
+    def unknown(self, name: object) -> str:
+        """The one-line message for an unknown ``name``: the known names, and a close one if any."""
+        return f"unknown {self.kind} {name!r}; known: {', '.join(self._entries)}{did_you_mean(name, self._entries)}"
+
+    def options_of(self, name: str, options: Mapping[str, Any], label: str | None = None) -> dict[str, Any]:
+        """``options`` of entry ``name`` checked against its options dataclass, the defaults filled in
+        (`twin.plugins.build_options`); a ValueError naming the option otherwise."""
+        e = self.entry(name)
+        label = label or f"{self.kind} {name!r}"
+        if e.spec is None:
+            extra = [k for k in options if k not in e.options]
+            if extra:
+                raise UnknownNameError(f"{label}: unknown option {extra[0]!r}{did_you_mean(extra[0], e.options)}; "
+                                       f"it takes: {', '.join(e.options) or 'no options'}")
+            return dict(options)
+        o = build_options(e.spec, options, label)
+        return {f.name: getattr(o, f.name) for f in fields(o)}
+
+    def make(self, name: str, **options: Any) -> Any:
+        """Build plug-in ``name`` with ``options`` (each one of its entry's options, checked; the others
+        at their defaults)."""
+        return self.entry(name).load()(**self.options_of(name, options))
+
+    def from_text(self, text: str, label: str) -> tuple[str, dict[str, Any]]:
+        """``NAME`` or ``NAME:KEY=VALUE,...`` -> (name, checked options with defaults), every value typed by
+        the entry's options dataclass (`twin.plugins.parse_spec`, `twin.plugins.text_value`); a ValueError
+        naming ``label`` otherwise."""
+        name, raw = parse_spec(text, label)
+        if name not in self._entries:
+            raise UnknownNameError(f"{label}: {self.unknown(name)}")
+        schema = self.entry(name).option_schema()
+        typed = {}
+        for k, v in raw.items():
+            if k not in schema:
+                raise UnknownNameError(f"{label}: {self.kind} {name!r}: unknown option {k!r}{did_you_mean(k, schema)}; "
+                                       f"it takes: {', '.join(schema) or 'no options'}")
+            typed[k] = text_value(v, schema[k], f"{label}: {name}.{k}")
+        return name, self.options_of(name, typed, f"{label}: {self.kind} {name!r}")
+
+    def help(self) -> str:
+        """One line per entry: ``name (options): help``."""
+        return "\n".join(f"{e.name} ({', '.join(e.options) or 'no options'}): {e.help}" for e in self._entries.values())
+
+    def option_help(self, name: str) -> list[str]:
+        """The help lines of entry ``name``'s options (`twin.plugins.option_help`; none without a dataclass)."""
+        e = self.entry(name)
+        return option_help(e.spec) if e.spec is not None else []
+
+
+def add_option_arguments(parser: Any, table: "OptionTable", flag: str) -> list[str]:
+    """One command-line switch per option of ``table``'s entries (``--admission`` for ``slack``'s
+    ``admission``; underscores become dashes), typed and checked by the entry's options dataclass when
+    read (`options_from_arguments`); default None (not given). Returns the destinations added. ``flag``
+    is the switch choosing the entry (named in the help)."""
+    seen: dict[str, list[str]] = {}
+    helps: dict[str, str] = {}
+    for e in table.entries():
+        if e.spec is None:
+            continue
+        for f, line in zip(fields(e.spec), option_help(e.spec)):
+            seen.setdefault(f.name, []).append(e.name)
+            helps.setdefault(f.name, line)
+    for name, owners in seen.items():
+        parser.add_argument("--" + name.replace("_", "-"), dest=f"{flag.lstrip('-').replace('-', '_')}__{name}",
+                            default=None, metavar="VALUE",
+                            help=f"with {flag} {' or '.join(owners)}: {helps[name]}".replace("%", "%%"))
+    return list(seen)
+
+
+def options_from_arguments(a: Any, table: "OptionTable", flag: str) -> tuple[str, dict[str, Any]]:
+    """The entry ``flag`` chose (its ``NAME[:KEY=VALUE,...]`` text) and its options: those of the text,
+    plus the switches of `add_option_arguments` given on the command line (a switch the chosen entry does
+    not take, or an option given both ways: a ValueError naming them)."""
+    dest = flag.lstrip("-").replace("-", "_")
+    name, opts = table.from_text(getattr(a, dest), flag)
+    schema = table.entry(name).option_schema()
+    given = {k.split("__", 1)[1]: v for k, v in vars(a).items() if k.startswith(dest + "__") and v is not None}
+    for k, v in given.items():
+        sw = "--" + k.replace("_", "-")
+        if k not in schema:
+            takers = [e.name for e in table.entries() if k in e.option_schema()]
+            raise UnknownNameError(f"{sw}: an option of {flag} {' or '.join(takers)}; {flag} {name} takes "
+                                   f"{options_text(table.entry(name).spec)}")
+        if k in parse_spec(getattr(a, dest), flag)[1]:
+            raise UnknownNameError(f"{sw}: {k} is given twice (also in {flag} {getattr(a, dest)!r}); give it once")
+        opts[k] = text_value(v, schema[k], sw)
+    return name, opts

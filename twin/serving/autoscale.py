@@ -32,11 +32,15 @@ from .handoff import DEFAULT_KV_LINK_GBPS
 from .instance import Instance
 from .limits import MAX_COLD_START_S, MAX_GBPS, MAX_INSTANCES, check_int, check_number, check_ticks
 from .policies import (HPA_DOWNSCALE_WINDOW_S, HPA_SYNC_S, HPA_TOLERANCE, DecodeTPSPolicy, FixedPolicy, PoolView,
-                       RatioPolicy, UtilizationPolicy)
+                       RatioPolicy, UtilizationPolicy, as_pd_policy, as_pool_policy)
+from .capacity import CapacityPDPolicy, InstanceCapacity, capacity_pd_policy, instance_capacity, with_capacity
+from .roles import RoleSwitch
+from .weights import ScaleUp
 
 __all__ = ["HPA_SYNC_S", "HPA_TOLERANCE", "HPA_DOWNSCALE_WINDOW_S", "DEFAULT_LOAD_GBPS", "DEFAULT_STARTUP_S",
            "cold_start_s", "PoolView", "FixedPolicy", "UtilizationPolicy", "DecodeTPSPolicy", "RatioPolicy",
-           "ScaleLog", "ScaledPool", "simulate_autoscaled"]
+           "ScaleLog", "ScaledPool", "simulate_autoscaled", "ScaleUp", "RoleSwitch", "InstanceCapacity",
+           "instance_capacity", "with_capacity", "CapacityPDPolicy", "capacity_pd_policy"]
 
 #: one PCIe Gen4 NVMe SSD's sequential read (Samsung 990 PRO data sheet: 7.45 GB/s), 1 GB = 1e9 B
 DEFAULT_LOAD_GBPS = 7.0
@@ -62,6 +66,10 @@ class ScaleLog:
     starting: list[int] = field(default_factory=list)
     gpu_seconds: float = 0.0
     busy_gpu_seconds: float = 0.0
+    #: (decision s, ready s, weight path) of every scale-up under a `weights.ScaleUp` cold start
+    scale_ups: list = field(default_factory=list)
+    #: (drain start s, drained s, serving again s, from pool, to pool) of every role switch (`roles`)
+    switches: list = field(default_factory=list)
 
 
 class ScaledPool:
@@ -72,6 +80,11 @@ class ScaledPool:
     def __init__(self, engine: ServingEngine, make: Callable[[int], Instance], role: str, log: ScaleLog) -> None:
         self.engine, self.make, self.role, self.log = engine, make, role, log
         self.prev = {"t": 0.0, "busy": 0.0, "tok": 0}
+        self.incoming: list[Member] = []      # members of the other pool draining to switch into this one
+
+    def count(self) -> int:
+        """Instances the controller counts: active, starting and switching in."""
+        return len(self.of("active", "starting")) + len(self.incoming)
 
     def of(self, *states: str) -> list[Member]:
         """Its members in ``states`` (all when none is given), in creation order."""
@@ -84,6 +97,20 @@ class ScaledPool:
         x.t = ready_at
         k = self.engine.add(Member(x, self.role, t0=now, ready=ready_at))
         self.engine.activate_at(k, ready_at)
+
+    def start_scaled(self, now: float, iid: int, scale: ScaleUp, new: int) -> None:
+        """Scale up at ``now`` with cold start model ``scale`` (`weights.ScaleUp`), one of ``new`` instances
+        started at once; d2d sources: the serving instances of the same model in any pool."""
+        x = self.make(iid)
+        x.role = self.role
+        name = x.model.shape.name
+        sources = sum(1 for m in self.engine.members if m.state in ("active", "draining")
+                      and m.x.model.shape.name == name)
+        cold, kind = scale.cold_start_s(x.model.shape.weight_bytes_per_rank(x.model.tp), x.model.tp, new, sources)
+        x.t = now + cold
+        k = self.engine.add(Member(x, self.role, t0=now, ready=now + cold))
+        self.engine.activate_at(k, now + cold)
+        self.log.scale_ups.append((now, now + cold, kind))
 
     def stop(self, m: Member, now: float) -> None:
         m.state, m.t_end = "stopped", now
@@ -103,11 +130,15 @@ class ScaledPool:
         self.prev.update(t=t, busy=busy, tok=tok)
         return v
 
-    def resize(self, want: int, t: float, cold_start: float, next_id: Callable[[], int]) -> None:
+    def resize(self, want: int, t: float, cold_start: "float | ScaleUp", next_id: Callable[[], int]) -> None:
         act, starting = self.of("active"), self.of("starting")
-        have = len(act) + len(starting)
-        for _ in range(max(0, want - have)):
-            self.start(t, t + cold_start, next_id())
+        have = len(act) + len(starting) + len(self.incoming)
+        if isinstance(cold_start, ScaleUp):
+            for _ in range(max(0, want - have)):
+                self.start_scaled(t, next_id(), cold_start, want - have)
+        else:
+            for _ in range(max(0, want - have)):
+                self.start(t, t + cold_start, next_id())
         extra = max(0, have - want)
         for m in reversed(starting):
             if extra == 0:
@@ -136,8 +167,15 @@ class ScaledPool:
         return end
 
 
-def _start_initial(P, D, n0: int, next_id) -> None:
-    """The pool at t = 0: ``n0`` instances (split prefill/decode, each at least one, when ``D``)."""
+def _start_initial(P, D, n0: "int | tuple[int, int]", next_id) -> None:
+    """The pool at t = 0: ``n0`` instances (split prefill/decode, each at least one, when ``D``; a pair
+    (prefill, decode) gives the split)."""
+    if isinstance(n0, tuple):
+        for _ in range(n0[0]):
+            P.start(0.0, 0.0, next_id())
+        for _ in range(n0[1]):
+            D.start(0.0, 0.0, next_id())
+        return
     if D is None:
         for _ in range(n0):
             P.start(0.0, 0.0, next_id())
@@ -148,20 +186,85 @@ def _start_initial(P, D, n0: int, next_id) -> None:
         D.start(0.0, 0.0, next_id())
 
 
-def _rescale(P, D, policy, t: float, interval_s: float, bounds: tuple[int, int], cold_start: float,
-             next_id) -> None:
+def _rescale(P, D, policy, t: float, interval_s: float, bounds: tuple[int, int], cold_start, next_id,
+             switch: "_Switcher | None" = None) -> None:
     """One autoscaler decision at ``t``, clamped to ``bounds`` = (min, max) instances in all (each pool
-    of a disaggregated deployment keeps at least one)."""
+    of a disaggregated deployment keeps at least one). A P/D policy with ``desired_pools(prefill view,
+    decode view, P, D)`` sees the pools themselves (per-instance capacity); with ``switch``, instances
+    move between the pools before any is started or stopped (`roles`)."""
     lo, hi = bounds
     if D is None:
         P.resize(max(lo, min(hi, int(policy.desired(P.view(t, interval_s))))), t, cold_start, next_id)
         return
-    wp, wd = policy.desired_pd(P.view(t, interval_s), D.view(t, interval_s))
+    if hasattr(policy, "desired_pools"):
+        vp = P.view(t, interval_s)
+        wp, wd = policy.desired_pools(vp, D.view(t, interval_s), P, D)
+    else:
+        wp, wd = policy.desired_pd(P.view(t, interval_s), D.view(t, interval_s))
     wp, wd = max(1, wp), max(1, wd)
     tot = max(lo, min(hi, wp + wd))
     wp = max(1, min(wp, tot - 1))
-    D.resize(tot - wp, t, cold_start, next_id)
+    wd = tot - wp
+    if switch is not None:
+        wp, wd = switch.rebalance(P, D, wp, wd, t, policy)
+    D.resize(wd, t, cold_start, next_id)
     P.resize(wp, t, cold_start, next_id)
+
+
+class _Switcher:
+    """Role switching of a disaggregated autoscaled deployment (`roles.RoleSwitch`): marks instances to
+    switch, and moves a drained one into the other pool."""
+
+    def __init__(self, rs: RoleSwitch, eng: ServingEngine, pools: dict) -> None:
+        self.rs, self.eng, self.pools = rs, eng, pools
+        self.pending: dict[int, tuple[Member, str, float]] = {}     # id(member) -> (member, to pool, drain start)
+
+    def rebalance(self, P: ScaledPool, D: ScaledPool, want_p: int, want_d: int, t: float,
+                  policy=None) -> tuple[int, int]:
+        """Switch instances from the pool above its want to the pool below it (each keeps one active);
+        returns the (prefill, decode) wants left for `ScaledPool.resize`. A policy exposing ``raw`` (its
+        (prefill, decode) recommendation before the scale-in window) lets a switch take from a pool the
+        window still holds up, and is told of it (``note_switch(pool, count, t)``) so it does not start
+        a replacement."""
+        want = {"prefill": want_p, "decode": want_d}
+        raw = getattr(policy, "raw", None)
+        for src, dst in ((D, P), (P, D)):
+            act = src.of("active")
+            need = want[dst.role] - dst.count()
+            keep = want[src.role] if raw is None else min(want[src.role], raw[0 if src is P else 1])
+            k = min(need, src.count() - keep, len(act) - 1)
+            if need <= 0 or k <= 0:
+                continue
+            for m in self.rs.pick(act, k):
+                m.state = "draining"
+                self.pending[id(m)] = (m, dst.role, t)
+                dst.incoming.append(m)
+                if m.x.idle() and not m.x.inbound:
+                    self.switch(m, t)
+            want[src.role] = min(want[src.role], src.count())
+            if hasattr(policy, "note_switch"):
+                policy.note_switch(src.role, src.count(), t)
+        return want["prefill"], want["decode"]
+
+    def drained(self, m: Member, t: float) -> None:
+        """``m`` is idle with no KV inbound at ``t``: it switches if marked, else it stops."""
+        if id(m) in self.pending:
+            self.switch(m, t)
+        else:
+            self.pools[m.pool].stop(m, t)
+
+    def switch(self, m: Member, t: float) -> None:
+        """Move drained member ``m`` to its new pool: serving there ``switch_s`` after ``t``."""
+        _, to, t0 = self.pending.pop(id(m))
+        if m.pool == "prefill":
+            self.eng.collect()                        # its finished prompts' hand-offs leave first
+        dst = self.pools[to]
+        dst.incoming.remove(m)
+        ready = t + self.rs.switch_s
+        self.pools[m.pool].log.switches.append((t0, t, ready, m.pool, to))
+        m.pool, m.x.role, m.state, m.ready = to, to, "starting", ready
+        m.x.t = max(m.x.t, ready)
+        self.eng.activate_at(self.eng.members.index(m), ready)
 
 
 def _check(trace, min_instances: int, max_instances: int, cold_start: float, interval_s: float,
@@ -169,13 +272,21 @@ def _check(trace, min_instances: int, max_instances: int, cold_start: float, int
     """The options of `simulate_autoscaled` (type, range, unit; bounded work)."""
     check_int(min_instances, "min_instances", lo=1, hi=MAX_INSTANCES, what="instances")
     check_int(max_instances, "max_instances", lo=1, hi=MAX_INSTANCES, what="instances")
-    if initial is not None:
+    if isinstance(initial, tuple):
+        if len(initial) != 2:
+            raise ValueError(f"initial: a pair (prefill, decode) of instance counts, got {initial!r}")
+        for k, v in zip(("prefill", "decode"), initial):
+            check_int(v, f"initial {k}", lo=1, hi=MAX_INSTANCES, what="instances")
+    elif initial is not None:
         check_int(initial, "initial", lo=0, hi=MAX_INSTANCES, what="instances")
     if not 1 <= min_instances <= max_instances:
         raise ValueError(f"need 1 <= min_instances <= max_instances, got {min_instances}, {max_instances}")
     check_number(interval_s, "interval_s", lo_open=True, unit="s")
-    check_number(cold_start, "cold_start", hi=MAX_COLD_START_S, unit="s",
-                 hint="a cold start is at most a day")
+    if isinstance(cold_start, ScaleUp):
+        cold_start = cold_start.startup_s            # the ticks' bound below: the weights come on top
+    else:
+        check_number(cold_start, "cold_start", hi=MAX_COLD_START_S, unit="s",
+                     hint="a cold start is at most a day")
     if link_GBps is not None:
         check_number(link_GBps, "link_GBps", lo_open=True, hi=MAX_GBPS, unit="GB/s")
     span = max((s.arrival_s for s in trace), default=0.0)
@@ -184,41 +295,61 @@ def _check(trace, min_instances: int, max_instances: int, cold_start: float, int
 
 
 def simulate_autoscaled(trace: Sequence[ServingRequest], make_instance: Callable[[int], Instance], policy,
-                        min_instances: int, max_instances: int, cold_start: float, interval_s: float = HPA_SYNC_S,
-                        initial: int | None = None, router: str = "least_loaded",
-                        make_decode: Callable[[int], Instance] | None = None, link_GBps: float | None = None
-                        ) -> tuple[ServingResult, ScaleLog]:
+                        min_instances: int, max_instances: int, cold_start: "float | ScaleUp",
+                        interval_s: float = HPA_SYNC_S, initial: "int | tuple[int, int] | None" = None,
+                        router: str = "least_loaded",
+                        make_decode: Callable[[int], Instance] | None = None, link_GBps: float | None = None,
+                        role_switch: RoleSwitch | None = None) -> tuple[ServingResult, ScaleLog]:
     """Serve ``trace`` on a pool resized by ``policy`` (see the module docstring).
 
     With ``make_decode``, the deployment is disaggregated: ``make_instance`` builds prefill instances,
-    ``make_decode`` decode ones, ``policy.desired_pd(prefill_view, decode_view)`` sizes both (e.g.
-    `RatioPolicy`), and the bounds apply to the two pools together (each keeps at least one)."""
+    ``make_decode`` decode ones, ``policy.desired_pd(prefill_view, decode_view)`` (or ``desired_pools``,
+    `CapacityPDPolicy`) sizes both (e.g. `RatioPolicy`), and the bounds apply to the two pools together
+    (each keeps at least one).
+
+    ``cold_start``: seconds (one constant, the historical path) or a `weights.ScaleUp` (start-up plus the
+    weights over a storage, host or device-to-device path, per scale-up); ``role_switch``: a
+    `roles.RoleSwitch` (disaggregated only) moves running instances between the pools."""
     _check(trace, min_instances, max_instances, cold_start, interval_s, initial, link_GBps)
     pd = make_decode is not None
     if pd and max_instances < 2:
         raise ValueError("a disaggregated pool needs max_instances >= 2")
+    if role_switch is not None and not pd:
+        raise ValueError("role_switch moves instances between prefill and decode pools: give make_decode too")
+    policy = as_pd_policy(policy) if pd else as_pool_policy(policy)   # FixedPolicy on P/D pools: its P/D form
     reqs = make_requests(trace)
     log = ScaleLog()
     pools: dict[str, ScaledPool] = {}
+    sw: list = []
     eng = ServingEngine(reqs, router, router if pd else None, pd=pd,
                         kv=KVLink(link_GBps or DEFAULT_KV_LINK_GBPS) if pd else None, lazy_drain=True,
-                        on_drained=lambda m, t: pools[m.pool].stop(m, t))
+                        on_drained=(lambda m, t: pools[m.pool].stop(m, t)) if role_switch is None
+                        else (lambda m, t: sw[0].drained(m, t)))
     P = pools["prefill" if pd else "both"] = ScaledPool(eng, make_instance, "prefill" if pd else "both", log)
     D = pools["decode"] = ScaledPool(eng, make_decode, "decode", log) if pd else None
+    if role_switch is not None:
+        sw.append(_Switcher(role_switch, eng, pools))
     counter = {"iid": 0}
 
     def next_id() -> int:
         counter["iid"] += 1
         return counter["iid"] - 1
 
-    _start_initial(P, D, max(min_instances, min(max_instances, initial if initial is not None else min_instances)),
-                   next_id)
+    if isinstance(initial, tuple):
+        if not pd or sum(initial) > max_instances:
+            raise ValueError(f"initial {initial!r}: a (prefill, decode) pair needs make_decode and at most "
+                             f"max_instances = {max_instances} in all")
+        _start_initial(P, D, initial, next_id)
+    else:
+        _start_initial(P, D, max(min_instances, min(max_instances, initial if initial is not None else min_instances)),
+                       next_id)
     last_arrival = max((r.arrival for r in reqs), default=0.0)
     qs = [P] + ([D] if D else [])
 
     def tick(t: float) -> None:
         """The controller at ``t``: resize, log, and the next tick while work remains."""
-        _rescale(P, D, policy, t, interval_s, (min_instances, max_instances), cold_start, next_id)
+        _rescale(P, D, policy, t, interval_s, (min_instances, max_instances), cold_start, next_id,
+                 sw[0] if sw else None)
         log.times.append(t)
         log.active.append(sum(len(q.of("active")) for q in qs))
         log.starting.append(sum(len(q.of("starting")) for q in qs))

@@ -70,6 +70,7 @@ import numpy as np
 
 from hpctwin.datasets.serving_traces import MAX_SPAN_S
 from hpctwin.twin.contract import RunModel
+from hpctwin.twin.schema import did_you_mean
 
 from .autoscale import DEFAULT_LOAD_GBPS, DEFAULT_STARTUP_S, cold_start_s
 from .energy import power_for
@@ -77,13 +78,16 @@ from .engine import KVLink, Member, ServingEngine, make_requests
 from .limits import (MAX_BATCHED_TOKENS, MAX_CLOCK_S, MAX_COLD_START_S, MAX_GBPS, MAX_INSTANCES, MAX_NUM_SEQS,
                      MAX_SLOTS, MAX_TP, check_bool, check_fraction, check_int, check_number, check_ticks)
 from .metrics import fifteen, latencies, slo_attainment
-from .policies import AUTOSCALERS, HPA_DOWNSCALE_WINDOW_S, HPA_SYNC_S, PD_POLICIES, PoolView
+from .policies import (AUTOSCALERS, HPA_DOWNSCALE_WINDOW_S, HPA_SYNC_S, PD_POLICIES, PoolView, as_pd_policy,
+                       as_pool_policy)
 from .routers import ROUTERS
+from .scheduling import SLOSetup
 
 #: ``serving.policy``: the autoscaler (`policies.AUTOSCALERS`) of a colocated deployment
 POLICIES = tuple(AUTOSCALERS)
-#: its P/D form (`policies.PD_POLICIES`): fixed counts per pool, decode TPS with the P/D ratio, HPA per pool
-PD_FORM = {"fixed": "fixed", "decode_tps": "ratio", "utilization": "per_pool"}
+#: its P/D form (`policies.PD_POLICIES`), the autoscaler entry's ``pd_form`` tag: fixed counts per pool,
+#: decode TPS with the P/D ratio, HPA per pool
+PD_FORM = {e.name: e.tag("pd_form") for e in AUTOSCALERS.entries()}
 INF = math.inf
 
 
@@ -138,6 +142,12 @@ class ServingBatchConfig:
     kv_network: str = "auto"          # KV as flows on the system's [network]: auto (if it has one), on, off
     kv_routing: str = "minimal"       # routing of those flows (topology.routing; valiant on a Dragonfly)
     kv_d2d_GBps: float = 0.0          # device-link bandwidth per GPU for kvflow; 0: kvflow.D2D of the GPU type
+    # multi-SLO serving (`twin.serving.scheduling`): instance scheduling, classes, the decode pool's router
+    scheduling: str = "fcfs"          # NAME or NAME:KEY=VALUE,... of scheduling.SCHEDULING (e.g. slack:admission=defer)
+    slo_classes: str = ""             # "": none (default ones when scheduling or router reads classes); default;
+                                      # or NAME:TTFT_S:TPOT_S:SHARE,... tightest first
+    slo_seed: int = 0                 # seed of the class draw (a trace's own classes are kept)
+    decode_router: str = ""           # P/D: the decode pool's router; "": router
 
     @classmethod
     def from_options(cls, opts: dict, source: str = "option serving") -> "ServingBatchConfig":
@@ -164,6 +174,13 @@ class ServingBatchConfig:
             raise bad("policy", f"known policies: {', '.join(POLICIES)}")
         if self.router not in ROUTERS:
             raise bad("router", f"known routers: {', '.join(ROUTERS)}")
+        if self.decode_router and self.decode_router not in ROUTERS:
+            raise bad("decode_router",
+                      f"known routers: {', '.join(ROUTERS)}{did_you_mean(self.decode_router, ROUTERS)}")
+        if self.decode_router and self.mode != "pd":
+            raise bad("decode_router", "routes the KV hand-offs of serving.mode = pd; a colocated deployment has "
+                                       "one router (serving.router)")
+        self.slo_setup(source)
         if not 1 <= self.min_instances <= self.max_instances:
             raise bad("min_instances", f"need 1 <= min_instances <= max_instances = {self.max_instances}")
         if self.policy == "fixed" and not self.min_instances <= self.instances <= self.max_instances:
@@ -192,6 +209,21 @@ class ServingBatchConfig:
                 raise bad("pd_ratio", "pd_ratio >= 0, kv_link_GBps > 0 and kv_latency_s >= 0 are needed")
             if self.kv_network not in ("auto", "on", "off"):
                 raise bad("kv_network", "auto, on or off")
+
+    def slo_setup(self, source: str = "option serving") -> SLOSetup:
+        """The multi-SLO set-up of ``scheduling``, ``slo_classes``, ``slo_seed`` and the routers
+        (`scheduling.SLOSetup`; classes on when given, or when the policy or a router reads them)."""
+        try:
+            slo = SLOSetup.from_text(self.scheduling, self.slo_classes, self.slo_seed,
+                                     label=f"serving.scheduling = {self.scheduling!r}",
+                                     classes_label=f"serving.slo_classes = {self.slo_classes!r}")
+            check_int(self.slo_seed, "serving.slo_seed", lo=0, hi=2 ** 63 - 1, what="")
+        except ValueError as e:
+            raise ValueError(f"{source}: {e}") from None
+        for r in (self.router, self.decode_router):
+            if r:
+                slo = slo.with_router(r)
+        return slo
 
     def _check_types(self, source: str) -> None:
         """Each key has its default's type: a bool is not an int, an int key refuses 10.7 or "12", a float key
@@ -312,7 +344,13 @@ class ServingBatchModel(RunModel):
                  decode_weight_bytes: float = 0.0, kv_network=None) -> None:
         self.cfg = cfg
         self._custom_policy = policy                   # any object with desired(PoolView) -> int
-        self.trace = trace[:cfg.max_requests] if cfg.max_requests else list(trace)
+        #: multi-SLO serving: classes of the requests, scheduling policy of every instance (`scheduling`)
+        self.slo = cfg.slo_setup()
+        make_instance = self.slo.factory(make_instance)
+        if make_decode is not None:
+            make_decode = self.slo.factory(make_decode)
+        trace = self.slo.classify(trace[:cfg.max_requests] if cfg.max_requests else trace)
+        self.trace = list(trace)
         if not self.trace:
             raise ValueError(f"serving.trace = {cfg.trace!r}: the trace has no request")
         self.make = make_instance
@@ -413,9 +451,12 @@ class ServingBatchModel(RunModel):
         if self.pd and self.net is not None:
             from .kvflow import FlowSet  # noqa: PLC0415
             kv.flows = FlowSet(self.net)
-        self.engine = ServingEngine(reqs, c.router, c.router if self.pd else None, pd=self.pd, kv=kv,
-                                    on_drain_landing=self._landed_draining)
-        self.policy = self._custom_policy if self._custom_policy is not None else self._policy()
+        self.engine = ServingEngine(reqs, c.router, (c.decode_router or c.router) if self.pd else None, pd=self.pd,
+                                    kv=kv, on_drain_landing=self._landed_draining)
+        if self._custom_policy is not None:            # any controller; a single-pool one gets its P/D form
+            self.policy = as_pd_policy(self._custom_policy) if self.pd else as_pool_policy(self._custom_policy)
+        else:
+            self.policy = self._policy()
         #: per node request: free, pending (waits in the queue), running, lost[_unwanted] (left its nodes
         #: without a release: requeued or gone), cancelled (withdrawn from the queue), done
         self.slot = ["free"] * self.slots
@@ -439,19 +480,18 @@ class ServingBatchModel(RunModel):
     def _policy(self):
         """The controller of ``serving.policy`` from the plug-in tables (`policies`)."""
         c = self.cfg
-        opts = {"fixed": {"instances": c.instances},
-                "utilization": {"target": c.target, "window_s": c.window_s, "metric": c.metric},
-                "decode_tps": {"tps_per_instance": c.tps_per_instance, "window_s": c.window_s}}
+        # the entry's options are ``serving`` keys of the same names (instances, target, window_s, ...)
+        opts = {k: getattr(c, k) for k in AUTOSCALERS.entry(c.policy).options}
         if not self.pd:
-            return AUTOSCALERS.make(c.policy, **opts[c.policy])
+            return AUTOSCALERS.make(c.policy, **opts)
         form = PD_FORM[c.policy]
         if form == "fixed":
             return PD_POLICIES.make("fixed", prefill=c.prefill_instances, decode=c.decode_instances)
         if form == "ratio":
             ratio = c.pd_ratio or c.prefill_instances / c.decode_instances
-            return PD_POLICIES.make("ratio", decode_policy=AUTOSCALERS.make(c.policy, **opts[c.policy]), ratio=ratio)
-        return PD_POLICIES.make("per_pool", prefill=AUTOSCALERS.make(c.policy, **opts[c.policy]),
-                                decode=AUTOSCALERS.make(c.policy, **opts[c.policy]))
+            return PD_POLICIES.make("ratio", decode_policy=AUTOSCALERS.make(c.policy, **opts), ratio=ratio)
+        return PD_POLICIES.make("per_pool", prefill=AUTOSCALERS.make(c.policy, **opts),
+                                decode=AUTOSCALERS.make(c.policy, **opts))
 
     # ------------------------------------------------------------------ the serving world
     def _live(self, *states: str) -> list[Member]:
@@ -480,6 +520,7 @@ class ServingBatchModel(RunModel):
             lost += held
         else:
             lost = [r for r in inst.routed if not (r.generated >= r.output and r.last <= t)]
+        lost = [r for r in lost if not r.shed]         # shed by admission control: reported, never served
         gone = set(id(r) for r in lost)
         inst.routed = [r for r in inst.routed if id(r) not in gone]
         for r in lost:
@@ -769,7 +810,7 @@ class ServingBatchModel(RunModel):
         self._advance(end)
         for i in self._live("active", "draining", "starting"):
             i.x.drain()
-        undone = [r.uid for r in self.reqs if r.generated != r.output]
+        undone = [r.uid for r in self.reqs if r.generated != r.output and not r.shed]   # shed: reported
         if undone:
             raise RuntimeError(f"serving: the run ended at t={end:.1f} s with {len(undone)} of {len(self.reqs)} "
                                f"requests unserved (first: {undone[0]}); every job had ended (a lease "
@@ -854,6 +895,7 @@ class ServingBatchModel(RunModel):
         }}
         if self.pd:
             self._pd_summary(out["serving"])
+        out["serving"].update(self.slo.report(r))      # per-class figures (only with SLO classes)
         return out
 
     def _pd_summary(self, s: dict) -> None:

@@ -3,6 +3,7 @@
     hpctwin serve --bundle DIR --out OUT [--data-dir D] [--router least_loaded]
     hpctwin serve --trace TRACE --out OUT [--hardware RTXPRO6000 --model M --tp K]
                   [--instances N | --prefill P --decode D [--system NAME [--kv-placement pools]]]
+    hpctwin serve profile --hardware H --model M --tp K --out DIR   (an instance's capacity curves: capacity.py)
 
 ``DIR`` is laid out like ``LLMServingSim/bench/<hw>/<model>/`` (see `hpctwin.twin.serving.bundle`).
 Writes ``OUT/requests.csv`` (one row per workload request, in workload order: ``request_id`` = 0-based
@@ -30,16 +31,24 @@ from .cluster import ROUTERS, ServingResult, simulate
 from .limits import (MAX_BATCHED_TOKENS, MAX_GBPS, MAX_INSTANCES, MAX_NUM_SEQS, MAX_TP, arg_dir, arg_int,
                      arg_number)
 from .metrics import fifteen, latencies
+from .plugins import add_option_arguments, options_from_arguments
+from .scheduling import SCHEDULING, SLOSetup, class_rows
 
 
 def run_bundle(bundle: str | Path | Bundle, data_dir: str | None = None, router: str = "least_loaded",
-               series: bool = False, kv: dict | None = None) -> tuple[Bundle, ServingResult]:
-    """Simulate a bundle's workload on its deployment (``kv``: KV transfers on a topology, `kv_network`)."""
+               series: bool = False, kv: dict | None = None, slo: "SLOSetup | None" = None,
+               decode_router: str | None = None) -> tuple[Bundle, ServingResult]:
+    """Simulate a bundle's workload on its deployment (``kv``: KV transfers on a topology, `kv_network`;
+    ``slo``: multi-SLO serving, `scheduling.SLOSetup`; ``decode_router``: the decode pool's router of a
+    disaggregated deployment, default ``router``)."""
     b = bundle if isinstance(bundle, Bundle) else load_bundle(bundle, data_dir)
     insts = b.build_instances()
     if series:
         for x in insts:
             x.series = []
+    slo = slo or SLOSetup()
+    slo.configure(insts)
+    workload = slo.classify(b.workload())
     roles = [spec.pd_type for spec in b.instances]
     if any(roles):
         from .pd import simulate_pd  # noqa: PLC0415
@@ -51,11 +60,14 @@ def run_bundle(bundle: str | Path | Bundle, data_dir: str | None = None, router:
         # the KV crosses the cluster's link (config.json link_bw, GB/s, and link_latency, ns), or flows
         # on a system's topology
         net = kv_network(kv, pre, dec, b.instances[0].hardware)
-        return b, simulate_pd(b.workload(), pre, dec, router, router, link_GBps=b.link_bw_GBps,
+        return b, simulate_pd(workload, pre, dec, router, decode_router or router, link_GBps=b.link_bw_GBps,
                               latency_s=b.link_latency_ns * 1e-9, kv_network=net)
     if kv and kv.get("system"):
         raise ValueError("--system places the KV transfers of a disaggregated deployment; this bundle is colocated")
-    return b, simulate(b.workload(), insts, router=router, units=b.units(insts))
+    if decode_router:
+        raise ValueError("--decode-router routes the KV hand-offs of a disaggregated deployment; this bundle is "
+                         "colocated (give --router only)")
+    return b, simulate(workload, insts, router=router, units=b.units(insts))
 
 
 def parse_placement(text: str) -> str | list[int]:
@@ -199,6 +211,26 @@ def resolve_input(text: str, data_dir: str | None, *, folder: bool) -> Path:
                      + (f"; known: {', '.join(known[:12])}{' ...' if len(known) > 12 else ''}" if known else ""))
 
 
+def slo_setup(a: argparse.Namespace) -> SLOSetup:
+    """The multi-SLO set-up of the command line (`scheduling.SLOSetup`): ``--scheduling`` (with its
+    options, as ``NAME:KEY=VALUE`` or their own switches), ``--slo-classes``, ``--slo-seed``; classes are
+    on when given, or when the scheduling policy or a router reads them. A ValueError naming the option
+    otherwise."""
+    name, opts = options_from_arguments(a, SCHEDULING, "--scheduling")
+    slo = SLOSetup.from_text(name, a.slo_classes or "", a.slo_seed, extra=opts)
+    for r in (a.router, a.decode_router):
+        if r:
+            slo = slo.with_router(r)
+    return slo
+
+
+def slo_report(a: argparse.Namespace, res: ServingResult, slo: SLOSetup) -> None:
+    """Add the per-class figures (``slo_classes``, `scheduling.SLOSetup.report`) to ``res.extra``: TTFT
+    from the same arrival as the statistics (``--arrival``)."""
+    reqs = res.requests
+    res.extra.update(slo.report(reqs, [r.queued if a.arrival == "engine" else r.arrival for r in reqs]))
+
+
 def run_trace(a: argparse.Namespace) -> tuple[dict, ServingResult]:
     """``--trace`` mode: a serving trace on a pool built from ``--hardware/--model/--tp`` (colocated
     ``--instances``, or ``--prefill`` + ``--decode`` disaggregated pools)."""
@@ -214,7 +246,8 @@ def run_trace(a: argparse.Namespace) -> tuple[dict, ServingResult]:
     instances = 1 if a.instances is None else a.instances
     spec = PoolSpec(a.hardware, a.model, tp=a.tp, max_num_seqs=a.max_num_seqs,
                     max_num_batched_tokens=a.max_num_batched_tokens, prefix_caching=a.prefix_caching == "on")
-    trace = read_serving_trace(a.trace)
+    slo = slo_setup(a)
+    trace = slo.classify(read_serving_trace(a.trace))
     if a.prefill or a.decode:
         pre = build_pool(replace(spec, count=a.prefill), a.data_dir)
         dec = build_pool(replace(spec, count=a.decode), a.data_dir, first_id=a.prefill)
@@ -222,28 +255,38 @@ def run_trace(a: argparse.Namespace) -> tuple[dict, ServingResult]:
         if not a.no_timeseries:
             for x in insts:
                 x.series = []
-        res = simulate_pd(trace, pre, dec, a.router, a.router,
+        slo.configure(insts)
+        res = simulate_pd(trace, pre, dec, a.router, a.decode_router or a.router,
                           kv_network=kv_network(kv_options(a), pre, dec, a.hardware))
     else:
         if a.system:
             raise ValueError("--system places the KV transfers of a disaggregated deployment: give --prefill and "
                              "--decode (a colocated deployment transfers no KV)")
+        if a.decode_router:
+            raise ValueError("--decode-router routes the KV hand-offs of a disaggregated deployment: give --prefill "
+                             "and --decode, or --router only")
         insts = build_pool(replace(spec, count=instances), a.data_dir)
         if not a.no_timeseries:
             for x in insts:
                 x.series = []
+        slo.configure(insts)
         res = simulate(trace, insts, router=a.router)
     eng = {"engine": {"max_num_seqs": spec.max_num_seqs, "max_num_batched_tokens": spec.max_num_batched_tokens,
                       "block_size": spec.block_size, "prefix_caching": spec.prefix_caching,
                       "async_scheduling": spec.async_scheduling},
            "deployment": {"hardware": a.hardware, "model": a.model, "tp": a.tp, "instances": instances,
                           "prefill": a.prefill, "decode": a.decode, "router": a.router,
+                          **({"decode_router": a.decode_router} if a.decode_router else {}),
                           **({"kv": kv_options(a)} if a.system else {})},
            "dataset": str(a.trace)}
     return eng, res
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["profile"]:     # hpctwin serve profile: an instance's capacity curves (capacity.py)
+        from .capacity import profile_main  # noqa: PLC0415
+        return profile_main(argv[1:], resolve=resolve_input)
     from hpctwin.datasets.registry import DATA_DIR_HELP  # noqa: PLC0415
     p = argparse.ArgumentParser(prog="hpctwin serve", description=__doc__.split("\n\n")[0],
                                 epilog="Names of --bundle and --trace not found as given are looked up in the data "
@@ -282,6 +325,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--router", choices=list(ROUTERS), default="least_loaded",
                    help="request router across instances (default least_loaded: vLLM's DP balancer, "
                         "LLMServingSim's LOAD)")
+    p.add_argument("--decode-router", choices=list(ROUTERS), default=None,
+                   help="disaggregated deployments: the decode pool's router, chosen when a prompt completes "
+                        "(default: --router)")
+    p.add_argument("--scheduling", default="fcfs", metavar="NAME[:KEY=VALUE,...]",
+                   help="instance scheduling policy (both pools of a disaggregated deployment), with its options: "
+                        + "; ".join(SCHEDULING.help().splitlines()).replace("%", "%%") + " (default fcfs)")
+    add_option_arguments(p, SCHEDULING, "--scheduling")
+    p.add_argument("--slo-classes", default=None, metavar="default|NAME:TTFT_S:TPOT_S:SHARE,...",
+                   help="SLO classes, tightest first (default: tight:1:0.08:0.2,standard:3:0.15:0.5,"
+                        "relaxed:10:0.3:0.3, on when --scheduling or a router reads classes): each request keeps "
+                        "its trace's class or gets one drawn with the shares (--slo-seed); summary.json and the "
+                        "printout then give per-class attainment and TTFT/TPOT/E2E statistics")
+    p.add_argument("--slo-seed", type=arg_int(0, 2 ** 63 - 1, "seed"), default=0,
+                   help="seed of the SLO class draw (default 0)")
     p.add_argument("--arrival", choices=["engine", "workload"], default="engine",
                    help="arrival_s and the statistics: when the engine receives the request (engine, default: "
                         "vLLM's queued_ts, the measured runs' arrival) or the workload's arrival time")
@@ -315,11 +372,14 @@ def main(argv: list[str] | None = None) -> int:
         # --out is checked before the simulation (the same refusals as hpctwin run) and published
         # atomically: a kill or an error leaves the old folder (or none), never a mixture
         with staged_folder(a.out, force=a.force) as tmp:
+            slo = slo_setup(a)
             if a.bundle:
-                b, res = run_bundle(a.bundle, a.data_dir, a.router, series=not a.no_timeseries, kv=kv_options(a))
+                b, res = run_bundle(a.bundle, a.data_dir, a.router, series=not a.no_timeseries, kv=kv_options(a),
+                                    slo=slo, decode_router=a.decode_router)
                 eng = bundle_engine(b)
             else:
                 eng, res = run_trace(a)
+            slo_report(a, res, slo)
             s = write_outputs(tmp, eng, res, a.arrival)
             written = sorted(f.name for f in tmp.iterdir())
     except (BundleError, ValueError, FileNotFoundError) as e:  # KVNetworkError, SystemError_, RunFolderError
@@ -346,7 +406,15 @@ def format_serve_summary(s: dict) -> str:
              + f"{s['preemptions']:,} preemptions"]
     for m in ("ttft", "tpot", "e2e"):
         lines.append(f"  {m.upper():5s} " + "  ".join(f"{k} {v:.4f} s" for k, v in s[m].items()))
+    lines += class_lines(s.get("slo_classes"))
     return "\n".join(lines)
+
+
+def class_lines(block: dict | None, indent: str = "  ") -> list[str]:
+    """Printed lines of a ``slo_classes`` summary block (`scheduling.class_rows`): per class its requests,
+    attainment (%), shed, and TTFT/TPOT P50/P99 (s); none without the block."""
+    rows = class_rows(block)
+    return [f"{indent}{label}: {text}" for label, text in rows]
 
 
 if __name__ == "__main__":

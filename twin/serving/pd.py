@@ -30,6 +30,7 @@ from .routers import ROUTERS
 
 if TYPE_CHECKING:
     from .kvflow import KVNetwork
+    from .scheduling import SLOSetup
 
 __all__ = ["DEFAULT_KV_LINK_GBPS", "DEFAULT_KV_LINK_LATENCY_S", "kv_transfer_s", "land_kv", "reserve_kv",
            "start_kv_transfer", "simulate_pd"]
@@ -38,11 +39,13 @@ __all__ = ["DEFAULT_KV_LINK_GBPS", "DEFAULT_KV_LINK_LATENCY_S", "kv_transfer_s",
 def simulate_pd(trace: Sequence[ServingRequest], prefill: Sequence[Instance], decode: Sequence[Instance],
                 prefill_router: str = "least_loaded", decode_router: str = "least_loaded",
                 link_GBps: float = DEFAULT_KV_LINK_GBPS, latency_s: float = DEFAULT_KV_LINK_LATENCY_S,
-                kv_network: "KVNetwork | None" = None) -> ServingResult:
+                kv_network: "KVNetwork | None" = None, slo: "SLOSetup | None" = None) -> ServingResult:
     """Serve ``trace`` on a prefill pool and a decode pool (results in trace order).
 
     ``kv_network``: KV transfers as flows on a topology (module docstring) instead of the ``link_GBps``
-    formula."""
+    formula. ``slo``: multi-SLO serving (`scheduling.SLOSetup`): the trace's requests get their classes,
+    both pools the scheduling policy (prefill ordered by TTFT slack, decode by TPOT slack under
+    ``slack``), and ``extra`` the per-class figures (``slo_classes``)."""
     if not prefill or not decode:
         raise ValueError("a disaggregated deployment needs at least one prefill and one decode instance")
     for name in (prefill_router, decode_router):
@@ -52,6 +55,9 @@ def simulate_pd(trace: Sequence[ServingRequest], prefill: Sequence[Instance], de
         x.role = "prefill"
     for x in decode:
         x.role = "decode"
+    if slo is not None:
+        trace = slo.classify(trace)
+        slo.configure(list(prefill) + list(decode))
     reqs = make_requests(trace)
     insts = list(prefill) + list(decode)
     if kv_network is not None:
@@ -78,4 +84,6 @@ def simulate_pd(trace: Sequence[ServingRequest], prefill: Sequence[Instance], de
                  "kv_network": {"system": net.name, "routing": net.routing,
                                 "nodes": {str(x.iid): net.node_of[x.iid] for x in insts},
                                 "max_concurrent_transfers": eng.flows.max_concurrent, **eng.log.summary()}}
+    if slo is not None:
+        extra.update(slo.report(reqs))
     return ServingResult(reqs, insts, max(x.t for x in insts), extra)

@@ -1,5 +1,8 @@
 """Controller policies of an autoscaled serving deployment (the ``AUTOSCALERS`` and ``PD_POLICIES`` tables).
 
+Each table entry names its factory and its options dataclass (`twin.plugins.option` fields: default,
+unit, range, help), from which the checks, defaults and texts of its options are derived (`plugins`).
+
 A controller runs every ``interval_s`` (Kubernetes HPA's default sync period, 15 s) and sees each pool
 as a `PoolView`. An **autoscaler** (one pool) answers ``desired(view) -> int``:
 
@@ -18,16 +21,23 @@ decode)``:
   prefill pool is held at ``ceil(decode x ratio)``, HeteroScale's fixed P/D ratio;
 * ``per_pool`` (`PerPoolPD`): one autoscaler per pool, each on its own pool's signal.
 
-Any object with the same method works in their place (tests pass scripted controllers).
+Any object with the same method works in their place (tests pass scripted controllers). A single-pool
+autoscaler given to disaggregated pools is turned into its P/D form (`as_pd_policy`: ``fixed`` holds
+each pool at its count, ``decode_tps`` keeps a P/D ratio, others run per pool), so passing `FixedPolicy`
+to a P/D deployment works.
 """
 from __future__ import annotations
 
 import math
+import copy
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
+
+from hpctwin.twin.plugins import option
 
 from .limits import MAX_INSTANCES, check_fraction, check_number
-from .plugins import PluginTable
+from .plugins import ServingTable
 
 #: HPA defaults (kube-controller-manager): sync period 15 s, tolerance 0.1, downscale stabilisation 300 s
 HPA_SYNC_S, HPA_TOLERANCE, HPA_DOWNSCALE_WINDOW_S = 15.0, 0.1, 300.0
@@ -47,6 +57,9 @@ class PoolView:
 
 
 class FixedPolicy:
+    """A constant count ``n``."""
+    pd_form = "fixed"
+
     def __init__(self, n: int) -> None:
         self.n = int(n)
 
@@ -72,6 +85,7 @@ class UtilizationPolicy(_Stabilised):
     ``metric="busy"``: the fraction of time the GPUs run an iteration (what a GPU-utilisation counter
     reports; with continuous batching one decoding request keeps it near 1); ``metric="kv"``: the mean
     KV-cache use (vLLM's ``gpu_cache_usage_perc``)."""
+    pd_form = "per_pool"
 
     def __init__(self, target: float = 0.7, tolerance: float = HPA_TOLERANCE,
                  window_s: float = HPA_DOWNSCALE_WINDOW_S, metric: str = "busy") -> None:
@@ -94,6 +108,7 @@ class UtilizationPolicy(_Stabilised):
 
 class DecodeTPSPolicy(_Stabilised):
     """HeteroScale's decode-TPS signal: desired = ceil(decode tokens/s / per-instance capacity)."""
+    pd_form = "ratio"
 
     def __init__(self, tps_per_instance: float, window_s: float = HPA_DOWNSCALE_WINDOW_S) -> None:
         super().__init__(window_s)
@@ -138,21 +153,129 @@ class PerPoolPD:
         return self.p.desired(vp), self.d.desired(vd)
 
 
-#: single-pool autoscalers: name -> factory (``desired(PoolView) -> int``)
-AUTOSCALERS = PluginTable("autoscaler")
-AUTOSCALERS.register("fixed", lambda instances: FixedPolicy(instances), ("instances",),
-                     "a constant count (fixed-at-peak provisioning)")
-AUTOSCALERS.register("utilization", lambda target=0.7, window_s=HPA_DOWNSCALE_WINDOW_S, metric="busy":
-                     UtilizationPolicy(target, window_s=window_s, metric=metric), ("target", "window_s", "metric"),
-                     "Kubernetes HPA: ceil(current x metric / target), metric busy fraction or KV use, 10 % "
-                     "tolerance, scale-down stabilisation window")
-AUTOSCALERS.register("decode_tps", lambda tps_per_instance, window_s=HPA_DOWNSCALE_WINDOW_S:
-                     DecodeTPSPolicy(tps_per_instance, window_s=window_s), ("tps_per_instance", "window_s"),
-                     "HeteroScale: ceil(decode tokens/s / tps_per_instance), scale-down stabilisation window")
+# ---------------------------------------------------------------------- disaggregated pools from any policy
+def as_pd_policy(policy: Any, ratio: float = 1.0) -> Any:
+    """A controller of disaggregated pools (``desired_pd(prefill view, decode view) -> (p, d)``) from
+    ``policy``: a P/D policy as it is; a single-pool autoscaler (``desired(view) -> int``) in its table
+    form (its ``pd_form``: ``fixed`` holds each pool at its count, `FixedPD`; ``ratio`` sizes the decode
+    pool by it and holds prefill at ``ceil(decode x ratio)``, `RatioPolicy`; ``per_pool``, the default
+    of an object without ``pd_form``: an independent copy on each pool's own signal, `PerPoolPD`). Else
+    a ValueError naming what a controller must have."""
+    if hasattr(policy, "desired_pd"):
+        return policy
+    if not hasattr(policy, "desired"):
+        raise ValueError(f"P/D policy: a {type(policy).__name__} has neither desired_pd(prefill view, decode "
+                         f"view) nor desired(view); give a P/D policy ({', '.join(PD_POLICIES)}) or an autoscaler "
+                         f"({', '.join(AUTOSCALERS)})")
+    form = getattr(policy, "pd_form", "per_pool")
+    if form == "fixed" and isinstance(policy, FixedPolicy):
+        return FixedPD(policy.n, policy.n)
+    if form == "ratio":
+        return RatioPolicy(policy, ratio)
+    return PerPoolPD(policy, copy.deepcopy(policy))
+
+
+def as_pool_policy(policy: Any) -> Any:
+    """``policy`` when it sizes one pool (``desired(view) -> int``); a ValueError when it is a P/D policy
+    (it sizes two pools) or has no ``desired``."""
+    if hasattr(policy, "desired"):
+        return policy
+    if hasattr(policy, "desired_pd"):
+        raise ValueError(f"autoscaler: a {type(policy).__name__} sizes prefill and decode pools (desired_pd); a "
+                         "colocated pool needs a single-pool autoscaler (desired(view)): "
+                         f"{', '.join(AUTOSCALERS)}, or give the deployment decode instances")
+    raise ValueError(f"autoscaler: a {type(policy).__name__} has no desired(view) method; known autoscalers: "
+                     f"{', '.join(AUTOSCALERS)}")
+
+
+# ---------------------------------------------------------------------- the tables (options declared once)
+@dataclass(frozen=True)
+class FixedOptions:
+    """``fixed``: a constant count."""
+    instances: int = option(help="the count (fixed-at-peak provisioning)", unit="instances", minimum=1,
+                            maximum=MAX_INSTANCES)
+
+
+@dataclass(frozen=True)
+class UtilizationOptions:
+    """``utilization``: Kubernetes HPA on a utilisation metric."""
+    target: float = option(0.7, help="target of the metric", unit="fraction", minimum=0.0, maximum=1.0,
+                           exclusive_min=True)
+    window_s: float = option(HPA_DOWNSCALE_WINDOW_S, help="scale-down stabilisation window", unit="s", minimum=0.0)
+    metric: str = option("busy", choices=("busy", "kv"), help="busy fraction of the GPUs, or KV-cache use")
+
+
+@dataclass(frozen=True)
+class DecodeTPSOptions:
+    """``decode_tps``: HeteroScale's decode tokens/s signal."""
+    tps_per_instance: float = option(help="decode tokens/s one instance sustains", unit="tokens/s", minimum=0.0,
+                                     exclusive_min=True)
+    window_s: float = option(HPA_DOWNSCALE_WINDOW_S, help="scale-down stabilisation window", unit="s", minimum=0.0)
+
+
+@dataclass(frozen=True)
+class FixedPDOptions:
+    """P/D ``fixed``: constant counts per pool."""
+    prefill: int = option(help="prefill instances", unit="instances", minimum=1, maximum=MAX_INSTANCES)
+    decode: int = option(help="decode instances", unit="instances", minimum=1, maximum=MAX_INSTANCES)
+
+
+@dataclass(frozen=True)
+class RatioOptions:
+    """P/D ``ratio``: HeteroScale's decode policy with a fixed P/D ratio."""
+    decode_policy: Any = option(help="the decode pool's autoscaler (an object with desired(view))", kind="any")
+    ratio: float = option(help="prefill instances per decode instance", unit="", minimum=0.0, exclusive_min=True,
+                          maximum=MAX_INSTANCES)
+
+
+@dataclass(frozen=True)
+class PerPoolOptions:
+    """P/D ``per_pool``: one autoscaler per pool."""
+    prefill: Any = option(help="the prefill pool's autoscaler (an object with desired(view))", kind="any")
+    decode: Any = option(help="the decode pool's autoscaler", kind="any")
+
+
+#: single-pool autoscalers: name -> factory (``desired(PoolView) -> int``); tag ``pd_form``: the P/D
+#: policy the autoscaler takes for disaggregated pools (`as_pd_policy`, ``serving.mode = "pd"``)
+AUTOSCALERS = ServingTable("autoscaler")
+AUTOSCALERS.register("fixed", lambda instances: FixedPolicy(instances), spec=FixedOptions,
+                     tags={"pd_form": FixedPolicy.pd_form}, help="a constant count (fixed-at-peak provisioning)")
+AUTOSCALERS.register("utilization", UtilizationPolicy, spec=UtilizationOptions,
+                     tags={"pd_form": UtilizationPolicy.pd_form},
+                     help="Kubernetes HPA: ceil(current x metric / target), metric busy fraction or KV use, 10 % "
+                          "tolerance, scale-down stabilisation window")
+AUTOSCALERS.register("decode_tps", DecodeTPSPolicy, spec=DecodeTPSOptions,
+                     tags={"pd_form": DecodeTPSPolicy.pd_form},
+                     help="HeteroScale: ceil(decode tokens/s / tps_per_instance), scale-down stabilisation window")
 
 #: disaggregated (P/D) pools: name -> factory (``desired_pd(prefill view, decode view) -> (p, d)``)
-PD_POLICIES = PluginTable("P/D policy")
-PD_POLICIES.register("fixed", FixedPD, ("prefill", "decode"), "constant prefill and decode counts")
-PD_POLICIES.register("ratio", RatioPolicy, ("decode_policy", "ratio"),
-                     "HeteroScale: the decode pool follows an autoscaler, prefill = ceil(decode x ratio)")
-PD_POLICIES.register("per_pool", PerPoolPD, ("prefill", "decode"), "one autoscaler per pool, on its own signal")
+PD_POLICIES = ServingTable("P/D policy")
+PD_POLICIES.register("fixed", FixedPD, spec=FixedPDOptions, help="constant prefill and decode counts")
+PD_POLICIES.register("ratio", RatioPolicy, spec=RatioOptions,
+                     help="HeteroScale: the decode pool follows an autoscaler, prefill = ceil(decode x ratio)")
+PD_POLICIES.register("per_pool", PerPoolPD, spec=PerPoolOptions, help="one autoscaler per pool, on its own signal")
+
+
+@dataclass(frozen=True)
+class CapacityOptions:
+    """P/D ``capacity``: HeteroScale-style scaling from measured capacity (issue 28 item 3)."""
+    capacity: str = option(help="capacity file of the prefill (and decode) instances: hpctwin serve profile --out DIR")
+    decode_capacity: str = option("", help="capacity file of the decode instances when of another type "
+                                           "(default: capacity)")
+    slo_class: str = option("", help="the SLO class whose knees size the pools (default: the file's first)")
+    utilization: float = option(1.0, help="share of the knee capacity to plan for", unit="fraction", minimum=0.0,
+                                maximum=1.0, exclusive_min=True)
+    window_s: float = option(HPA_DOWNSCALE_WINDOW_S, help="scale-down stabilisation window", unit="s", minimum=0.0)
+    per_class: bool = option(False, help="weigh the decode demand by class at each class's knee")
+    prefill_signal: str = option("ratio", choices=("ratio", "prompt_tps"),
+                                 help="prefill pool: the P/D ratio of the curves, or also the arriving prompt tokens/s")
+
+
+def _capacity_pd(**options):
+    from .capacity import capacity_pd_policy  # noqa: PLC0415 (issue 28 item 3)
+    return capacity_pd_policy(**options)
+
+
+PD_POLICIES.register("capacity", _capacity_pd, spec=CapacityOptions,
+                     help="HeteroScale from measured capacity: decode TPS over the decode knee, prefill by the curves' "
+                          "P/D ratio; per-instance capacity (mixed types), scale-in with drain")

@@ -14,14 +14,21 @@ state (a rotating start) between calls; each pool of a deployment has its own ro
   deadline is no later than this request's class deadline, else all waiting prompts), plus this prompt
   less its prefix-cache hit there, in token-budget chunks sharing each iteration with its running
   decodes; an instance whose free KV blocks (after its queue) cannot hold the prompt adds the time of
-  its shortest remaining decode. Ties: fewest outstanding requests, then the lowest id.
+  its shortest remaining decode. In the decode pool of a disaggregated deployment (the KV hand-off) it
+  picks the smallest predicted time per output token instead (`slo.predicted_tpot`: one decode
+  iteration beside the requests there and those whose KV is on its way, plus the wait for KV room or a
+  sequence slot spread over the request's remaining tokens). Ties: fewest outstanding requests, then
+  the lowest id.
+
+A new router is its factory plus one ``ROUTERS.register`` (with ``spec=`` an options dataclass when it
+takes options: `plugins`).
 """
 from __future__ import annotations
 
 from typing import Sequence
 
 from .instance import Instance, Req
-from .plugins import PluginTable
+from .plugins import ServingTable
 
 
 def _round_robin():
@@ -67,8 +74,9 @@ def _kv_aware():
     return pick
 
 
-#: name -> router factory (a `plugins.PluginTable`; ``ROUTERS[name]()`` is a fresh ``pick``)
-ROUTERS = PluginTable("router")
+#: name -> router factory (a `plugins.ServingTable`; ``ROUTERS[name]()`` is a fresh ``pick``); tag ``classes``:
+#: the router reads the requests' SLO classes (a deployment using it reports per class)
+ROUTERS = ServingTable("router")
 ROUTERS.register("round_robin", _round_robin, help="the next instance in turn")
 ROUTERS.register("least_outstanding", _least_outstanding,
                  help="fewest routed-but-unfinished requests, ties to the lowest id")
@@ -82,6 +90,17 @@ def _slo_aware():
     return slo_aware_router()
 
 
-ROUTERS.register("slo_aware", _slo_aware,
+ROUTERS.register("slo_aware", _slo_aware, tags={"classes": True},
                  help="smallest predicted TTFT (queued + own prefill by the instance's latency model, prefix-cache "
-                      "hits, KV headroom, the request's class deadline)")
+                      "hits, KV headroom, the request's class deadline); decode pool: smallest predicted TPOT")
+
+
+def _capacity_weighted():
+    from .capacity import capacity_weighted_router  # noqa: PLC0415 (issue 28 item 3: heterogeneous pools)
+    return capacity_weighted_router()
+
+
+ROUTERS.register("capacity_weighted", _capacity_weighted,
+                 help="mixed instance types: fewest outstanding requests per request/s of the instance's measured "
+                      "capacity (x.capacity from a capacity file, twin.serving.capacity; 1 without), ties to the "
+                      "lowest id")

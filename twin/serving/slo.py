@@ -33,6 +33,8 @@ import numpy as np
 
 from hpctwin.datasets.serving_traces import ServingRequest
 
+from .metrics import fifteen, latencies
+
 if TYPE_CHECKING:  # pragma: no cover
     from .instance import Instance, Req
 
@@ -261,9 +263,89 @@ def predicted_ttft(x: "Instance", r: "Req", now: float) -> float:
     return t
 
 
+def predicted_tpot(x: "Instance", r: "Req") -> float:
+    """Predicted time per output token (s) of ``r``, whose prompt is computed (a P/D hand-off), on decode
+    instance ``x`` by its own latency model: its remaining tokens each one decode iteration beside the
+    requests already there (running, waiting, KV in flight: ``inbound``), plus, when its free KV blocks
+    (after its queue) or its sequence slots cannot take ``r`` now, the time of its shortest remaining
+    decode, spread over ``r``'s remaining tokens."""
+    kv = x.kv
+    nd = min(x.max_num_seqs, len(x.running) + len(x.waiting) + x.inbound + 1)
+    ctx = [q.num_tokens for q in x.running] + [r.num_tokens]
+    kvd, kmax, kmin = sum(ctx) // len(ctx), max(ctx), min(ctx)
+    step = x.model.iteration_s(nd, nd, 0, 0, nd, kvd, kmax, kmin)
+    rest = max(1, r.output - r.generated)
+    queued_blocks = sum(-(-(q.num_tokens - q.computed) // kv.block_size) for q in x.waiting)
+    need = -(-(r.num_tokens + 1) // kv.block_size)
+    wait = 0.0
+    full = len(x.running) + len(x.waiting) + x.inbound >= x.max_num_seqs
+    if x.running and (kv.free - queued_blocks < need or full):
+        left = min(q.output - q.generated for q in x.running)
+        run = len(x.running)
+        wait = left * x.model.iteration_s(run, run, 0, 0, run, kvd, kmax, kmin)
+    return step + wait / rest
+
+
 def slo_aware_router():
-    """A ``pick(instances, request)`` choosing the smallest `predicted_ttft` (ties: fewest outstanding,
-    then the lowest id); the request's arrival is the routing time (the engine routes at arrival)."""
+    """A ``pick(instances, request)``: on prefill and colocated instances the smallest `predicted_ttft` (the
+    request's arrival is the routing time: the engine routes at arrival); on decode instances (the P/D
+    hand-off, chosen when the prompt completes) the smallest `predicted_tpot`. Ties: fewest outstanding,
+    then the lowest id."""
     def pick(instances: Sequence["Instance"], r: "Req") -> "Instance":
+        if instances[0].role == "decode":
+            return min(instances, key=lambda x: (predicted_tpot(x, r), x.outstanding, x.iid))
         return min(instances, key=lambda x: (predicted_ttft(x, r, r.arrival), x.outstanding, x.iid))
     return pick
+
+
+# ---------------------------------------------------------------------- classes from text, per-class figures
+def parse_classes(text: str, label: str = "--slo-classes") -> tuple[SLOClass, ...]:
+    """``default`` (`DEFAULT_CLASSES`) or ``NAME:TTFT_S:TPOT_S:SHARE,...`` (tightest first, e.g.
+    ``tight:1:0.08:0.2,standard:3:0.15:0.5,relaxed:10:0.3:0.3``; seconds and fractions) -> the classes,
+    checked (`check_classes`); a ValueError naming ``label`` and the class otherwise."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"{label}: expected default or NAME:TTFT_S:TPOT_S:SHARE,..., got {text!r}")
+    if text.strip() == "default":
+        return DEFAULT_CLASSES
+    out = []
+    for k, part in enumerate(p.strip() for p in text.split(",")):
+        bits = part.split(":")
+        if len(bits) != 4 or not bits[0]:
+            raise ValueError(f"{label}: class {k} {part!r}: expected NAME:TTFT_S:TPOT_S:SHARE "
+                             "(e.g. tight:1:0.08:0.2)")
+        try:
+            ttft, tpot, share = (float(b) for b in bits[1:])
+        except ValueError:
+            raise ValueError(f"{label}: class {k} {part!r}: TTFT_S, TPOT_S and SHARE must be numbers "
+                             "(seconds, seconds, a fraction)") from None
+        out.append(SLOClass(bits[0], ttft, tpot, share))
+    try:
+        return check_classes(out)
+    except ValueError as e:
+        raise ValueError(f"{label}: {e}") from None
+
+
+def class_report(reqs: Sequence["Req"], classes: Sequence[SLOClass], arrival: Sequence[float] | None = None,
+                 window_s: float | None = None) -> dict:
+    """Per-class figures of a finished run, by class name (tightest first): ``requests``, ``shed``,
+    ``attainment`` (0-1: the class's requests with TTFT <= its TTFT target and TPOT <= its TPOT target;
+    shed and unserved requests miss), ``met``, ``goodput_rps`` (met per second of ``window_s``, when given)
+    and the ``ttft``/``tpot``/``e2e`` statistics of its served requests (s, `metrics.fifteen`). TTFT and
+    E2E count from ``arrival`` (one time per request, s; default: each request's workload arrival).
+    The ``requests``, ``met`` and ``shed`` of the classes sum to the run's."""
+    arr = [r.arrival for r in reqs] if arrival is None else list(arrival)
+    out: dict = {}
+    for k, c in enumerate(classes):
+        idx = [i for i, r in enumerate(reqs) if r.klass == k]
+        served = [i for i in idx if not reqs[i].shed and math.isfinite(reqs[i].first)]
+        lat = latencies([arr[i] for i in served], [reqs[i].first for i in served], [reqs[i].last for i in served],
+                        [reqs[i].output for i in served])
+        met = int(((lat["ttft"] <= c.ttft_s) & (lat["tpot"] <= c.tpot_s)).sum())
+        row = {"ttft_target_s": c.ttft_s, "tpot_target_s": c.tpot_s, "requests": len(idx),
+               "shed": sum(1 for i in idx if reqs[i].shed), "met": met,
+               "attainment": met / len(idx) if idx else float("nan")}
+        if window_s is not None:
+            row["goodput_rps"] = met / window_s if window_s > 0 else float("nan")
+        row.update(fifteen(lat))
+        out[c.name] = row
+    return out

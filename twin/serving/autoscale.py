@@ -2,15 +2,21 @@
 
 A controller runs every ``interval_s`` (Kubernetes HPA's default sync period, 15 s) and sets the desired
 number of instances, clamped to ``[min_instances, max_instances]`` (``max_instances`` = what the
-cluster can hold). A new instance serves after its cold start: a fixed ``startup_s`` plus its weights
-per GPU over ``load_GBps`` (`cold_start_s`). Scaling down first cancels instances still starting, then
+cluster can hold). A new instance serves after its cold start: by default a fixed ``startup_s`` plus its
+weights per GPU over ``load_GBps`` (`cold_start_s`, one constant); with a `weights.ScaleUp` the cost
+follows the weight-loading path (NVMe, parallel file system, host memory over PCIe, device to device
+from a running instance, each with its sourced bandwidth). A `roles.RoleSwitch` lets a P/D controller
+move a running instance between the prefill and decode pools (drain, then a switch cost) instead of
+starting one. Scaling down first cancels instances still starting, then
 drains the most recently started active ones (no new requests; they stop when empty). GPU time is
 billed from the scale-up decision to the stop.
 
 Policies are the `policies` tables (re-exported here): `FixedPolicy`, `UtilizationPolicy` (HPA),
 `DecodeTPSPolicy` (HeteroScale); with ``make_decode=`` the deployment is disaggregated and a P/D policy
 (``desired_pd``, e.g. `RatioPolicy`: the decode pool follows decode TPS, the prefill pool is held at
-``ceil(decode x ratio)``) sizes both pools.
+``ceil(decode x ratio)``; `CapacityPDPolicy`: both pools sized from the capacity curves that
+``hpctwin serve profile`` measured, `capacity`) sizes both pools; a single-pool policy given to P/D
+pools takes its P/D form (`policies.as_pd_policy`).
 
 The serving itself is the instance engine's (`engine.ServingEngine`, ``lazy_drain``: draining instances
 are advanced until idle): arrivals, activations, controller ticks and, for disaggregated pools, the

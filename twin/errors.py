@@ -24,10 +24,10 @@ class RunConfigError(ValueError):
     ...     print(e)
     RunConfig: placement: unknown placement 'frist-fit' (did you mean 'first-fit'?); known: first-fit, ...
     >>> try:
-    ...     hpctwin.plan(hpctwin.RunConfig(scheduler="eazy"))
+    ...     hpctwin.plan(hpctwin.RunConfig(scheduler="conservativ"))
     ... except hpctwin.RunConfigError as e:
     ...     print(e)
-    RunConfig: scheduler: unknown scheduler 'eazy' (did you mean 'easy' or 'easy++'?); known: fcfs, ...
+    RunConfig: scheduler: unknown scheduler 'conservativ' (did you mean 'conservative'?); known: fcfs, ...
     >>> issubclass(hpctwin.RunConfigError, ValueError)
     True
     """

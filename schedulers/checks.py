@@ -27,6 +27,10 @@ Checks every scheduler gets (DESIGN.md sections 4 to 6):
 
 Checks a scheduler gets when it declares them (tags, like scikit-learn's estimator tags):
 
+* ``shares_nodes`` (jobs share nodes unit by unit: the Slurm-like select/cons_tres): ``tres_exclusive``,
+  no GPU is used by two jobs at once and the memory held on a node never exceeds its RealMemory, read
+  from the jobs table's ``gpus_alloc`` and ``mem_alloc_mb`` columns (`assert_tres_exclusive`);
+
 * ``guarantees`` (a set-like attribute of the scheduler): ``"easy_head"`` (EASY, Mu'alem and
   Feitelson 2001: the first job that cannot start gets a reservation at its shadow time, computed
   from the running jobs' expected ends, and never starts later than it); ``"conservative"`` (every
@@ -397,6 +401,51 @@ def check_exclusive_units(target: Target, workload: str) -> None:
     out = run_target(target, workload)
     assert_exclusive_units(out.jobs, int(out.summary["machine_units"]),
                            f"scheduler {target.label!r} on workload {workload!r}", _exclusive_granularity(target))
+
+
+def assert_tres_exclusive(df, real_memory_mb: dict | None = None, where: str = "run") -> None:
+    """Raise `ConformanceError` unless, in a jobs table with the node-sharing columns of the Slurm-like
+    policy (``gpus_alloc``: ``NODE:IDX;...``, ``mem_alloc_mb``: ``NODE:MB;...``,
+    `schedulers.slurm_tres.alloc_columns`), no GPU of a node is held by two jobs at the same time and,
+    when ``real_memory_mb`` ({node name: RealMemory MB}) is given, the memory held on a node never
+    exceeds its RealMemory. Intervals are [start, end): a job ending at t frees its GPUs and memory
+    for a job starting at t."""
+    from hpctwin.schedulers.slurm_tres import parse_alloc  # noqa: PLC0415
+    from hpctwin.twin.ranges import parse_ranges  # noqa: PLC0415
+    cols = set(getattr(df, "columns", ()))
+    gpu_rows: list = []
+    mem_ev: dict[str, list] = {}
+    for i, (jid, s, e) in enumerate(zip(df.job_id, df.start, df.end)):
+        if not (np.isfinite(s) and np.isfinite(e)) or e <= s:
+            continue
+        who = f"job {jid}"
+        if "gpus_alloc" in cols:
+            for node, idx in parse_alloc(df.gpus_alloc.iloc[i]):
+                gpu_rows += [((node, int(g)), float(s), float(e), who) for g in parse_ranges(idx)]
+        if "mem_alloc_mb" in cols and real_memory_mb is not None:
+            for node, mb in parse_alloc(df.mem_alloc_mb.iloc[i]):
+                mem_ev.setdefault(node, []).extend([(float(s), 1, float(mb), who), (float(e), 0, -float(mb), who)])
+    bad = _overlaps(gpu_rows)
+    if bad:
+        raise ConformanceError(f"{where}: a GPU is used by two jobs at once: GPU {bad}")
+    for node, ev in mem_ev.items():
+        cap = real_memory_mb.get(node)
+        if cap is None:
+            raise ConformanceError(f"{where}: memory held on node {node!r}, which has no RealMemory")
+        held = 0.0
+        for t, _kind, d, who in sorted(ev):            # ends (kind 0) before starts at the same time
+            held += d
+            if held > cap + 1e-6:
+                raise ConformanceError(f"{where}: node {node} holds {held:g} MB at t={t:g} s ({who} starting), "
+                                       f"RealMemory {cap:g} MB")
+
+
+def check_tres_exclusive(target: Target, workload: str) -> None:
+    """Under node sharing (``shares_nodes``): `assert_tres_exclusive` on the run's jobs table, with the
+    RealMemory the policy reports (``scheduler_params.real_memory_mb``) when memory is consumable."""
+    out = run_target(target, workload)
+    sp = out.summary.get("scheduler_params", {})
+    assert_tres_exclusive(out.jobs, sp.get("real_memory_mb"), f"scheduler {target.label!r} on workload {workload!r}")
 
 
 def _exclusive_granularity(target: Target) -> int:
@@ -834,6 +883,8 @@ def check_scheduler(target: Target) -> Iterator[tuple[str, Callable[[], None]]]:
         yield "easy_head", functools.partial(_each, check_easy_head, target, ("mixed", "exact", "burst"))
     if "conservative" in tags["guarantees"]:
         yield "conservative", functools.partial(_each, check_conservative, target, ("mixed", "exact", "burst"))
+    if tags["shares_nodes"]:               # GPUs and memory per node (the Slurm-like cons_tres columns)
+        yield "tres_exclusive", functools.partial(_each, check_tres_exclusive, target, ("mixed", "burst"))
     if tags["supports_failures"]:
         yield "node_failures", functools.partial(_failures if engine_ok else _failures_run, target)
 

@@ -48,7 +48,11 @@ Slurm's decay; a new job gets its priority from the last tick's fair-share value
 ``PartitionName`` line (1-based) or the ``partition_map`` option (`_partition_labels`). QOS
 priority, ``max_jobs_per_user`` and the ``MaxTRESPerUser``/``GrpTRES`` limits on ``cpu``, ``node``
 and ``gres/gpu`` from the accounts file (a job over a limit stays pending with slurmctld's reason,
-e.g. ``QOSMaxGRESPerUser``; `_tres_blocked`). **Whole nodes**: a unit of the machine is a node
+e.g. ``QOSMaxGRESPerUser``; `_tres_blocked`); QOS ``GrpJobs``, ``MaxSubmitJobsPerUser``,
+``GrpSubmitJobs``, ``MaxWall``, ``MaxTRESPerJob``/``PerNode`` and association ``MaxJobs``,
+``GrpJobs``, ``GrpTRES``, ``MaxSubmitJobs`` in `schedulers.slurm_limits` (a rejected submission never
+enters the queue: ``on_submit`` answers its reason). With the ``power_saving`` model the starts take
+awake idle nodes first (`schedulers.slurm_power`). **Whole nodes**: a unit of the machine is a node
 unless ``cpus_per_node`` > 1 (option or slurm.conf ``NodeName ... CPUs=``); then a job takes
 ceil(procs / cpus_per_node) whole nodes and its ``procs`` units lie on them; the remaining units of
 those nodes stay unused (Slurm's exclusive node allocation). A machine of exactly the NodeName
@@ -87,7 +91,9 @@ Simplifications (each also listed in ``describe()``)
 * Jobs that can never run (over their partition's MaxTime or node count, partition not UP) are
   rejected at bind with an error (Slurm rejects them at submit with EnforcePartLimits, or leaves
   them pending forever).
-* No preemption, advance reservations, licenses, dependencies, arrays-as-one-record, nice, TRES or
+* Advance reservations: `schedulers.slurm_resv` (``job_test_resv``; a job of a reservation is not
+  killed at its end: the engine gives a policy no kill, such jobs are counted).
+* No preemption, licenses, dependencies, arrays-as-one-record, nice, TRES or
   association factors, job ``--time-min``, heterogeneous jobs.
 """
 from __future__ import annotations
@@ -105,9 +111,13 @@ from .slurm_conf import (SlurmConfError, SlurmConfig, apply_options, load_slurm_
                          not_modelled_line, report_ignored)
 from .slurm_priority import TRES_NAMES, AccountsSpec, FairShare, MultifactorPriority, QOSDef, load_accounts
 from .slurm_replay import REPLAY_MODES
+from .slurm_resv import ResvOptions, ResvSet, job_labels, resv_options
 from .slurm_select import GroupedRunning, RunningSet, bits as _bits, job_test, to_mask as _to_mask
 from .slurm_tres import WILL_RUN_WINDOW
 from .slurm_tres_passes import TresPasses
+from .slurm_limits import Limits, bind_limits
+from .slurm_power import asleep_nodes, awake_first, power_view
+from .slurm_preempt import PreemptPasses, preempt_spec
 
 NODE_ORDERS = ("time-fit", "index")
 #: slurmctld's pending reasons for a QOS TRES limit, in `slurm_priority.TRES_NAMES` order
@@ -121,7 +131,7 @@ def _grid_next(t: float, period: float) -> float:
     return (math.floor(t / period) + 1) * period
 
 
-class SlurmScheduler(TresPasses, Scheduler):
+class SlurmScheduler(TresPasses, PreemptPasses, Scheduler):
     """The Slurm-like policy (see the module docstring).
 
     Parameters
@@ -142,8 +152,13 @@ class SlurmScheduler(TresPasses, Scheduler):
                  bf_poll: float = 1.0, compiled: bool = True,
                  time_limit_minutes: bool = False, replay: str = "auto",
                  partition_map: dict[int, str] | None = None,
-                 cons_tres_window: float = WILL_RUN_WINDOW):
+                 cons_tres_window: float = WILL_RUN_WINDOW,
+                 reservations: ResvOptions | None = None):
         self.cfg = config or SlurmConfig()
+        #: advance reservations (`schedulers.slurm_resv`); resolved on the machine at bind
+        self.resv_opts = reservations or ResvOptions()
+        self.rsv: ResvSet | None = None
+        self.pre = preempt_spec(self.cfg)       # PreemptType, PreemptMode, ... (schedulers.slurm_preempt)
         if not cons_tres_window > 0:
             raise ValueError(f"slurm: cons_tres_window must be > 0 s, got {cons_tres_window}")
         #: cons_common ``_will_run_test``'s first window (s, Slurm: 30 on its own clock)
@@ -264,6 +279,7 @@ class SlurmScheduler(TresPasses, Scheduler):
         super().bind(ctx)
         jobs, cluster = ctx.jobs, ctx.cluster
         self.notes = []
+        self.ps_view = power_view(ctx)      # power_saving model: awake nodes first (schedulers.slurm_power)
         cfg = self.cfg
         total = int(cluster.total)
         src = cfg.path or "slurm options"
@@ -384,6 +400,7 @@ class SlurmScheduler(TresPasses, Scheduler):
             for q in unknown_q:
                 qdefs[q] = QOSDef(q)
         qlist = list(qdefs)
+        self.qos_defs = [qdefs[q] for q in qlist]
         qid = {q: i for i, q in enumerate(qlist)}
         self.jqos = np.array([qid[q] for q in qlabels], dtype=np.int64)[qinv]
         qprio = np.array([qdefs[q].priority for q in qlist], dtype=np.float64)
@@ -410,6 +427,10 @@ class SlurmScheduler(TresPasses, Scheduler):
         pair, jassoc = _factorize_codes(ainv * max(len(ulab), 1) + uinv)
         aid = [(alab[c // max(len(ulab), 1)], ulab[c % max(len(ulab), 1)]) for c in pair]
         self.jassoc = jassoc
+        # QOS and association limits beyond MaxJobsPerUser/MaxTRESPerUser/GrpTRES (schedulers.slurm_limits)
+        self.limits: Limits | None = bind_limits(self, aid, qlist, src)
+        if self.limits is not None:
+            self.has_qos_limits = self.has_tres_limits = True
         prm = self._applied_priority(cfg)
         self.use_fs = prm.type == "priority/multifactor" and prm.weight_fairshare > 0
         self.fs = FairShare([a for a, _ in aid], [u for _, u in aid], spec,
@@ -431,6 +452,8 @@ class SlurmScheduler(TresPasses, Scheduler):
         self.static_order = (not self.time_varying and P == 1
                              and (prm.type == "priority/basic"
                                   or np.ptp(self.prio_calc.static) == 0))
+
+        self._bind_resv(jobs, cols, default_k, total)
 
         # ---- machine state (node level)
         self.node_end = np.full(NN, -_INF)   # expected end of the job on each node; -inf = idle
@@ -455,7 +478,8 @@ class SlurmScheduler(TresPasses, Scheduler):
         # the compiled cycle (schedulers.slurm_kernels) covers select/linear without per-user
         # QOS limits, bf_max_job_part and bf_max_job_user; the Python cycle does the rest
         self.use_kernel = (self.compiled and self.linear and not self.has_qos_limits
-                           and not sp.bf_max_job_part and not sp.bf_max_job_user)
+                           and not sp.bf_max_job_part and not sp.bf_max_job_user
+                           and self.rsv is None and self.ps_view is None)
         if self.shared:
             self.pm_int_t = [self._to_int(r) for r in self.pmask]
             self.gm_int_t = [self._to_int(r) for r in self.gres_masks]
@@ -474,6 +498,7 @@ class SlurmScheduler(TresPasses, Scheduler):
             self.slot_id = np.zeros(NN, dtype=np.int64)
             self.slot_words = np.zeros((NN, self.W), dtype=np.uint64)
             self.free_slots = list(range(NN - 1, -1, -1))
+        self._preempt_bind()                    # preemption state; turns the compiled cycle off
 
     def _bind_tres(self, procs: np.ndarray, qos: list[QOSDef], src: str) -> None:
         """QOS ``MaxTRESPerUser`` / ``GrpTRES`` limits: each job's TRES (``cpu``: its CPUs, i.e.
@@ -518,6 +543,26 @@ class SlurmScheduler(TresPasses, Scheduler):
                     f"{TRES_NAMES[t]} in QOS {qos[int(self.jqos[i])].name}, whose {kind} allows "
                     f"{TRES_NAMES[t]}={int(jl[i, t])}); Slurm would keep it pending forever: raise "
                     "the limit or filter the workload")
+
+    def _bind_resv(self, jobs, cols: dict, default_k: int, total: int) -> None:
+        """Advance reservations (`schedulers.slurm_resv`): created on the machine's nodes at the
+        log's time 0; each job's ``reservation`` column names its reservation (``job_reservations=
+        ignore``: none). No reservation given and none named: ``rsv`` stays None (nothing changes)."""
+        self.rsv = None
+        ro = self.resv_opts
+        resv, users, accts = job_labels(jobs, cols)
+        if ro.job_reservations == "ignore":
+            resv = [""] * len(resv)
+        if not ro.specs and not any(resv):
+            return
+        names = list(self.cfg.node_names) if len(self.cfg.node_names) == self.NN else []
+        self.rsv = ResvSet(ro.specs, names, self.NN, [self._to_int(r) for r in self.pmask],
+                           [p.name for p in self.parts], default_k, resv, users, accts, self.job_id)
+        self.notes += self.rsv.notes
+
+    def _rsv_first(self, order: np.ndarray, prio: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``sort_job_queue2``: jobs with a reservation first (unchanged without reservations)."""
+        return (order, prio) if self.rsv is None else self.rsv.resv_first(order, prio)
 
     def _multi_partitions(self, jobs, parts: list, multi_lab: dict[int, list[int]], inv: np.ndarray,
                           jpart: np.ndarray) -> dict[int, list[int]]:
@@ -579,6 +624,10 @@ class SlurmScheduler(TresPasses, Scheduler):
         q = int(self.jqos[j])
         self.running_ut[(int(self.juser[j]), q)] += sign * self.jtres[j]
         self.running_qt[q] += sign * self.jtres[j]
+        if self.limits is not None:
+            self.limits.account(j, sign)
+            if sign < 0:
+                self.limits.left(j)         # job_completion_logger: its submit slot is free
 
     def _partition_labels(self, labels: list[str], counts: np.ndarray, src: str) -> list[str]:
         """SWF partition numbers (``labels``: ``str(int)``, ``""`` for -1) -> slurm.conf partition
@@ -680,8 +729,12 @@ class SlurmScheduler(TresPasses, Scheduler):
         if self.bf_change is None:
             self.bf_change = now
 
-    def on_submit(self, now: float, job: int) -> None:
+    def on_submit(self, now: float, job: int) -> str | None:
         self._catch_up(now)
+        if self.limits is not None:
+            why = self.limits.submit(job)   # rejected (MaxSubmitJobsPerUser...) or never runnable
+            if why is not None:
+                return why                  # the engine keeps the job out of the queue
         self.n_pending += 1
         self.event_flag = True
         self._touch(now)
@@ -693,6 +746,8 @@ class SlurmScheduler(TresPasses, Scheduler):
     def on_start(self, now: float, job: int) -> None:
         if job not in self.applied:     # a start we did not decide: mirror it from nothing known
             raise RuntimeError(f"slurm: job index {job} started without a slurm decision")
+        if self.rsv is not None:
+            self.rsv.on_start(now, job, float(self.tl[job]))
 
     def on_finish(self, now: float, job: int) -> None:
         self._catch_up(now)
@@ -729,6 +784,8 @@ class SlurmScheduler(TresPasses, Scheduler):
     # (node_end = +inf) until it is back.
     def on_requeue(self, now: float, job: int) -> None:
         self._catch_up(now)
+        if self.limits is not None:
+            self.limits.requeued(job)       # waiting again: it holds a submit slot again
         self.applied.discard(job)
         self.n_pending += 1
         self.event_flag = True
@@ -737,6 +794,8 @@ class SlurmScheduler(TresPasses, Scheduler):
     def on_cancel(self, now: float, job: int) -> None:
         """A pending job was withdrawn (scancel): one pending job less; both passes see the change."""
         self._catch_up(now)
+        if self.limits is not None:
+            self.limits.left(job)
         self.n_pending -= 1
         self.event_flag = True
         self._touch(now)
@@ -769,6 +828,10 @@ class SlurmScheduler(TresPasses, Scheduler):
         cycles before now."""
         prm = self.cfg.priority
         self._bf_catch_up(now)          # cycles before now saw no change (ticks come at <= now)
+        if self.rsv is not None and self.rsv.crossed(now):
+            self._touch(now)            # a reservation started or ended: both passes see a change
+        if self.pre_on:
+            self._preempt_catch_up(now)     # requeued (preempted) jobs that became eligible
         if self.time_varying:
             period = prm.calc_period
             nxt = _grid_next(self.last_tick, period)
@@ -861,6 +924,8 @@ class SlurmScheduler(TresPasses, Scheduler):
         if self.n_pending == 0:
             return None
         cands = []
+        if self.rsv is not None and (tb := self.rsv.next_boundary(now)) is not None:
+            cands.append(tb)            # a reservation starts or ends (slurm_resv)
         if self.bf_on and self.bf_dirty and self.n_idle > 0:
             # (no idle node: the due cycle cannot start a job; `_bf_catch_up` accounts for it
             # at the next event, which any change of the machine is)
@@ -874,6 +939,8 @@ class SlurmScheduler(TresPasses, Scheduler):
         if self.time_varying:
             # the next PriorityCalcPeriod tick changes priorities (and marks passes dirty)
             cands.append(_grid_next(max(now, self.last_tick), self.cfg.priority.calc_period))
+        if self.pre_on and (t := self._preempt_next(now)) is not None:
+            cands.append(t)                 # a preempted job's EligibleTime
         return min(cands) if cands else None
 
     # ================================================================== priority order
@@ -882,13 +949,13 @@ class SlurmScheduler(TresPasses, Scheduler):
         if self.static_order:
             if len(self._ones) < len(queue):
                 self._ones = np.ones(2 * len(queue), dtype=np.int64)
-            return queue, self._ones[:len(queue)]
+            return self._rsv_first(queue, self._ones[:len(queue)])
         # priorities as of the last PriorityCalcPeriod tick; a job submitted since has age 0
         # (its priority was set at submit with the current fair-share values)
         prio = self.prio_calc.compute(max(self.last_tick, 0.0), queue, self.fs_factor)
         keys = (self.job_id[queue], self.submit[queue], -prio, -self.jtier[queue])
         o = np.lexsort(keys)
-        return queue[o], prio[o]
+        return self._rsv_first(queue[o], prio[o])
 
     # ================================================================== node choice
     def _pick_now(self, cand: np.ndarray, k: int, resv_begin: np.ndarray | None) -> np.ndarray:
@@ -941,18 +1008,31 @@ class SlurmScheduler(TresPasses, Scheduler):
 
     def _qos_blocked(self, j: int) -> bool:
         """Whether QOS limits keep job ``j`` pending now (MaxJobsPerUser, MaxTRESPerUser,
-        GrpTRES); the reason is counted once per job in ``pending_reasons`` (slurmctld's
-        names)."""
+        GrpTRES; with `schedulers.slurm_limits`: QOS GrpJobs, association GrpJobs, MaxJobs, GrpTRES,
+        in acct_policy.c's order); the reason is counted once per job in ``pending_reasons``
+        (slurmctld's names)."""
         lim = self.jqos_limit[j]
-        if lim >= 0 and self.running_uq[(int(self.juser[j]), int(self.jqos[j]))] >= lim:
-            return True
-        if self.has_tres_limits:
+        lims = self.limits
+        if lims is not None and j in lims.refused:
+            raise SlurmConfError(f"slurm: job {int(self.job_id[j])} was refused at its submission "
+                                 f"({lims.reason[j]}) but is queued: a policy wrapping the Slurm-like "
+                                 "one must return its on_submit answer (QOS/association submit limits)")
+        why = lims.pre(j) if lims is not None else None
+        if why is None and lim >= 0 and self.running_uq[(int(self.juser[j]), int(self.jqos[j]))] >= lim:
+            why = "QOSMaxJobsPerUserLimit"
+        if why is None and lims is not None:
+            why = lims.assoc_pre(j)
+        if why is None and self.has_tres_limits:
             why = self._tres_blocked(j)
-            if why is not None:
-                if (j, why) not in self._reason_seen:
-                    self._reason_seen.add((j, why))
-                    self.pending_reasons[why] = self.pending_reasons.get(why, 0) + 1
-                return True
+        if why is None and lims is not None:
+            why = lims.post(j)
+        if why is not None:
+            if (j, why) not in self._reason_seen:
+                self._reason_seen.add((j, why))
+                self.pending_reasons[why] = self.pending_reasons.get(why, 0) + 1
+            if lims is not None:
+                lims.held(j, why)
+            return True
         return False
 
     # ================================================================== main / event pass
@@ -983,14 +1063,19 @@ class SlurmScheduler(TresPasses, Scheduler):
         n_idle = int(idle.sum())
         P = len(self.parts)
         self.last_pass_pos = started_pos = []
+        rsv = self.rsv
+        failed_resv: set[int] = set()
         for pos, j in enumerate(order.tolist()):
             if depth is not None and pos >= depth:
                 complete = False
                 break
-            if len(failed) == P or n_idle == 0:
+            if len(failed) == P or (n_idle == 0 and not self.pre_on):
                 break
             k = int(self.jpart[j])
-            if k in failed:
+            if rsv is not None and rsv.jres[j] >= 0:
+                if int(rsv.jres[j]) in failed_resv:
+                    continue            # _schedule's failed_resv (its partition does not fail)
+            elif k in failed:
                 continue
             if sp.partition_job_depth:
                 if per_part[k] >= sp.partition_job_depth:
@@ -1000,18 +1085,41 @@ class SlurmScheduler(TresPasses, Scheduler):
             if self.has_qos_limits and self._qos_blocked(j):
                 continue
             cand = idle & avail & self.pmask[k]
+            rmask = None
+            if rsv is not None:         # job_test_resv at now (schedulers.slurm_resv)
+                rt = rsv.test(j, k, now, float(self.tl[j]), False, now)
+                if not rt.ok:           # ESLURM_RESERVATION_NOT_USABLE: its nodes leave the pass
+                    if rt.cut:
+                        avail &= ~rsv.bool_mask(rt.cut)
+                    continue
+                if rt.mask != rsv.full:
+                    rmask = rsv.bool_mask(rt.mask)
+                    cand &= rmask
             if self.has_gres:
                 cand &= self.gres_masks[self.jgres[j]]
             need = int(self.req[j])
+            if self.pre_on and int(cand.sum()) < need and self._preempt_whole(now, j, k, avail):
+                idle = self.node_end == -_INF   # the victims' nodes are idle (on_finish)
+                n_idle = int(idle.sum())
+                cand = idle & avail & self.pmask[k]
+                if self.has_gres:
+                    cand &= self.gres_masks[self.jgres[j]]
+            if rmask is not None:
+                cand &= rmask
             if int(cand.sum()) >= need:
                 if self.linear:         # _run_now -> _job_test (select_linear.c)
-                    nodes = np.asarray(_bits(job_test(self._to_int(cand), need)), dtype=np.int64)
+                    c_int = self._to_int(cand)
+                    if self.ps_view is not None:    # powered-down nodes last (slurm_power)
+                        c_int = awake_first(c_int, need, asleep_nodes(self))
+                    nodes = np.asarray(_bits(job_test(c_int, need)), dtype=np.int64)
                 else:
                     nodes = np.flatnonzero(cand)[:need]
                 starts.append(self._apply_start(now, j, nodes))
                 started_pos.append(pos)
                 idle[nodes] = False
                 n_idle -= need
+            elif rsv is not None and rsv.jres[j] >= 0:
+                failed_resv.add(int(rsv.jres[j]))
             else:
                 failed.add(k)
                 avail &= ~self.pmask[k]
@@ -1122,6 +1230,7 @@ class SlurmScheduler(TresPasses, Scheduler):
         gm_int = [self._to_int(r) for r in self.gres_masks]
         req = self.req
         tl = self.tl
+        rsv = self.rsv                  # advance reservations (schedulers.slurm_resv) or None
         starts: list[Start] = []
         test_cnt = 0
         start_cnt = 0
@@ -1187,9 +1296,17 @@ class SlurmScheduler(TresPasses, Scheduler):
             # earliest time enough of the partition's nodes are free, ignoring reservations: a
             # lower bound of every will-run start of this job
             t_min = self._earliest(rs, pm & gm, need, now)
-            for _attempt in range(len(ns_b) + 8):
+            pmj = pm
+            rt = None
+            for _attempt in range(len(ns_b) + 8 + (2 * len(rsv.resv) + 2 if rsv is not None else 0)):
                 start_res = later
                 later = 0.0
+                if rsv is not None:     # job_test_resv(move_time=true): defer, move, fewer nodes
+                    rt = rsv.test(j, k, start_res, tlj, True, now)
+                    if not rt.ok:
+                        break           # "reservation defer"
+                    start_res = rt.when
+                    pmj = pm & rt.mask
                 if window_end < start_res:
                     break
                 end_time = start_res + tlj
@@ -1197,9 +1314,14 @@ class SlurmScheduler(TresPasses, Scheduler):
                 # backfill.c); later_start = end of the first one after which the map frees
                 # nodes of this partition (or, failing that, the end of the record after the
                 # first one beyond the job's end)
-                acc, i, later = nsm.walk(pm, start_res, end_time, t_min if counted else -_INF)
+                acc, i, later = nsm.walk(pmj, start_res, end_time,
+                                         t_min if counted and rt is None else -_INF)
                 nb = len(ns_b)
-                if counted and later and later < t_min:
+                if rt is not None:      # later_start as backfill.c: map, then find_resv_end + 1
+                    if not later and i + 3 < nb:
+                        later = ns_b[i + 3]
+                    later = rsv.later(rt, later, res, window_end, now)
+                elif counted and later and later < t_min:
                     # exact shortcut: the will-run start is >= t_min > later_start, so Slurm would
                     # retry at later_start whatever the rest of the map says
                     continue
@@ -1223,7 +1345,8 @@ class SlurmScheduler(TresPasses, Scheduler):
                 start = max(start_res, wr[0])
                 if start <= now:
                     if self.linear:     # _run_now -> _job_test on the idle available nodes
-                        nodes = job_test(wr[1], need)
+                        nodes = job_test(wr[1] if self.ps_view is None
+                                         else awake_first(wr[1], need, asleep_nodes(self)), need)
                         nodes_l = _bits(nodes)
                     else:
                         nodes_l = self._choose_now(ag & rs.idle, need, nsm.avail)
@@ -1233,8 +1356,9 @@ class SlurmScheduler(TresPasses, Scheduler):
                     n_idle -= need
                     rs.start(now + float(self.est[j]), int(jid[j]), nodes)
                     idle = rs.idle
-                    # _bf_reserve_running: end floored to bf_resolution (22.05)
-                    add_resv(begin0, math.floor((now + tlj) / res) * res, nodes)
+                    # _bf_reserve_running: end floored to bf_resolution (22.05); not a preemptable job
+                    if not (self.pre_on and self._pre_preemptable(j)):
+                        add_resv(begin0, math.floor((now + tlj) / res) * res, nodes)
                     start_cnt += 1
                     touched_idle = True
                     if sp.bf_max_job_start and start_cnt >= sp.bf_max_job_start:
@@ -1324,6 +1448,10 @@ class SlurmScheduler(TresPasses, Scheduler):
     # ================================================================== the pass
     def schedule(self, now: float, queue: np.ndarray, cluster: ClusterView) -> list[Start]:
         self._catch_up(now)
+        if self.rsv is not None:
+            self.rsv.check_pending(now, queue, self.job_id)   # a job whose reservation ended
+        if self.pre_on:
+            queue = self._preempt_visible(now, queue)   # requeued jobs wait for their EligibleTime
         if len(queue) == 0:
             return []
         sp = self.cfg.sched
@@ -1370,6 +1498,21 @@ class SlurmScheduler(TresPasses, Scheduler):
                 self.bf_left_pending = self.n_pending > 0
         return out
 
+    # ================================================================== per-job columns
+    def job_columns(self) -> dict[str, np.ndarray]:
+        """Extra ``jobs.csv`` columns (`twin.results.jobs_frame` asks every policy that has this
+        method): under node sharing the GPUs and memory each job got (``gpus_alloc``,
+        ``mem_alloc_mb``: `schedulers.slurm_tres.alloc_columns`); with `schedulers.slurm_limits`
+        limits ``limit_reason`` and ``limit_rejected``. Other runs: none (their tables unchanged)."""
+        out: dict[str, np.ndarray] = {}
+        if getattr(self, "shared", False) and getattr(self, "led", None) is not None:
+            from .slurm_tres import alloc_columns  # noqa: PLC0415
+            out.update(alloc_columns(self.led.record or {}, self.n, self.cfg.node_names or None,
+                                     self.tm.mem_tracked))
+        if getattr(self, "limits", None) is not None:
+            out.update(self.limits.job_columns())
+        return out
+
     # ================================================================== description
     def describe(self) -> dict:
         d = {"name": self.name, "node_order": self.node_order, "bf_poll": self.bf_poll,
@@ -1395,8 +1538,18 @@ class SlurmScheduler(TresPasses, Scheduler):
         if line:
             d["warning"] = line
         d["stats"] = dict(self.stats)
+        if getattr(self, "rsv", None) is not None:
+            d["reservations"] = self.rsv.describe()
+            d["reservations_overrun"] = len(self.rsv.overrun)
+        if (pre := self._preempt_describe()) is not None:
+            d["preemption"] = pre
         if getattr(self, "pending_reasons", None):
             d["pending_reasons"] = dict(self.pending_reasons)
+        if getattr(self, "limits", None) is not None:     # schedulers.slurm_limits
+            d.update(self.limits.describe())
+        if getattr(self, "shared", False) and self.tm.mem_tracked:   # RealMemory per node (mem_alloc_mb's)
+            names = self.cfg.node_names or [str(i) for i in range(self.tm.n)]
+            d["real_memory_mb"] = {nm: float(mb) for nm, mb in zip(names, self.tm.mem)}
         d["engine"] = ("compiled whole-run replay (schedulers.slurm_replay)"
                        if getattr(self, "replayed", False) else "general engine")
         d["simplifications"] = [
@@ -1409,7 +1562,8 @@ class SlurmScheduler(TresPasses, Scheduler):
              if getattr(self, "shared", False) else
              f"node choice: {self.cfg.select_type} approximated, node_order={self.node_order}")
             + "; no topology, node weights, features; GRES: gres/gpu only",
-            "no preemption, advance reservations, dependencies, nice, TRES/assoc factors",
+            "no preemption, dependencies, nice, TRES/assoc factors; advance reservations: "
+            "jobs of a reservation are not killed at its end (counted in reservations_overrun)",
         ]
         return d
 
@@ -1436,7 +1590,8 @@ def make_slurm_scheduler(conf_path: str | None, options: dict | None) -> SlurmSc
                           time_limit_minutes=_flag(options.get("time_limit_minutes", False)),
                           replay=_replay_mode(options.get("replay", "auto")),
                           partition_map=_partition_map(options.get("partition_map")),
-                          cons_tres_window=float(options.get("cons_tres_window", WILL_RUN_WINDOW)))
+                          cons_tres_window=float(options.get("cons_tres_window", WILL_RUN_WINDOW)),
+                          reservations=resv_options(options))
 
 
 def _factorize_codes(x: np.ndarray) -> tuple[list, np.ndarray]:
@@ -1544,6 +1699,10 @@ def _conformance_variants() -> dict[str, dict]:
             "bf_job_part_count_reserve": reserve, "PriorityType": "priority/multifactor",
             "AccountingStorageType": "accounting_storage/slurmdbd", "PriorityWeightAge": 1000,
             "PriorityWeightJobSize": 1000, "PriorityCalcPeriod": 5}
+    # memory consumable (CR_Core_Memory, RealMemory 1 MB a node, no --mem: a job holds all of it):
+    # the tres_exclusive check reads mem_alloc_mb against RealMemory
+    out["slurm[select/cons_tres shared,CR_Core_Memory,cpus_per_node=2]"] = {
+        "SelectType": "select/cons_tres", "SelectTypeParameters": "CR_Core_Memory", "cpus_per_node": 2}
     out["slurm[cpus_per_node=2]"] = {"cpus_per_node": 2, "bf_job_part_count_reserve": 1,
                                      "PriorityType": "priority/multifactor",
                                      "AccountingStorageType": "accounting_storage/slurmdbd",

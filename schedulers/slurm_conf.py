@@ -184,6 +184,8 @@ class PartitionDef:
     oversubscribe: str = "NO"
     def_mem_per_cpu: float | None = None      # DefMemPerCPU (MB) of the partition
     def_mem_per_node: float | None = None     # DefMemPerNode (MB) of the partition
+    #: ``PreemptMode`` of the partition as written (None: not given), read by `schedulers.slurm_preempt`
+    preempt_mode: str | None = None
 
 
 @dataclass
@@ -210,6 +212,10 @@ class SlurmConfig:
     def_mem_per_cpu: float | None = None                  # DefMemPerCPU (MB)
     def_mem_per_node: float | None = None                 # DefMemPerNode (MB)
     accounting_storage_type: str = "accounting_storage/none"  # DEFAULT_ACCOUNTING_STORAGE_TYPE
+    #: preemption keys as written, lower-case key -> (value, line): PreemptType, PreemptMode,
+    #: PreemptExemptTime, JobRequeue, AuthInfo and the preempt_* SchedulerParameters (validated and
+    #: modelled by `schedulers.slurm_preempt`)
+    preempt: dict = field(default_factory=dict)
 
     @property
     def memory_tracked(self) -> bool:
@@ -328,6 +334,9 @@ class _Parser:
         k, eq, v = item.partition("=")
         k = k.strip().lower()
         spec = _SCHED_KEYS.get(k)
+        if k in _PREEMPT_SCHED:                 # schedulers.slurm_preempt validates and models them
+            self.cfg.preempt[k] = (v.strip() if eq else "", line)
+            return
         if spec is None:
             if k not in _SCHED_PARAMS_LOWER:
                 raise self.err(line, "SchedulerParameters",
@@ -432,6 +441,8 @@ class _Parser:
             elif k in ("priorityweighttres", "priorityweightassoc", "priorityparameters",
                        "prioritysitefactorplugin", "prioritysitefactorparameters"):
                 self.ignore(f"{key} (TRES, association and site factors are not modelled)", line)
+            elif k in _PREEMPT_KEYS:            # schedulers.slurm_preempt validates and models them
+                self.cfg.preempt[k] = (value.strip(), line)
             elif k in _POWER_SAVE_KEYS:
                 self.ignore(f"{key} (modelled by the power_saving model when it is on: --set "
                             "power_saving.enabled=true, docs/power.md)", line)
@@ -587,6 +598,8 @@ class _Parser:
                         p.def_mem_per_cpu = mb
                     else:
                         p.def_mem_per_node = mb
+                elif k == "preemptmode":        # schedulers.slurm_preempt validates it
+                    p.preempt_mode = v.strip()
                 elif k == "state":
                     s = v.strip().upper()
                     if s not in ("UP", "DOWN", "DRAIN", "INACTIVE"):
@@ -710,6 +723,9 @@ _POWER_SAVE_KEYS = frozenset(k.lower() for k in (
     "SuspendTime", "SuspendTimeout", "ResumeTimeout", "SuspendRate", "ResumeRate", "SuspendExcNodes",
     "SuspendExcParts", "SuspendProgram", "ResumeProgram"))
 _PART_POWER_SAVE_KEYS = frozenset(("suspendtime", "suspendtimeout", "resumetimeout"))
+#: preemption keys kept as written in ``SlurmConfig.preempt`` for `schedulers.slurm_preempt`
+_PREEMPT_KEYS = frozenset(("preempttype", "preemptmode", "preemptexempttime", "jobrequeue", "authinfo"))
+_PREEMPT_SCHED = frozenset(("preempt_youngest_first", "preempt_reorder_count", "preempt_strict_order"))
 
 def not_modelled_line(cfg: SlurmConfig) -> str | None:
     """The one warning line listing every key read but not modelled (None if there is none)."""
@@ -732,7 +748,9 @@ def report_ignored(cfg: SlurmConfig) -> None:
 #: understands; `apply_options` leaves them alone.
 SCHEDULER_OPTION_KEYS = {"accounts", "cpus_per_node", "node_order", "bf_poll", "slurm_conf",
                          "compiled", "time_limit_minutes", "replay", "partition_map",
-                         "cons_tres_window"}
+                         "cons_tres_window",
+                         # advance reservations (schedulers.slurm_resv)
+                         "reservations", "log_start", "job_reservations"}
 
 
 def apply_options(cfg: SlurmConfig, options: dict[str, Any]) -> SlurmConfig:
@@ -748,7 +766,7 @@ def apply_options(cfg: SlurmConfig, options: dict[str, Any]) -> SlurmConfig:
                     partitions=list(cfg.partitions), node_names=list(cfg.node_names),
                     node_gpus=list(cfg.node_gpus), node_cpus=list(cfg.node_cpus),
                     node_mem=list(cfg.node_mem), node_weight=list(cfg.node_weight),
-                    ignored=list(cfg.ignored), no_effect=list(cfg.no_effect))
+                    ignored=list(cfg.ignored), no_effect=list(cfg.no_effect), preempt=dict(cfg.preempt))
     for key, value in (options or {}).items():
         k = str(key)
         if k.lower() in SCHEDULER_OPTION_KEYS:

@@ -89,6 +89,9 @@ class QOSDef:
     max_tres_per_user: dict[str, int] = field(default_factory=dict)
     #: GrpTRES: TRES name -> limit over every running job of the QOS
     grp_tres: dict[str, int] = field(default_factory=dict)
+    #: preemption keys as written (``preempt``: QOS names it may preempt, ``preempt_mode``,
+    #: ``preempt_exempt_time``), validated and modelled by `schedulers.slurm_preempt`
+    preempt: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -122,9 +125,10 @@ def load_accounts(path: str | Path) -> AccountsSpec:
             raise AccountsError(f"{p}: {where}: shares must be a number >= 0, got {v!r}")
         return float(v)
 
+    from .slurm_limits import ASSOC_KEYS, QOS_KEYS  # noqa: PLC0415 - limits read by schedulers.slurm_limits
     for name, v in data.get("accounts", {}).items():
         if isinstance(v, dict):
-            bad = set(v) - {"shares", "parent"}
+            bad = set(v) - {"shares", "parent"} - ASSOC_KEYS
             if bad:
                 raise AccountsError(f"{p}: accounts.{name}: unknown key(s) {', '.join(sorted(bad))}")
             spec.account_shares[name] = shares(f"accounts.{name}.shares", v.get("shares", 1))
@@ -133,15 +137,23 @@ def load_accounts(path: str | Path) -> AccountsSpec:
         else:
             spec.account_shares[name] = shares(f"accounts.{name}", v)
     for name, v in data.get("users", {}).items():
-        spec.user_shares[name] = shares(f"users.{name}", v)
+        if isinstance(v, dict):         # {shares = N, MaxJobs = ...}: limits read by schedulers.slurm_limits
+            bad = set(v) - {"shares"} - ASSOC_KEYS
+            if bad:
+                raise AccountsError(f"{p}: users.{name}: unknown key(s) {', '.join(sorted(bad))}")
+            spec.user_shares[name] = shares(f"users.{name}.shares", v.get("shares", 1))
+        else:
+            spec.user_shares[name] = shares(f"users.{name}", v)
     for name, v in data.get("qos", {}).items():
         if not isinstance(v, dict):
             raise AccountsError(f"{p}: qos.{name}: expected a table")
         v = {_QOS_ALIASES.get(k, k): x for k, x in v.items()}
-        bad = set(v) - {"priority", "max_jobs_per_user", "max_tres_per_user", "grp_tres"}
+        bad = set(v) - {"priority", "max_jobs_per_user", "max_tres_per_user", "grp_tres"} - _QOS_PREEMPT - QOS_KEYS
         if bad:
             raise AccountsError(f"{p}: qos.{name}: unknown key(s) {', '.join(sorted(bad))} (expected "
-                                "priority, max_jobs_per_user, max_tres_per_user, grp_tres)")
+                                "priority, max_jobs_per_user, max_tres_per_user, grp_tres, preempt, preempt_mode, "
+                                "preempt_exempt_time, max_submit_jobs_per_user, grp_submit_jobs, grp_jobs, "
+                                "max_wall, max_tres_per_job, max_tres_per_node, flags)")
         prio = v.get("priority", 0)
         mj = v.get("max_jobs_per_user")
         if not isinstance(prio, int) or prio < 0:
@@ -151,7 +163,8 @@ def load_accounts(path: str | Path) -> AccountsSpec:
                                 f"got {mj!r}")
         spec.qos[name] = QOSDef(name, prio, mj,
                                 parse_tres(v.get("max_tres_per_user", ""), f"{p}: qos.{name}.max_tres_per_user"),
-                                parse_tres(v.get("grp_tres", ""), f"{p}: qos.{name}.grp_tres"))
+                                parse_tres(v.get("grp_tres", ""), f"{p}: qos.{name}.grp_tres"),
+                                {k: x for k, x in v.items() if k in _QOS_PREEMPT})
     for a, par in spec.account_parent.items():
         seen = {a}
         while par != "root":
@@ -166,7 +179,10 @@ def load_accounts(path: str | Path) -> AccountsSpec:
 
 #: Slurm's sacctmgr spellings of the QOS keys, accepted in the accounts file
 _QOS_ALIASES = {"Priority": "priority", "MaxJobsPerUser": "max_jobs_per_user",
-                "MaxTRESPerUser": "max_tres_per_user", "GrpTRES": "grp_tres"}
+                "MaxTRESPerUser": "max_tres_per_user", "GrpTRES": "grp_tres", "Preempt": "preempt",
+                "PreemptMode": "preempt_mode", "PreemptExemptTime": "preempt_exempt_time"}
+#: QOS preemption keys (read by `schedulers.slurm_preempt`)
+_QOS_PREEMPT = frozenset(("preempt", "preempt_mode", "preempt_exempt_time"))
 #: TRES names the limits understand (``gpu`` is read as ``gres/gpu``)
 TRES_NAMES = ("cpu", "node", "gres/gpu")
 

@@ -300,10 +300,12 @@ def eval_nodes_busy(led: Ledger, j: int, cand: int, idle_now: int) -> list[tuple
     return None
 
 
-def eval_nodes(led: Ledger, j: int, cand: int) -> list[tuple[int, int]] | None:
+def eval_nodes(led: Ledger, j: int, cand: int, weight: list[int] | None = None
+               ) -> list[tuple[int, int]] | None:
     """cons_tres ``_select_nodes`` -> ``choose_nodes`` -> ``_eval_nodes`` for job ``j`` on the
     candidate nodes ``cand`` (bitset) in the ledger's state: [(node, CPUs)] or None (see the
-    module docstring for the rule)."""
+    module docstring for the rule). ``weight``: node weights to use instead of the configured ones
+    (powered-down nodes last, `schedulers.slurm_power.tres_weights`)."""
     jb, m = led.jobs, led.m
     fixed = int(jb.nodes[j])
     rem_cpus = int(jb.cpus[j])
@@ -329,7 +331,7 @@ def eval_nodes(led: Ledger, j: int, cand: int) -> list[tuple[int, int]] | None:
         if gres_fixed:
             a = cpn         # gres_select_filter_sock_core: avail_cpus cut to the tasks' CPUs
         avail[n] = a
-        w = m.weight[n]
+        w = m.weight[n] if weight is None else weight[n]
         if n == last + 1 and sets and sets[-1][0] == w:
             s = sets[-1]
             s[1] += a
@@ -476,3 +478,52 @@ def check_ledger(record: dict, end: dict, machine: TresMachine) -> None:
                 raise AssertionError(f"node {n}: {mem:g} MB held at t={sa:g}, RealMemory {machine.mem[n]:g}")
             if len(ga) > machine.gpus[n] or len(ca) > machine.cores[n]:
                 raise AssertionError(f"node {n}: job index {ja} holds more than the node has")
+
+
+# ---------------------------------------------------------------------------- jobs.csv columns
+def _ranges(xs: list[int]) -> str:
+    """Sorted indices as Slurm index ranges: [0, 1, 3] -> "0-1,3"."""
+    out, i = [], 0
+    xs = sorted(xs)
+    while i < len(xs):
+        k = i
+        while k + 1 < len(xs) and xs[k + 1] == xs[k] + 1:
+            k += 1
+        out.append(str(xs[i]) if k == i else f"{xs[i]}-{xs[k]}")
+        i = k + 1
+    return ",".join(out)
+
+
+def _mb(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+def alloc_columns(record: dict, n: int, names: list[str] | None, mem_tracked: bool) -> dict[str, np.ndarray]:
+    """``jobs.csv`` columns of a run where jobs share nodes, from `Ledger.record` (job -> (start,
+    [(node, cores, GPU indices, MB)]); a requeued job: its last allocation): ``gpus_alloc``, the GPUs
+    of each node as ``NODE:IDX`` joined by ``;`` (NODE the slurm.conf NodeName, else the node index;
+    IDX the GPU indices within the node as ranges, as ``scontrol show job -d`` prints
+    ``GRES=gpu:2(IDX:0-1)``), e.g. ``g01:0-1;g02:0,2``; ``mem_alloc_mb``, the memory of each node
+    the same way (MB), e.g. ``g01:4096;g02:4096``. Empty for a job that never started, got no GPU,
+    or when memory is not consumable (``CR_Core``/``CR_CPU``)."""
+    gp = np.full(n, "", dtype=object)
+    mem = np.full(n, "", dtype=object)
+    for j, (_st, alloc) in record.items():
+        nm = [names[a[0]] if names else str(a[0]) for a in alloc]
+        gp[j] = ";".join(f"{x}:{_ranges(g)}" for x, (_n, _c, g, _m) in zip(nm, alloc) if g)
+        if mem_tracked:
+            mem[j] = ";".join(f"{x}:{_mb(m)}" for x, (_n, _c, _g, m) in zip(nm, alloc))
+    return {"gpus_alloc": gp, "mem_alloc_mb": mem}
+
+
+def parse_alloc(text: str) -> list[tuple[str, str]]:
+    """``"g01:0-1;g02:4"`` -> [("g01", "0-1"), ("g02", "4")] (the form of `alloc_columns`)."""
+    out = []
+    if not isinstance(text, str):           # "" read back from a CSV is NaN
+        return out
+    for item in filter(None, text.split(";")):
+        node, sep, val = item.rpartition(":")
+        if not sep:
+            raise ValueError(f"allocation {item!r} is not NODE:VALUE")
+        out.append((node, val))
+    return out

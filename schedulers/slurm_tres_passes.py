@@ -28,6 +28,7 @@ import numpy as np
 from .base import Start
 from .profile import NodeSpaceMap
 from .slurm_conf import SlurmConfError
+from .slurm_power import tres_weights
 from .slurm_tres import WILL_RUN_WINDOW, Ledger, TresJobs, TresMachine, eval_nodes, will_run
 
 _INF = math.inf
@@ -252,6 +253,8 @@ class TresPasses:
                 recs.append((-int(self.part_tier[kk]), -pk, float(self.submit[j]), int(self.job_id[j]), r,
                              j, kk, pk))
         recs.sort(key=lambda x: x[:5])
+        if self.rsv is not None and self.rsv.has_jobs:     # sort_job_queue2: reservation jobs first
+            recs.sort(key=lambda x: self.rsv.jres[x[5]] < 0)
         return [x[5] for x in recs], [x[6] for x in recs], [x[7] for x in recs]
 
     def _order_prio(self, order: np.ndarray) -> np.ndarray:
@@ -283,15 +286,20 @@ class TresPasses:
                                          else self._order_prio(order))
         pos_of = {j: q for q, j in enumerate(order.tolist())} if self.jparts else None
         started: set[int] = set()
+        rsv = self.rsv                  # advance reservations (schedulers.slurm_resv) or None
+        failed_resv: set[int] = set()
         for pos, (j, k) in enumerate(zip(rj, rk)):
             if depth is not None and pos >= depth:
                 complete = False
                 break
-            if len(failed) == P or self.n_idle == 0:
+            if len(failed) == P or (self.n_idle == 0 and not self.pre_on):
                 break
             if j in started:
                 continue
-            if k in failed:
+            if rsv is not None and rsv.jres[j] >= 0:
+                if int(rsv.jres[j]) in failed_resv:
+                    continue            # _schedule's failed_resv (its partition does not fail)
+            elif k in failed:
                 continue
             if sp.partition_job_depth:
                 if per_part[k] >= sp.partition_job_depth:
@@ -300,14 +308,27 @@ class TresPasses:
                 per_part[k] += 1
             if self.has_qos_limits and self._qos_blocked(j):
                 continue
-            plan = eval_nodes(self.led, j, avail & self._tres_cand(j, k))
+            keep = None
+            if rsv is not None:         # job_test_resv at now: this record's nodes
+                rt = rsv.test(j, k, now, self._tres_limit(j, k), False, now)
+                if not rt.ok:           # ESLURM_RESERVATION_NOT_USABLE: its nodes leave the pass
+                    avail &= ~rt.cut
+                    continue
+                keep, avail = avail, avail & rt.mask
+            plan = eval_nodes(self.led, j, avail & self._tres_cand(j, k), tres_weights(self))
+            if plan is None and self.pre_on and self._preempt_tres(now, j, k, avail & self._tres_cand(j, k)):
+                plan = eval_nodes(self.led, j, avail & self._tres_cand(j, k))   # victims released
             if plan is not None:
                 starts.append(self._tres_start(now, j, plan))
                 started_pos.append(pos if pos_of is None else pos_of[j])
                 started.add(j)
+            elif keep is not None and rsv.jres[j] >= 0:
+                failed_resv.add(int(rsv.jres[j]))
             else:
                 failed.add(k)
                 avail &= ~self.pm_int_t[k]
+            if keep is not None:        # the pass's nodes again, less a failed partition's
+                avail = keep if plan is not None or rsv.jres[j] >= 0 else keep & ~self.pm_int_t[k]
         return starts, complete
 
     # ------------------------------------------------------------------ backfill
@@ -357,15 +378,25 @@ class TresPasses:
             pm = self._tres_cand(j, k)
             counted = False
             later = now
-            for _attempt in range(len(ns_b) + 8):
+            rsv = self.rsv              # advance reservations (schedulers.slurm_resv) or None
+            for _attempt in range(len(ns_b) + 8 + (2 * len(rsv.resv) + 2 if rsv is not None else 0)):
                 start_res = later
                 later = 0.0
+                pmj = pm
+                if rsv is not None:     # job_test_resv(move_time=true): defer, move, fewer nodes
+                    rt = rsv.test(j, k, start_res, tlj, True, now)
+                    if not rt.ok:
+                        break           # "reservation defer"
+                    start_res = rt.when
+                    pmj = pm & rt.mask
                 if window_end < start_res:
                     break
-                avail, i, later = nsm.walk(pm, start_res, start_res + tlj)
+                avail, i, later = nsm.walk(pmj, start_res, start_res + tlj)
                 nb = len(ns_b)
                 if not later and i + 3 < nb:
                     later = ns_b[i + 3]
+                if rsv is not None:     # later_start: at most find_resv_end + 1
+                    later = rsv.later(rt, later, res, window_end, now)
                 if avail.bit_count() < need:
                     if later and not no_reserve:
                         continue
@@ -381,13 +412,14 @@ class TresPasses:
                 start = max(start_res, wr[0])
                 if start <= now:
                     # _start_job -> select_nodes on the nodes no reservation holds
-                    plan = eval_nodes(led, j, avail)
+                    plan = eval_nodes(led, j, avail, tres_weights(self))   # powered-down nodes last
                     if plan is None:        # cannot happen: the will-run test found it now
                         break
                     starts.append(self._tres_start(now, j, plan))
                     started.add(j)
                     running = self._tres_running()
-                    if self.tj.excl[j]:     # _bf_reserve_running: whole-node jobs only
+                    if self.tj.excl[j] and not (self.pre_on and self._pre_preemptable(j)):
+                        # _bf_reserve_running: whole-node jobs only, not preemptable ones
                         nodes = led.nodes_of(j)
                         nsm.add_reservation(begin0, math.floor((now + tlj) / res) * res, nodes)
                     start_cnt += 1

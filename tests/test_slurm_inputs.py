@@ -167,8 +167,8 @@ def test_tres_string_errors():
 
 
 def test_unknown_qos_key_names_the_expected(tmp_path):
-    with pytest.raises(AccountsError, match=r"qos.normal: unknown key\(s\) MaxWall"):
-        load_accounts(accounts(tmp_path, "[qos.normal]\nMaxWall = 5\n"))
+    with pytest.raises(AccountsError, match=r"qos.normal: unknown key\(s\) UsageFactor"):
+        load_accounts(accounts(tmp_path, "[qos.normal]\nUsageFactor = 5\n"))
 
 
 def test_gpu_limit_per_user_under_gpu_allocation(tmp_path):

@@ -5,7 +5,8 @@ interrupt jobs, take units out of service and give them back, submit *held* jobs
 keeps out of the log's submission stream, `twin.simulation.Simulation` ``held_jobs``), release
 running jobs (end them now, completed: a serving deployment giving back its nodes) and cancel
 waiting ones (withdraw a queued request: it never starts, state CANCELLED, its cancel time recorded, as
-Slurm's ``scancel``). The operations a model asks for are
+Slurm's ``scancel``), and lets a policy preempt running jobs (`EngineControl.preempt`, applied at
+once). The operations a model asks for are
 applied by the engine, in order, right after its ``on_event`` returns (so the state read within one
 ``on_event`` is the state before them).
 """
@@ -114,6 +115,26 @@ class EngineControl:
         ``start`` and gets ``end`` = the end of its last segment (the last time it held units), so the
         metrics count the units it held and no NaN end reaches them."""
         self._ops.append(("cancel", int(job)))
+
+    def preempt(self, job: int, cancel: bool = False) -> None:
+        """Preempt running ``job`` now, **applied at once** (not queued like the other operations): for
+        a policy that holds this control (given by the engine to a policy with an ``engine_control``
+        method, asked once at bind) and preempts from inside its ``schedule``, so the units are free for
+        the starts it returns in the same pass. The job's segment ends now (its work is lost, as Slurm's
+        ``PreemptMode=REQUEUE`` restarts a batch job from the beginning) and the policy is told
+        (``on_interrupt``). ``cancel`` False: the job is requeued at the back of the queue with its whole
+        engine work to do again (``on_requeue``); True: it ends now, state ``PREEMPTED`` (Slurm's
+        ``PreemptMode=CANCEL``). Counted per job in ``SimResult.preemptions`` (and ``preempted``: ended by
+        a preemption); runs where no job is preempted keep both None."""
+        sim = self._sim
+        j = int(job)
+        if sim._preemptions is None:
+            sim._preemptions = array("q", bytes(8 * sim.n))
+            sim._preempted = bytearray(sim.n)
+        self._interrupt(sim.cluster.now, j, float(sim._work0[j]), "none" if cancel else "back")
+        sim._preemptions[j] += 1
+        if cancel:
+            sim._preempted[j] = 1
 
     def take_down(self, units, until: float) -> None:
         """Take ``units`` (free, or freed by an `interrupt` asked for before) out of service until

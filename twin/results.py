@@ -32,24 +32,42 @@ def jobs_frame(p, s, c, res) -> tuple[dict[str, Any], Any]:
         "job_id": wl.job_id, "submit": wl.submit, "start": res.start, "end": res.end,
         "wait": wait, "elapsed": runt, "procs": wl.procs, "timelimit": wl.requested_time,
         "estimate": prep.estimate, "bsld": bsld,
-        "state": job_states(res.failed, res.killed, res.start, res.cancelled),
+        "state": job_states(res.failed, res.killed, res.start, res.cancelled, getattr(res, "preempted", None)),
         "log_status": wl.status, "user": wl.user, "group": wl.group, "queue": wl.queue,
         "partition": wl.partition,
         "nodes": [x if x is not None else "" for x in res.nodes],
     }
     if res.cancel_time is not None:         # only runs where a model withdrew a waiting job (same bytes otherwise)
         df["cancel_time"] = res.cancel_time  # s; Slurm's End of a job cancelled while pending (control.cancel)
+    if getattr(res, "preemptions", None) is not None:    # runs where the policy preempted a job (same bytes otherwise)
+        df["preemptions"] = res.preemptions              # times the job was preempted (Slurm: requeued or ended)
+        df["segments"] = res.interruptions + (np.isfinite(res.end) & ~res.failed)   # runs (segments) it held units
     if getattr(res, "dependencies", None) is not None:   # only runs whose workload has dependencies or array throttles
         df["eligible"] = res.dependencies.eligible              # s; Slurm's EligibleTime (twin.dependencies)
         df["pending_reason"] = res.dependencies.pending_reason  # why a job never started ("" otherwise)
     for m in c.models:
         for k, v in m.job_columns().items():
             df[k] = v
+    for k, v in policy_job_columns(c.sched).items():   # the policy's own columns (none for most policies)
+        df[k] = v
     if c.node_group is not None and "groups_spanned" not in df:
         from hpctwin.topology.placement import groups_spanned  # noqa: PLC0415
         df["groups_spanned"] = [groups_spanned(parse_ranges(x), c.node_group) if x else 0 for x in df["nodes"]]
     state = p.allocation.job_columns(df, wl, res, c.models, s.units)
     return df, state
+
+
+def policy_job_columns(sched) -> dict[str, Any]:
+    """Per-job columns a policy adds to the jobs table: ``job_columns()`` of the policy, or of the first
+    policy it wraps (``inner``) that has one ({name: array over jobs}; e.g. the Slurm-like policy's GPUs
+    and memory per job under node sharing). A policy without the method adds nothing."""
+    seen = 0
+    while sched is not None and seen < 16:
+        fn = getattr(type(sched), "job_columns", None)
+        if callable(fn):
+            return dict(sched.job_columns())
+        sched, seen = getattr(sched, "inner", None), seen + 1
+    return {}
 
 
 def summary(p, s, c, res, df: dict, state, wall0: float, sim_wall: float) -> dict:
@@ -78,6 +96,10 @@ def summary(p, s, c, res, df: dict, state, wall0: float, sim_wall: float) -> dic
         "code_version": __version__,
     })
     out.update(summary_extra)
+    if getattr(res, "preemptions", None) is not None:    # the policy preempted jobs (EngineControl.preempt)
+        out["preemptions"] = {"preemptions": int(res.preemptions.sum()),
+                              "jobs_preempted": int((res.preemptions > 0).sum()),
+                              "jobs_ended_by_preemption": int(res.preempted.sum())}
     if getattr(res, "dependencies", None) is not None:   # dependencies and array throttles (twin.dependencies)
         out["dependencies"] = res.dependencies.summary
     if c.gates:                               # starts each gate refused (res.refusals: with the rest of the pass)

@@ -105,6 +105,10 @@ class SimResult:
     #: runs whose workload has dependencies or array throttles (`twin.dependencies`): each job's
     #: ``eligible`` time (s) and ``pending_reason``, and summary figures; None otherwise
     dependencies: Any = None
+    #: times each job was preempted by its policy (`EngineControl.preempt`); None if no job ever was
+    preemptions: np.ndarray | None = None
+    #: jobs a preemption ended (Slurm's PreemptMode=CANCEL: state PREEMPTED), True per job; None as above
+    preempted: np.ndarray | None = None
 
 
 class Simulation:
@@ -240,8 +244,9 @@ class Simulation:
                     while ptr < n and submit[ptr] <= now:
                         q_new.append(ptr)
                         q_waiting[ptr] = 1
-                        if on_submit is not None:
-                            on_submit(now, ptr)
+                        if on_submit is not None and on_submit(now, ptr):   # refused at submission
+                            q_new.pop()
+                            self._refuse_submit(now, ptr)
                         ptr += 1
                     self._ptr = ptr
                 woke = timers.wake is not None and timers.policy_due(now)       # 4. the policy's wake-up
@@ -348,6 +353,10 @@ class Simulation:
             self._set_model_timer(k, self.models[k].next_event(t0))
         cluster.pseudo_base = n
         self._control = EngineControl(self)
+        self._preemptions: array | None = None         # times each job was preempted (EngineControl.preempt)
+        self._preempted: bytearray | None = None        # jobs a preemption ended (PreemptMode=CANCEL)
+        if callable(getattr(sched, "engine_control", None)):
+            sched.engine_control(self._control)         # a policy that preempts (the Slurm-like PreemptType)
         self._ptr = self._finished = self.passes = self.events = 0
         self._cancelled: bytearray | None = None       # jobs a model withdrew while waiting (cancel)
         self._cancel_time: array | None = None         # when (s; NaN: not cancelled), with _cancelled
@@ -535,6 +544,17 @@ class Simulation:
         for k in self._retimed:
             self._set_model_timer(k, self.models[k].next_event(now))
 
+    def _refuse_submit(self, now: float, j: int) -> None:
+        """The policy's ``on_submit`` answered a reason (a non-empty string) for log job ``j``: the job
+        never enters the queue and never starts (Slurm's submission rejected by a QOS or association
+        limit, e.g. ``MaxSubmitJobsPerUser``; ``jobs.csv`` shows it PENDING, the policy's own columns
+        say why). It is not expected to end."""
+        self._queue.waiting[j] = 0
+        self._ledger.enqueued[j] = math.nan
+        self._expected -= 1
+        if self._done is not None:
+            self._done()
+
     # ------------------------------------------------------------------ guards and the end
     def _check_deadlock(self) -> None:
         q = self._queue
@@ -576,7 +596,9 @@ class Simulation:
             refusals=dict(self._refusals),
             cancelled=None if self._cancelled is None else np.frombuffer(self._cancelled, dtype=np.uint8).astype(bool),
             cancel_time=None if self._cancel_time is None else np.array(self._cancel_time, dtype=np.float64),
-            dependencies=None if self._dep_gate is None else self._dep_gate.report())
+            dependencies=None if self._dep_gate is None else self._dep_gate.report(),
+            preemptions=None if self._preemptions is None else np.array(self._preemptions, dtype=np.int64),
+            preempted=None if self._preempted is None else np.frombuffer(self._preempted, dtype=np.uint8).astype(bool))
 
 
 def _f64(a) -> array:

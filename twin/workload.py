@@ -214,18 +214,21 @@ class Workload:
 #: The ``state`` column of a run's jobs table: Slurm's job state names (sacct ``State``).
 #: COMPLETED ran its whole runtime; TIMEOUT was killed at its time limit; NODE_FAIL ended by a node
 #: failure and was not requeued (the failure model's ``fail`` regime); PENDING never started;
-#: CANCELLED was withdrawn while waiting (`twin.control.EngineControl.cancel`) and never started.
-JOB_STATES = ("COMPLETED", "TIMEOUT", "NODE_FAIL", "PENDING", "CANCELLED")
+#: CANCELLED was withdrawn while waiting (`twin.control.EngineControl.cancel`) and never started;
+#: PREEMPTED was ended by its policy's preemption (Slurm's PreemptMode=CANCEL, `EngineControl.preempt`).
+JOB_STATES = ("COMPLETED", "TIMEOUT", "NODE_FAIL", "PENDING", "CANCELLED", "PREEMPTED")
 
 
 def job_states(failed: np.ndarray, killed: np.ndarray, start: np.ndarray,
-               cancelled: np.ndarray | None = None) -> np.ndarray:
+               cancelled: np.ndarray | None = None, preempted: np.ndarray | None = None) -> np.ndarray:
     """The ``state`` column (`JOB_STATES`) from the engine's per-job flags and first starts (NaN:
-    never started); ``cancelled`` (True per job withdrawn while waiting, or None) gives CANCELLED."""
+    never started); ``cancelled`` (True per job withdrawn while waiting, or None) gives CANCELLED,
+    ``preempted`` (True per job a preemption ended, or None) PREEMPTED."""
     pending = np.where(np.isnan(start), "PENDING", "COMPLETED")
     if cancelled is not None:
         pending = np.where(cancelled, "CANCELLED", pending)
-    return np.where(failed, "NODE_FAIL", np.where(killed, "TIMEOUT", pending))
+    out = np.where(failed, "NODE_FAIL", np.where(killed, "TIMEOUT", pending))
+    return out if preempted is None else np.where(preempted, "PREEMPTED", out)
 
 
 #: Columns of a run's jobs table that had other names before they followed Slurm's (old -> new),

@@ -63,7 +63,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .slurm_priority import TRES_NAMES, AccountsError, parse_tres
+from .slurm_priority import ASSOC_KEYS, QOS_KEYS, TRES_NAMES, AccountsError, parse_tres
+from .slurm_priority import ASSOC_LIMITS as _ASSOC
+from .slurm_priority import QOS_LIMITS as _QOS
 
 try:
     import tomllib
@@ -72,16 +74,8 @@ except ModuleNotFoundError:  # pragma: no cover - python < 3.11
 
 __all__ = ["QOS_KEYS", "ASSOC_KEYS", "LimitsSpec", "load_limits", "Limits", "parse_wall"]
 
-#: QOS keys read here: sacctmgr spelling -> snake_case
-_QOS = {"MaxSubmitJobsPerUser": "max_submit_jobs_per_user", "MaxSubmitJobs": "max_submit_jobs_per_user",
-        "GrpSubmitJobs": "grp_submit_jobs", "GrpJobs": "grp_jobs", "MaxWall": "max_wall",
-        "MaxWallDurationPerJob": "max_wall", "MaxTRESPerJob": "max_tres_per_job",
-        "MaxTRESPerNode": "max_tres_per_node", "Flags": "flags"}
-#: association keys (accounts and users tables): sacctmgr spelling -> snake_case
-_ASSOC = {"MaxJobs": "max_jobs", "GrpJobs": "grp_jobs", "GrpTRES": "grp_tres", "MaxSubmitJobs": "max_submit_jobs"}
-#: every spelling of the keys this module reads (`schedulers.slurm_priority.load_accounts` lets them through)
-QOS_KEYS = frozenset(_QOS) | frozenset(_QOS.values())
-ASSOC_KEYS = frozenset(_ASSOC) | frozenset(_ASSOC.values())
+# the QOS and association key tables (sacctmgr spelling -> snake_case) live with the accounts-file reader
+# (`schedulers.slurm_priority`), which lets these keys through for this module
 
 # slurmctld's reason names (src/common/slurm_protocol_defs.c job_reason_string), TRES_NAMES order
 _PER_JOB = ("QOSMaxCpuPerJobLimit", "QOSMaxNodePerJobLimit", "QOSMaxGRESPerJob")

@@ -105,6 +105,18 @@ class AccountsSpec:
     path: str = ""
 
 
+#: QOS limit keys read by `schedulers.slurm_limits`: sacctmgr spelling -> snake_case
+QOS_LIMITS = {"MaxSubmitJobsPerUser": "max_submit_jobs_per_user", "MaxSubmitJobs": "max_submit_jobs_per_user",
+        "GrpSubmitJobs": "grp_submit_jobs", "GrpJobs": "grp_jobs", "MaxWall": "max_wall",
+        "MaxWallDurationPerJob": "max_wall", "MaxTRESPerJob": "max_tres_per_job",
+        "MaxTRESPerNode": "max_tres_per_node", "Flags": "flags"}
+#: association keys (accounts and users tables): sacctmgr spelling -> snake_case
+ASSOC_LIMITS = {"MaxJobs": "max_jobs", "GrpJobs": "grp_jobs", "GrpTRES": "grp_tres", "MaxSubmitJobs": "max_submit_jobs"}
+#: every spelling of the limit keys `schedulers.slurm_limits` reads (`load_accounts` lets them through)
+QOS_KEYS = frozenset(QOS_LIMITS) | frozenset(QOS_LIMITS.values())
+ASSOC_KEYS = frozenset(ASSOC_LIMITS) | frozenset(ASSOC_LIMITS.values())
+
+
 def load_accounts(path: str | Path) -> AccountsSpec:
     """Read an accounts TOML file into an `AccountsSpec`."""
     p = Path(path)
@@ -125,7 +137,6 @@ def load_accounts(path: str | Path) -> AccountsSpec:
             raise AccountsError(f"{p}: {where}: shares must be a number >= 0, got {v!r}")
         return float(v)
 
-    from .slurm_limits import ASSOC_KEYS, QOS_KEYS  # noqa: PLC0415 - limits read by schedulers.slurm_limits
     for name, v in data.get("accounts", {}).items():
         if isinstance(v, dict):
             bad = set(v) - {"shares", "parent"} - ASSOC_KEYS

@@ -18,7 +18,12 @@ weights per GPU over one path (`twin.serving.weights`): NVMe (7 GB/s), PFS (one 
 shared by the GPUs loading at once), host DRAM over PCIe 5.0 x16 (63 GB/s), device to device from a
 running instance (RTX PRO 6000: 16 GB/s, LLMServingSim's bench link; and an NVLink what-if at 450 GB/s,
 H100's per direction); and role switching (`roles.RoleSwitch`: drain, then 5 s, an assumption) with NVMe
-for the remaining scale-ups.
+for the remaining scale-ups. Two rows add the decode pool's **KV floor** (`CapacityPDPolicy(kv_headroom=
+0.25)`, `capacity.kv_floor`: never fewer decode instances than hold the KV in use, queued and arriving
+from prefill with 25 % headroom, whatever the decode TPS says; the floor also bounds role switching):
+``NVMe + KV floor`` and ``role switch + KV floor (+ NVMe)``. The knees are profiled on conversation
+lengths; under the mix shift the code prompts hold about twice the KV per request at the same decode TPS,
+which the knees do not see and the floor does.
 
 Reported per scenario and path: the weight transfer of a scale-up (s, mean), the cold start (s, mean),
 the time to absorb the burst (from the burst's start to the end of the last 30 s window of arrivals whose
@@ -41,7 +46,8 @@ import pandas as pd
 from hpctwin.datasets.serving_traces import ServingRequest, read_azure
 from hpctwin.experiments import cli
 from hpctwin.experiments.tables import Column, register_columns, staged_output, write_table_files
-from hpctwin.twin.serving.autoscale import CapacityPDPolicy, instance_capacity, simulate_autoscaled, with_capacity
+from hpctwin.twin.serving.autoscale import (DEFAULT_KV_HEADROOM, CapacityPDPolicy, instance_capacity,
+                                            simulate_autoscaled, with_capacity)
 from hpctwin.twin.serving.bundle import find_data_dir
 from hpctwin.twin.serving.capacity import fitting_lengths, measure_capacity
 from hpctwin.twin.serving.deployment import PoolSpec, instance_factory
@@ -68,7 +74,8 @@ CAPTION = ("Absorbing a burst with each weight path: {model} on {hw} TP 1 ({wgb:
            "shift = conversations at a third of the rate plus Azure code requests at {burst:g}x the rate. Cold start = "
            "start-up (30 s, or 0 s for a warm process: "
            "assumptions) + weights per GPU over the path; role switch = drain + 5 s (assumption). Time to absorb: "
-           "from the burst's start to the end of the last 30 s window of arrivals below {tgt:g} % attainment.")
+           "from the burst's start to the end of the last 30 s window of arrivals below {tgt:g} % attainment. KV "
+           "floor: the decode pool holds the KV in use, queued and arriving with {kvh:g} % headroom (assumption).")
 
 
 def burst_trace(conv: list[ServingRequest], code: list[ServingRequest], minutes: float, rate: float, burst: float,
@@ -140,12 +147,14 @@ def run(out: str | Path, minutes: float = 15.0, rate: float = 6.0, burst: float 
     rows, curves = [], {}
     for scen in scenarios:
         trace, b0, b1 = burst_trace(conv, code, minutes, rate, burst, scen, seed)
-        todo = [(name, ScaleUp(p, startup), None) for name, p, startup in paths]
-        todo.append(("role switch (+ NVMe)", ScaleUp(nvme_path()), RoleSwitch()))
-        for name, su, rs in todo:
-            res, log = simulate_autoscaled(trace, capmake, CapacityPDPolicy(ic, prefill_signal="prompt_tps"), 2,
-                                           max_instances, cold_start=su, initial=(n_p, n_d), make_decode=capmake,
-                                           role_switch=rs)
+        todo = [(name, ScaleUp(p, startup), None, None) for name, p, startup in paths]
+        todo.append(("role switch (+ NVMe)", ScaleUp(nvme_path()), RoleSwitch(), None))
+        todo.append(("NVMe + KV floor", ScaleUp(nvme_path()), None, DEFAULT_KV_HEADROOM))
+        todo.append(("role switch + KV floor (+ NVMe)", ScaleUp(nvme_path()), RoleSwitch(), DEFAULT_KV_HEADROOM))
+        for name, su, rs, kvh in todo:
+            pol = CapacityPDPolicy(ic, prefill_signal="prompt_tps", kv_headroom=kvh)
+            res, log = simulate_autoscaled(trace, capmake, pol, 2, max_instances, cold_start=su, initial=(n_p, n_d),
+                                           make_decode=capmake, role_switch=rs)
             colds = [b - a for a, b, _ in log.scale_ups]
             inb = [r for r in res.requests if b0 <= r.arrival < b1]
             w = [c - su.startup_s for c in colds]
@@ -163,7 +172,7 @@ def run(out: str | Path, minutes: float = 15.0, rate: float = 6.0, burst: float 
     out = Path(out)
     cap_text = CAPTION.format(model=model, hw=hardware, wgb=wbytes / 1e9, kp=ic.prefill_rps, kd=ic.decode_tps,
                               tgt=100 * target, ttft=ttft, tpot_ms=1e3 * tpot, mx=max_instances, minutes=minutes,
-                              rate=rate, seed=seed, burst=burst)
+                              rate=rate, seed=seed, burst=burst, kvh=100 * DEFAULT_KV_HEADROOM)
     write_table_files(df, out, cap_text, by=["scenario", "path"], metrics=COLUMNS[2:], label="tab:serving-fast-scaling",
                       missing_note="\u2014: no scale-up (weights, cold start) or no role switch in this run.")
     _plot(df, out / "absorb.png")

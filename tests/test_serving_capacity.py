@@ -212,3 +212,81 @@ def test_capacity_weighted_router_sees_per_instance_capacity():
     assert got.count(1) == 6 and got.count(0) == 2          # 3:1 by capacity
     c = make(2)                                              # no capacity: weight 1
     assert capacity_weighted_router()([c], None) is c
+
+
+# ============================================================================ the decode pool's KV floor
+def _kv_pool(blocks: int = 100, new_blocks: int = 50):
+    """A decode pool of two active members of ``blocks`` blocks of 16 tokens (1,600 tokens each), its
+    factory building members of ``new_blocks`` blocks; the engine holds 8 requests (uid 0..7)."""
+    from hpctwin.twin.serving.autoscale import ScaledPool, ScaleLog
+    from hpctwin.twin.serving.engine import Member, ServingEngine, make_requests
+    reqs = make_requests([ServingRequest(0.0, 100, 10) for _ in range(8)])
+    eng = ServingEngine(reqs, pd=True)
+
+    def mk(iid: int, n: int) -> Instance:
+        return Instance(iid, Const(), BlockManager(n, 16), max_num_seqs=4, max_num_batched_tokens=2048)
+    pool = ScaledPool(eng, lambda iid: mk(iid, new_blocks), "decode", ScaleLog())
+    a, b = mk(0, blocks), mk(1, blocks)
+    for x in (a, b):
+        x.role = "decode"
+        eng.add(Member(x, "decode", state="active"))
+    return eng, pool, reqs, a, b
+
+
+def test_kv_demand_and_floor_by_hand():
+    from hpctwin.twin.serving.capacity import decode_kv_demand, kv_floor
+    eng, pool, reqs, a, b = _kv_pool()
+    assert decode_kv_demand(pool) == 0 and kv_floor(pool, 0.25) == 1       # at least one instance
+    a.kv.allocate(0, 800)                        # running on a: 50 blocks = 800 tokens
+    reqs[1].num_tokens = 400
+    a.waiting.append(reqs[1])                    # landed on a, not admitted: 400 tokens
+    reqs[2].computed = 320
+    b.kv.allocate(2, 320)                        # a transfer to b with its 20 blocks set aside (in use already)
+    eng.kv_land.append((9.0, 2, 0, reqs[2], 1))
+    reqs[3].computed = 200
+    eng.kv_land.append((9.0, 3, 0, reqs[3], 1))  # a transfer to b without blocks set aside: 200 tokens
+    reqs[4].computed = 300
+    eng.waiting_d.append((reqs[4], 1.0, 0))      # a prompt done, no active decode instance: 300 tokens
+    reqs[5].computed = 40
+    eng.kv_starts.append((9.0, 5, 0, reqs[5], 0))  # a prompt done, its transfer not started: 40 tokens
+    reqs[6].computed = 999
+    eng.kv_land.append((9.0, 6, 1, reqs[6], 1))  # an older attempt of a restarted request: not counted
+    assert decode_kv_demand(pool) == 800 + 400 + 320 + 200 + 300 + 40     # 2,060 tokens
+    # x 1.25 = 2,575 tokens: a (1,600) and b (1,600) hold it
+    assert kv_floor(pool, 0.25) == 2
+    # x 2 = 4,120: a and b hold 3,200; 920 more at the factory's 800 tokens an instance: 2 new
+    assert kv_floor(pool, 1.0) == 4
+    # no headroom, 2,060 > 1,600: b too
+    assert kv_floor(pool, 0.0) == 2
+    eng.members[1].state = "draining"            # a draining member: its KV and its inbound do not count
+    assert decode_kv_demand(pool) == 800 + 400 + 300 + 40
+    assert kv_floor(pool, 0.0) == 1 and pool.new_kv_tokens() == 800
+
+
+def test_capacity_policy_keeps_the_kv_floor():
+    from hpctwin.twin.serving.autoscale import ScaledPool, ScaleLog
+    eng, D, reqs, a, b = _kv_pool()
+    P = ScaledPool(eng, lambda iid: make(iid), "prefill", ScaleLog())
+    a.kv.allocate(0, 1500)                       # 94 blocks = 1,504 tokens in use on a
+    ic = InstanceCapacity(prefill_rps=2.0, decode_tps=100.0, mean_decode_tokens=10.0)
+    # no decode TPS: the capacity alone asks for 1 decode instance; the floor (1,504 x 1.25 = 1,880 tokens)
+    # keeps 2, in the recommendation before the window too (what role switching reads)
+    pol = CapacityPDPolicy(ic, kv_headroom=0.25)
+    assert pol.desired_pools(view(0.0), view(0.0), P, D) == (1, 2)
+    assert pol.raw == (1, 2) and pol.kv_need == 2
+    # without a floor (the default) the same state asks for 1
+    plain = CapacityPDPolicy(ic)
+    assert plain.desired_pools(view(0.0), view(0.0), P, D) == (1, 1) and plain.kv_need == 0
+    # headroom 0: 1,504 tokens fit on a
+    assert CapacityPDPolicy(ic, kv_headroom=0.0).desired_pools(view(0.0), view(0.0), P, D) == (1, 1)
+
+
+def test_kv_headroom_errors():
+    from hpctwin.twin.serving.roles import RoleSwitch
+    with pytest.raises(ValueError, match=r"capacity policy: kv_headroom must be a fraction in \[0, 10\] "
+                                         r"\(e\.g\. 0\.25: 25 % above the KV the decode pool holds\) or None, got -0\.1"):
+        CapacityPDPolicy(InstanceCapacity(1.0, 1.0, 1.0), kv_headroom=-0.1)
+    with pytest.raises(ValueError, match=r"role switch: kv_headroom must be a fraction in \[0, 10\].*got 'x'"):
+        RoleSwitch(kv_headroom="x")
+    with pytest.raises(ValueError, match=r"got True"):
+        CapacityPDPolicy(InstanceCapacity(1.0, 1.0, 1.0), kv_headroom=True)

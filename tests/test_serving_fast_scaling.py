@@ -217,6 +217,66 @@ def test_capacity_policy_counts_mixed_members_at_their_own_capacity():
     assert count(pool, 700.0, lambda c: c.decode_tps, SLOW) == 4
 
 
+# ============================================================================ the KV floor of role switching
+def small_kv(iid: int) -> Instance:
+    """10 ms iterations and 200 KV blocks of 16 tokens: 3,200 tokens of KV."""
+    return Instance(iid, Const(0.01, 1), BlockManager(200, 16), max_num_seqs=32, max_num_batched_tokens=512)
+
+
+class Spy(Script):
+    """`Script`, recording the decode pool's KV demand and floor (25 % headroom) at each tick."""
+
+    def __init__(self, *a) -> None:
+        super().__init__(*a)
+        self.seen: dict[float, tuple[int, int]] = {}
+
+    def desired_pools(self, vp, vd, P, D):
+        from hpctwin.twin.serving.capacity import decode_kv_demand, kv_floor
+        self.seen[vp.now] = (decode_kv_demand(D), kv_floor(D, 0.25))
+        return self.desired_pd(vp, vd)
+
+
+def test_role_switch_keeps_the_decode_pools_kv_floor():
+    # at t = 5 s the script moves a decode instance to prefill; the two decode instances (3,200 tokens of KV
+    # each) hold more than 3,200 / 1.25 tokens then: the floor is 2, so none switches (the script's own
+    # scale-in still drains one and a prefill instance is started: 4 instances, not 3)
+    tr = trace(400, 30.0, seed=2)
+    runs = {}
+    for h in (None, 0.25):
+        spy = Spy(5.0, (1, 2), (2, 1))
+        res, log = simulate_autoscaled(tr, make, spy, 3, 3, cold_start=100.0, interval_s=1.0, initial=(1, 2),
+                                       make_decode=small_kv, role_switch=RoleSwitch(2.0, kv_headroom=h))
+        check_serving_result(res, trace=tr)
+        runs[h] = (res, log, spy)
+    demand, floor = runs[0.25][2].seen[5.0]
+    assert demand * 1.25 > 3200 and floor == 2
+    assert runs[0.25][2].seen[5.0] == runs[None][2].seen[5.0]          # the same state up to the decision
+    assert len(runs[None][1].switches) == 1 and len(runs[None][0].instances) == 3
+    assert runs[0.25][1].switches == [] and len(runs[0.25][0].instances) == 4
+
+
+def test_capacity_policy_with_kv_floor_and_role_switch_conserves_and_bills_by_type():
+    tr = trace(600, 40.0, seed=11)
+    fast = with_capacity(small_kv, FAST, gpu_type="fast")
+
+    def typed(iid: int) -> Instance:
+        x = mixed(iid)
+        x.gpu_type = "fast" if iid % 2 == 0 else "slow"
+        return x
+
+    def run():
+        res, log = simulate_autoscaled(tr, typed, CapacityPDPolicy(FAST, SLOW, window_s=20.0, kv_headroom=0.25), 2, 8,
+                                       cold_start=ScaleUp(d2d_path("RTX4090"), startup_s=1.0), interval_s=2.0,
+                                       make_decode=fast, router="capacity_weighted", role_switch=RoleSwitch(0.5))
+        check_serving_result(res, trace=tr)
+        run.log = log
+        return res
+    check_deterministic(run)
+    by = run.log.gpu_seconds_by_type
+    assert set(by) <= {"fast", "slow"} and by["fast"] > 0
+    assert sum(by.values()) == pytest.approx(run.log.gpu_seconds, rel=1e-12)
+
+
 def test_ratio_policy_path_unchanged_with_initial_pair():
     # initial=(p, d) starts exactly that split; a FixedPD-like ratio then keeps it
     tr = trace(100, 20.0)
@@ -239,15 +299,29 @@ needs_data = pytest.mark.skipif(not (DATA / "LLM-serving").exists(), reason="LLM
 def test_serving_autoscale_experiment_smoke(tmp_path):
     import pandas as pd
     from hpctwin.experiments.serving_autoscale import COLUMNS, run
-    df = run(tmp_path, hours=2.0, rate=2.0, compress=24.0, max_instances=8)
+    df = run(tmp_path, hours=2.0, rate=2.0, compress=24.0, max_instances=8, het_rate=4.0, het_compress=24.0)
     assert list(df.columns) == COLUMNS
+    B, S = "RTX PRO 6000", "RTX 4090"
     assert list(df["policy"]) == ["fixed peak, colocated", "fixed peak, P/D", "today: P/D ratio, guessed 500 tok/s",
-                                  "today: HPA per pool", "capacity P/D (HeteroScale)", "capacity P/D + d2d + role switch"]
+                                  "today: HPA per pool", "capacity P/D (HeteroScale)", "capacity P/D + d2d + role switch",
+                                  f"Llama-3.1-8B: fixed peak P/D, {B}", f"Llama-3.1-8B: capacity P/D, {B}",
+                                  f"Llama-3.1-8B: capacity P/D, {S}",
+                                  f"Llama-3.1-8B: capacity P/D, prefill {S} + decode {B}",
+                                  f"Llama-3.1-8B: capacity P/D, prefill {B} + decode {S}",
+                                  f"Llama-3.1-8B: capacity P/D, mixed pools ({B} base, {S} scale-ups)"]
+    # one type: cost = GPU-hours (RTX PRO 6000) or x 1,599 / 8,565 (RTX 4090)
+    qwen = df.iloc[:6]
+    assert (qwen["cost_pro6000_gpu_h"] == qwen["gpu_hours"]).all()
+    r4090 = df[df["policy"] == f"Llama-3.1-8B: capacity P/D, {S}"].iloc[0]
+    assert r4090["cost_pro6000_gpu_h"] == pytest.approx(r4090["gpu_hours"] * 1599 / 8565, rel=1e-12)
+    assert df.loc[df["policy"] == f"Llama-3.1-8B: fixed peak P/D, {B}", "gpu_hours_vs_fixed_pd"].iloc[0] == 1.0
     assert (df["gpu_hours"] > 0).all() and df["slo_attainment"].between(0, 1).all()
-    assert (df["requests"] == df["requests"].iloc[0]).all()
+    for block in (df.iloc[:6], df.iloc[6:]):                    # one workload per block
+        assert (block["requests"] == block["requests"].iloc[0]).all()
     assert df.loc[df["policy"] == "fixed peak, P/D", "gpu_hours_vs_fixed_pd"].iloc[0] == 1.0
     assert list(pd.read_csv(tmp_path / "results.csv").columns) == COLUMNS
-    for f in ("results.md", "results.tex", "capacity.json", "capacity.csv", "instances.png"):
+    for f in ("results.md", "results.tex", "capacity.json", "capacity.csv", "instances.png", "instances_llama8b.png",
+              "capacity_llama8b_RTX4090/capacity.json", "capacity_llama8b_RTXPRO6000/capacity.json"):
         assert (tmp_path / f).is_file(), f
 
 
@@ -257,7 +331,8 @@ def test_serving_fast_scaling_experiment_smoke(tmp_path):
     from hpctwin.experiments.serving_fast_scaling import COLUMNS, run
     df = run(tmp_path, minutes=1.5, rate=2.0, max_instances=8)
     assert list(df.columns) == COLUMNS and set(df["scenario"]) == {"rate burst", "mix shift"}
-    assert len(df) == 18 and df["absorb_s"].ge(0).all()
+    assert len(df) == 22 and df["absorb_s"].ge(0).all()
+    assert {"NVMe + KV floor", "role switch + KV floor (+ NVMe)"} <= set(df["path"])
     w = df[df["path"] == "NVMe"]["weights_s"].dropna()          # bytes per GPU / 7 GB/s, when any scale-up
     assert w.to_numpy() == pytest.approx(model_shape("Qwen/Qwen3-32B").weight_bytes_per_rank(1) / 7e9, rel=1e-9)
     for f in ("results.csv", "results.md", "results.tex", "absorb.png"):

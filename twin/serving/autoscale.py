@@ -39,14 +39,16 @@ from .instance import Instance
 from .limits import MAX_COLD_START_S, MAX_GBPS, MAX_INSTANCES, check_int, check_number, check_ticks
 from .policies import (HPA_DOWNSCALE_WINDOW_S, HPA_SYNC_S, HPA_TOLERANCE, DecodeTPSPolicy, FixedPolicy, PoolView,
                        RatioPolicy, UtilizationPolicy, as_pd_policy, as_pool_policy)
-from .capacity import CapacityPDPolicy, InstanceCapacity, capacity_pd_policy, instance_capacity, with_capacity
+from .capacity import (DEFAULT_KV_HEADROOM, CapacityPDPolicy, InstanceCapacity, capacity_pd_policy, instance_capacity,
+                       kv_floor, kv_tokens, with_capacity)
 from .roles import RoleSwitch
 from .weights import ScaleUp
 
 __all__ = ["HPA_SYNC_S", "HPA_TOLERANCE", "HPA_DOWNSCALE_WINDOW_S", "DEFAULT_LOAD_GBPS", "DEFAULT_STARTUP_S",
            "cold_start_s", "PoolView", "FixedPolicy", "UtilizationPolicy", "DecodeTPSPolicy", "RatioPolicy",
            "ScaleLog", "ScaledPool", "simulate_autoscaled", "ScaleUp", "RoleSwitch", "InstanceCapacity",
-           "instance_capacity", "with_capacity", "CapacityPDPolicy", "capacity_pd_policy"]
+           "instance_capacity", "with_capacity", "CapacityPDPolicy", "capacity_pd_policy", "DEFAULT_KV_HEADROOM",
+           "kv_floor"]
 
 #: one PCIe Gen4 NVMe SSD's sequential read (Samsung 990 PRO data sheet: 7.45 GB/s), 1 GB = 1e9 B
 DEFAULT_LOAD_GBPS = 7.0
@@ -76,6 +78,8 @@ class ScaleLog:
     scale_ups: list = field(default_factory=list)
     #: (drain start s, drained s, serving again s, from pool, to pool) of every role switch (`roles`)
     switches: list = field(default_factory=list)
+    #: billed GPU seconds by the instances' ``gpu_type`` (`capacity.with_capacity`; "" when unset)
+    gpu_seconds_by_type: dict = field(default_factory=dict)
 
 
 class ScaledPool:
@@ -87,6 +91,16 @@ class ScaledPool:
         self.engine, self.make, self.role, self.log = engine, make, role, log
         self.prev = {"t": 0.0, "busy": 0.0, "tok": 0}
         self.incoming: list[Member] = []      # members of the other pool draining to switch into this one
+        self._kv_new: int | None = None
+
+    def new_kv_tokens(self) -> int:
+        """KV tokens (`capacity.kv_tokens`) of an instance this pool would start: the factory's
+        ``kv_tokens`` attribute when it has one (a factory of mixed types), else one instance it builds
+        (id -1, never served), once."""
+        if self._kv_new is None:
+            given = getattr(self.make, "kv_tokens", None)
+            self._kv_new = int(given) if given is not None else kv_tokens(self.make(-1))
+        return self._kv_new
 
     def count(self) -> int:
         """Instances the controller counts: active, starting and switching in."""
@@ -121,6 +135,9 @@ class ScaledPool:
     def stop(self, m: Member, now: float) -> None:
         m.state, m.t_end = "stopped", now
         self.log.gpu_seconds += m.x.model.tp * max(0.0, now - m.billed_from)
+        kind = getattr(m.x, "gpu_type", "")
+        by = self.log.gpu_seconds_by_type
+        by[kind] = by.get(kind, 0.0) + m.x.model.tp * max(0.0, now - m.billed_from)
         self.log.busy_gpu_seconds += m.x.model.tp * m.x.busy_s
 
     def view(self, t: float, interval_s: float) -> PoolView:
@@ -238,6 +255,8 @@ class _Switcher:
             act = src.of("active")
             need = want[dst.role] - dst.count()
             keep = want[src.role] if raw is None else min(want[src.role], raw[0 if src is P else 1])
+            if src is D and self.rs.kv_headroom is not None:
+                keep = max(keep, kv_floor(D, self.rs.kv_headroom))   # the decode pool's KV floor (`roles`)
             k = min(need, src.count() - keep, len(act) - 1)
             if need <= 0 or k <= 0:
                 continue

@@ -698,6 +698,80 @@ class _Window:
         return max(r for _, r in self._recent)
 
 
+# ============================================================================ the decode pool's KV floor
+#: headroom of the KV floor (fraction): the decode pool holds the KV it must hold now with 25 % to spare,
+#: for the growth of the running requests' KV (one token per decode step) and the prompts about to land -
+#: an assumption (vLLM's own default leaves 10 % of the GPU memory out, ``gpu_memory_utilization`` 0.9)
+DEFAULT_KV_HEADROOM = 0.25
+
+
+def check_kv_headroom(headroom: object, who: str) -> float | None:
+    """``headroom`` (fraction >= 0, at most 10, or None: no floor) checked; a ValueError naming ``who``."""
+    if headroom is None:
+        return None
+    if isinstance(headroom, bool) or not isinstance(headroom, (int, float)) or not math.isfinite(headroom) \
+            or not 0 <= headroom <= 10:
+        raise ValueError(f"{who}: kv_headroom must be a fraction in [0, 10] (e.g. {DEFAULT_KV_HEADROOM}: "
+                         f"{100 * DEFAULT_KV_HEADROOM:g} % above the KV the decode pool holds) or None, "
+                         f"got {headroom!r}")
+    return float(headroom)
+
+
+def kv_tokens(x: Instance) -> int:
+    """Tokens of KV instance ``x`` holds at most (its blocks x block size)."""
+    return x.kv.num_blocks * x.kv.block_size
+
+
+def decode_kv_demand(pool: "ScaledPool") -> int:
+    """Tokens of KV the decode pool ``pool`` must hold now (the occupancy signal of its KV floor):
+
+    * on each of its active and starting members, the blocks in use x block size (its running requests,
+      and the blocks set aside for the KV transfers on their way to it) plus the tokens of the requests
+      queued there (landed KV not admitted yet, preempted ones: their ``num_tokens``);
+    * the KV arriving from the prefill pool without blocks set aside: transfers in flight to those members
+      whose blocks were not reserved, prompts done whose transfer has not started, and prompts waiting for
+      an active decode instance (their computed prompt tokens).
+
+    Transfers and queues of a restarted request's older attempt do not count; draining members do not
+    (they take no new work and free their KV as they finish)."""
+    eng = pool.engine
+    mine = {k for k, m in enumerate(eng.members) if m.pool == pool.role and m.state in ("active", "starting")}
+    tok = 0
+    for k in sorted(mine):
+        x = eng.members[k].x
+        tok += x.kv.used * x.kv.block_size + sum(r.num_tokens for r in x.waiting)
+    current = eng.retries
+    # in flight: the formula's landings, or (on a topology) the flows until they land (`engine._land`)
+    moving = ([(uid, att, r, k) for _, uid, att, r, k in eng.kv_land] if eng.flows is None else
+              [(uid, att, r, k) for (uid, att), (r, k, _, _) in eng.inflight.items()])
+    for uid, att, r, k in moving:
+        if k in mine and att == current[uid] and not eng.members[k].x.kv.held(uid):
+            tok += r.computed
+    for _, uid, att, r, _ in eng.kv_starts:
+        if att == current[uid]:
+            tok += r.computed
+    tok += sum(r.computed for r, _, _ in eng.waiting_d)
+    return int(tok)
+
+
+def kv_floor(pool: "ScaledPool", headroom: float) -> int:
+    """Fewest decode instances whose KV (`kv_tokens`) holds `decode_kv_demand` x (1 + ``headroom``): the
+    pool's members in creation order (active, starting, switching in: the ones a scale-in keeps), then
+    new ones of the pool factory's KV (`ScaledPool.new_kv_tokens`); at least 1."""
+    need = decode_kv_demand(pool) * (1.0 + headroom)
+    have = [m for m in pool.engine.members if m.pool == pool.role and m.state in ("active", "starting")]
+    have += pool.incoming
+    total, n = 0, 0
+    for m in have:
+        if total >= need:
+            return max(1, n)
+        total += kv_tokens(m.x)
+        n += 1
+    if total < need:
+        n += math.ceil((need - total) / max(1, pool.new_kv_tokens()) - 1e-9)
+    return max(1, n)
+
+
 # ============================================================================ capacity-driven P/D scaling
 @dataclass(frozen=True)
 class InstanceCapacity:
@@ -730,12 +804,17 @@ def instance_capacity(cap, klass: str | None = None) -> InstanceCapacity:
     return InstanceCapacity(p, d, cap.workload["mean_decode_tokens"], by, cap.knee("prefill", klass).prefill_tps)
 
 
-def with_capacity(make: Callable[[int], Instance], ic: InstanceCapacity) -> Callable[[int], Instance]:
+def with_capacity(make: Callable[[int], Instance], ic: InstanceCapacity,
+                  gpu_type: str | None = None) -> Callable[[int], Instance]:
     """``make`` whose instances carry ``ic`` as ``x.capacity`` (what `CapacityPDPolicy` and the
-    ``capacity_weighted`` router read); ``.capacity`` of the returned factory is ``ic`` too."""
+    ``capacity_weighted`` router read); ``.capacity`` of the returned factory is ``ic`` too. ``gpu_type``
+    (e.g. ``"RTX4090"``): the instances also carry it as ``x.gpu_type`` (the autoscaler bills GPU time per
+    type: `autoscale.ScaleLog.gpu_seconds_by_type`)."""
     def made(iid: int) -> Instance:
         x = make(iid)
         x.capacity = ic
+        if gpu_type is not None:
+            x.gpu_type = gpu_type
         return x
     made.capacity = ic
     return made
@@ -763,11 +842,19 @@ class CapacityPDPolicy:
     ``prefill_signal="prompt_tps"``: the prefill pool also covers the prompt tokens/s that arrived in the
     interval at its knee prompt tokens/s (``prefill_tps``), whichever needs more - a shift of the mix to
     long prompts, which the decode TPS and a fixed ratio do not see (``"ratio"``, the default:
-    HeteroScale's fixed ratio only)."""
+    HeteroScale's fixed ratio only).
+
+    ``kv_headroom`` (a fraction, e.g. `DEFAULT_KV_HEADROOM`; None, the default: no floor): the decode pool
+    never gets fewer instances than hold the KV it must hold now with that headroom (`kv_floor` of
+    `decode_kv_demand`: KV in use and queued on its instances, and the KV arriving from the prefill pool),
+    whatever the decode TPS says. The capacity knees hold for the length mix they were profiled on; the
+    floor is what keeps a shift to longer prompts (more KV per request at the same decode TPS) from
+    shrinking the pool into KV exhaustion. The floor enters ``raw`` too, so role switching
+    (`autoscale._Switcher`) does not take decode instances below it; ``kv_need`` is the last floor."""
 
     def __init__(self, prefill: InstanceCapacity, decode: InstanceCapacity | None = None, utilization: float = 1.0,
                  window_s: float = HPA_WINDOW_S, per_class: bool = False,
-                 prefill_signal: str = "ratio") -> None:
+                 prefill_signal: str = "ratio", kv_headroom: float | None = None) -> None:
         if not isinstance(prefill, InstanceCapacity) or not isinstance(decode or prefill, InstanceCapacity):
             raise ValueError("capacity policy: prefill and decode must be InstanceCapacity "
                              "(autoscale.instance_capacity of a capacity file)")
@@ -780,6 +867,8 @@ class CapacityPDPolicy:
             raise ValueError("capacity policy: prefill_signal 'prompt_tps' needs the prefill knee's prompt tokens/s "
                              "(InstanceCapacity.prefill_tps)")
         self.prefill_signal = prefill_signal
+        self.kv_headroom = check_kv_headroom(kv_headroom, "capacity policy")
+        self.kv_need = 0                            # the last KV floor (decode instances; 0: none applied)
         self._pi, self._pt = 0, 0.0
         self.p_cap, self.d_cap = prefill, decode or prefill
         self.utilization, self.per_class = float(utilization), bool(per_class)
@@ -853,6 +942,9 @@ class CapacityPDPolicy:
         units = self.decode_units(vd.decode_tps, D.engine) / self.utilization
         need_tps = units * self.d_cap.decode_tps
         nd = self._count(D, need_tps, lambda c: c.decode_tps, self.d_cap)
+        if self.kv_headroom is not None:
+            self.kv_need = kv_floor(D, self.kv_headroom)
+            nd = max(nd, self.kv_need)
         need_rps = need_tps / max(1e-9, self.d_cap.mean_decode_tokens)
         np_ = self._count(P, need_rps, lambda c: c.prefill_rps, self.p_cap)
         if self.prefill_signal == "prompt_tps":
@@ -878,10 +970,11 @@ class CapacityPDPolicy:
 
 def capacity_pd_policy(capacity: str, decode_capacity: str = "", slo_class: str = "", utilization: float = 1.0,
                        window_s: float = HPA_WINDOW_S, per_class: bool = False,
-                       prefill_signal: str = "ratio") -> CapacityPDPolicy:
+                       prefill_signal: str = "ratio", kv_headroom: float | None = None) -> CapacityPDPolicy:
     """The ``capacity`` P/D table entry: a `CapacityPDPolicy` from capacity files (``hpctwin serve profile``):
     ``capacity`` for the prefill instances (and the decode ones unless ``decode_capacity``, heterogeneous
-    pools: prefill on one GPU type, decode on another), at the knees of ``slo_class`` (default the first)."""
+    pools: prefill on one GPU type, decode on another), at the knees of ``slo_class`` (default the first);
+    ``kv_headroom``: the decode pool's KV floor (`CapacityPDPolicy`; None: none)."""
     p = instance_capacity(load_capacity(capacity), slo_class or None)
     d = instance_capacity(load_capacity(decode_capacity), slo_class or None) if decode_capacity else None
-    return CapacityPDPolicy(p, d, utilization, window_s, per_class, prefill_signal)
+    return CapacityPDPolicy(p, d, utilization, window_s, per_class, prefill_signal, kv_headroom)

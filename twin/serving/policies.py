@@ -269,11 +269,15 @@ class CapacityOptions:
     per_class: bool = option(False, help="weigh the decode demand by class at each class's knee")
     prefill_signal: str = option("ratio", choices=("ratio", "prompt_tps"),
                                  help="prefill pool: the P/D ratio of the curves, or also the arriving prompt tokens/s")
+    kv_floor: bool = option(False, help="never shrink the decode pool below the KV it holds and receives, plus "
+                                        "kv_headroom (capacity curves hold only for the mix they were measured on)")
+    kv_headroom: float = option(0.25, help="headroom of the KV floor above the KV in use (an assumption)",
+                                unit="fraction", minimum=0.0, maximum=10.0)
 
 
-def _capacity_pd(**options):
+def _capacity_pd(kv_floor: bool = False, kv_headroom: float = 0.25, **options):
     from .capacity import capacity_pd_policy  # noqa: PLC0415 (issue 28 item 3)
-    return capacity_pd_policy(**options)
+    return capacity_pd_policy(kv_headroom=kv_headroom if kv_floor else None, **options)
 
 
 PD_POLICIES.register("capacity", _capacity_pd, spec=CapacityOptions,

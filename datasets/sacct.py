@@ -339,7 +339,12 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
     unlimited = 0
     het = 0
     more_gpus = 0                  # jobs allocated more GPUs than they asked for (AllocTRES > ReqTRES)
-    counts = {"gpus_from_alloc": 0}   # jobs whose ReqTRES names no GPU but whose AllocTRES does
+    counts = {"req_names_gpus": 0}    # jobs whose ReqTRES names GPUs
+    # rows whose ReqTRES names no GPU but whose AllocTRES does. If other rows' ReqTRES name GPUs, this
+    # dump's ReqTRES carries GPU requests, so these jobs asked for none: their AllocTRES GPUs came with
+    # whole nodes (--exclusive; Slurm lists an exclusive job's node GRES in AllocTRES) and are read as 0.
+    # Otherwise (a dump whose ReqTRES never names GPUs, older Slurm) AllocTRES's GPUs are the best record.
+    fallback_rows: list[int] = []
     seen_ids: dict[int, int] = {}
     renumber: list[int] = []       # rows whose repeated id is replaced after the loop
 
@@ -371,8 +376,10 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
                         raise SacctError(f"{p}:{lineno}: field {name}: {item}={tres[item]:.0f}, but {label} says "
                                          f"{want} (the line contradicts itself)")
         req, alloc = found.get("reqtres"), found.get("alloctres")
+        if req is not None:
+            counts["req_names_gpus"] += 1
         if req is None and alloc and (field(values, "reqtres") or "").strip():
-            counts["gpus_from_alloc"] += 1      # ReqTRES is there but names no GPU: the allocation's
+            fallback_rows.append(len(rec["gpus"]))   # ReqTRES is there but names no GPU: decided after the file
         return (req if req is not None else alloc if alloc is not None else 0.0), alloc
 
     for ln in range(hl + 1, len(lines)):
@@ -593,6 +600,10 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
         columns["nnodes"] = np.array(rec["nnodes"], dtype=np.int64)
     if "ncpus" in col:
         columns["ncpus"] = np.array(rec["ncpus"], dtype=np.int64)
+    if fallback_rows and counts["req_names_gpus"]:
+        for i in fallback_rows:                 # see `fallback_rows`: no GPU asked
+            rec["gpus"][i] = 0.0
+            rec["gpn"][i] = 0.0
     if "alloctres" in col or "reqtres" in col:
         columns["gpus"] = np.array(rec["gpus"], dtype=np.float64)
         columns["gpus_per_node"] = np.array(rec["gpn"], dtype=np.float64)
@@ -643,9 +654,13 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
     if more_gpus:
         notes.append(f"{more_gpus} jobs were allocated more GPUs than they asked for (AllocTRES > ReqTRES, e.g. "
                      "--exclusive): their requested GPUs are used")
-    if counts["gpus_from_alloc"]:
-        notes.append(f"{counts['gpus_from_alloc']} jobs' ReqTRES names no GPU but their AllocTRES does: their GPUs "
-                     "are AllocTRES's (an exclusive CPU job on a GPU node would be counted with the node's GPUs)")
+    if fallback_rows and counts["req_names_gpus"]:
+        notes.append(f"{len(fallback_rows)} jobs' ReqTRES names no GPU but their AllocTRES does while other jobs' "
+                     "ReqTRES name GPUs: read as asking for no GPU (whole nodes, e.g. --exclusive)")
+    elif fallback_rows:
+        notes.append(f"{len(fallback_rows)} jobs' ReqTRES names no GPU but their AllocTRES does (no ReqTRES in the "
+                     "file names GPUs): their GPUs are AllocTRES's (an exclusive CPU job on a GPU node would be "
+                     "counted with the node's GPUs)")
     if het:
         notes.append(f"{het} heterogeneous-job components kept as separate jobs")
     if renumber:

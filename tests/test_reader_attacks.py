@@ -264,6 +264,18 @@ def test_sacct_gpu_counts(tmp_path, req, alloc, gpus, note):
     assert gpu_notes == ([] if note is None else [next(n for n in gpu_notes if n.startswith(note))])
 
 
+def test_sacct_exclusive_cpu_job_on_gpu_nodes_asks_no_gpu(tmp_path):
+    """Real Slurm 22.05 (tests/data/slurm_truth/gpu_exclusive): an --exclusive CPU job on a 4-GPU node has
+    ReqTRES without GPUs and AllocTRES with the node's gres/gpu=4. When other jobs' ReqTRES name GPUs the
+    dump's ReqTRES carries GPU requests, so that job asked for none (it may then use CPU-only nodes)."""
+    rows = [sacct_row(ReqTRES="cpu=16,gres/gpu=2,node=2", AllocTRES="cpu=16,gres/gpu=8,node=2"),
+            sacct_row(JobID="2", JobIDRaw="2", ReqTRES="cpu=16,node=2", AllocTRES="cpu=16,gres/gpu=8,node=2")]
+    wl = read_sacct(write_sacct(tmp_path, *rows))
+    assert wl.columns["gpus"].tolist() == [2, 0]
+    assert any(n.startswith("1 jobs' ReqTRES names no GPU but their AllocTRES does while other jobs' ReqTRES "
+                            "name GPUs: read as asking for no GPU") for n in wl.notes)
+
+
 def test_sacct_alloctres_alone_and_allocation_gpu(tmp_path, capsys):
     """The issue's case: a dump whose AllocTRES says gres/gpu=4 (no ReqTRES column) runs with --allocation gpu."""
     h = "JobID|Submit|Start|End|NNodes|NCPUS|AllocTRES|State"

@@ -72,7 +72,9 @@ def test_names_sizes_gpus_energy(wl):
     assert wl.procs.tolist() == [2, 1, 4, 1, 1, 1, 2, 1, 1, 1, 2, 1, 1]
     assert wl.columns["ncpus"][0] == 64
     g = wl.columns["gpus_per_node"]
-    assert g[0] == 4.0          # gres/gpu=8 on 2 nodes
+    # job 100: ReqTRES names no GPU while job 300's does, so this dump's ReqTRES carries GPU requests and
+    # the gres/gpu=8 of job 100's AllocTRES came with whole nodes: no GPU asked
+    assert g[0] == 0.0 and wl.columns["gpus"][0] == 0.0
     assert g[10] == 2.0         # gres/gpu:a100=4 on 2 nodes
     assert g[1] == 0.0
     e = wl.columns["consumed_energy_j"]

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from hpctwin.twin.errors import RunConfigError
-from hpctwin.twin.plugins import ANY_OPTIONS, Entry, Signature, Table
+from hpctwin.twin.plugins import ANY_OPTIONS, Entry, Signature, Table, resolve
 
 from .backfill import BACKFILLS, QueueScheduler
 from .base import Scheduler, as_scheduler
@@ -94,7 +94,10 @@ class SchedulerEntry(Entry):
     conformance suite runs it with; ``check_variants``: ``"module:attr"`` of a function giving
     {label: options} of the configurations the suite checks (default: the entry as it is); ``queue``:
     the (order, backfill) pair a built-in name stands for (the suite checks the whole order x backfill
-    grid instead); ``code``: the name names code to import (``module:Class``).
+    grid instead); ``code``: the name names code to import (``module:Class``); ``units``:
+    ``"module:function"`` ``(cfg, units, options) -> Units`` asked once the workload and the machine are
+    known, before the jobs are prepared: a policy may count the machine in other units (Slurm's
+    select/cons_tres counts CPUs, so that jobs share nodes).
     """
 
     takes: tuple[str, ...] = ()
@@ -107,6 +110,7 @@ class SchedulerEntry(Entry):
     check_variants: Any = None
     queue: tuple[str, str] | None = None
     code: bool = False
+    units: str | None = None
 
     @property
     def needs(self) -> Needs:
@@ -118,6 +122,10 @@ class SchedulerEntry(Entry):
         kwargs = {k: v for k, v in (("order", order), ("backfill", backfill)) if k in self.takes and v is not None}
         args = (name[len(self.name):],) if self.prefix else ()
         return self.load()(*args, **kwargs, **dict(options or {}))
+
+    def adapt_units(self, cfg, units, options: Mapping[str, Any]):
+        """The machine's units as this policy counts them (``units`` unless the entry declares ``units``)."""
+        return resolve(self.units)(cfg, units, options) if self.units else units
 
 
 # ---------------------------------------------------------------------- factories of the built-in names
@@ -316,6 +324,7 @@ for _name, (_o, _b) in BUILTIN.items():
                              {"conservative"} if _b == "conservative" else ())))
 SCHEDULERS.register(SchedulerEntry(
     "slurm", _slurm, options=ANY_OPTIONS, takes=("slurm_conf",), doc="Slurm-like multifactor priority and backfill",
+    units="hpctwin.schedulers.slurm_tres:cons_tres_units",
     check_variants="hpctwin.schedulers.checks:slurm_variants",
     why_not="the Slurm-like policy orders by multifactor priority and backfills as its slurm.conf says (give them "
             "in --slurm-conf or --set scheduler.KEY)"))

@@ -45,6 +45,7 @@ give a GPU twice or memory beyond ``RealMemory``, and keeps every job's allocati
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -527,3 +528,43 @@ def parse_alloc(text: str) -> list[tuple[str, str]]:
             raise ValueError(f"allocation {item!r} is not NODE:VALUE")
         out.append((node, val))
     return out
+
+
+def cons_tres_units(cfg, units, options):
+    """The machine in CPUs when the run counts nodes but select/cons_tres would share them (the Slurm
+    entry's ``units`` hook, asked before the jobs are prepared).
+
+    A sacct dump read in node units (the reader's default: a job's size is its NNodes) on a machine of
+    ``--nodes N`` = the N NodeName nodes would give every job whole nodes. Under select/cons_tres or
+    cons_res Slurm shares nodes by cores, so when the dump says each job's CPUs (column ``ncpus``) the
+    machine is re-counted in CPUs (the NodeName lines' CPUs) and a job's size becomes its NCPUS on its
+    NNodes nodes (`schedulers.slurm_tres` then allocates cores, GPUs and memory per node). Said in the
+    run's notes. Anything else (select/linear, no slurm.conf, a machine already in CPUs or GPUs, no
+    per-job CPU counts, ``cpus_per_node`` given) keeps ``units``.
+    """
+    from .slurm_conf import apply_options, load_slurm_conf  # noqa: PLC0415 - only for Slurm runs
+    path = options.get("slurm_conf")
+    if not path or options.get("cpus_per_node") is not None:
+        return units
+    sc = apply_options(load_slurm_conf(path), {k: v for k, v in options.items() if k != "slurm_conf"})
+    names = sc.node_names
+    if sc.select_type not in ("select/cons_tres", "select/cons_res") or not names or units.total != len(names):
+        return units
+    wl = units.workload
+    ncpus, nnodes = wl.columns.get("ncpus"), wl.columns.get("nnodes")
+    if ncpus is None or nnodes is None or len(wl.procs) != len(ncpus):
+        return units
+    nn, cpus = np.asarray(nnodes, dtype=np.int64), np.asarray(ncpus, dtype=np.int64)
+    if not np.array_equal(np.asarray(wl.procs, dtype=np.int64), nn) or (cpus < np.maximum(nn, 1)).any():
+        return units                       # not a node-unit dump, or CPUs the nodes cannot hold
+    node_cpus = list(sc.node_cpus or [])
+    total = int(sum(node_cpus)) if len(node_cpus) == len(names) else len(names) * int(sc.cpus_per_node or 1)
+    if total <= len(names):
+        return units
+    note = (f"select/cons_tres: the machine counted in CPUs ({total} = the NodeName lines' CPUs of the "
+            f"{len(names)} nodes) and a job's size is its NCPUS on its NNodes nodes, so jobs share nodes as "
+            f"in Slurm (--nodes {len(names)} counted nodes; --set workload.unit=cpus --nodes {total} says it "
+            "directly)")
+    wl = dataclasses.replace(wl, procs=cpus, notes=[*wl.notes, note], machine_size=None)
+    return dataclasses.replace(units, workload=wl, total=total,
+                               source=f"{units.source}, counted as {total} CPUs (select/cons_tres)")

@@ -370,3 +370,28 @@ def test_busy_nodes_first_in_future_tests():
     assert eval_nodes_busy(led, 0, 0b111, idle_now=0b001) == [(1, 4), (2, 4)]
     assert eval_nodes_busy(led, 0, 0b111, idle_now=0b110) == [(0, 4), (1, 4)]
     assert eval_nodes(led, 0, 0b111) == [(0, 4), (1, 4)]
+
+
+def test_sacct_dump_in_node_units_shares_nodes(tmp_path, capsys):
+    """A sacct dump read in node units (the reader's default) with --nodes = the NodeName nodes: under
+    select/cons_tres the machine is counted in CPUs (the entry's units hook) so two 1-node, 2-CPU, 1-GPU
+    jobs share the one 8-CPU, 4-GPU node and both start at 0 (whole nodes would start the second at 100).
+    Under select/linear the same run keeps node units: the second job waits. (CR_Core: under 22.05's
+    default CR_Core_Memory a job without --mem takes all of a node's memory and nothing shares.)"""
+    dump = tmp_path / "d.sacct"
+    head = "JobID|Submit|Start|End|Elapsed|Timelimit|NNodes|NCPUS|ReqTRES|State|Partition"
+    rows = [f"{i}|2024-01-01T00:00:00|2024-01-01T00:00:00|2024-01-01T00:01:40|00:01:40|00:05:00|1|2|"
+            "billing=2,cpu=2,gres/gpu=1,node=1|COMPLETED|p" for i in (1, 2)]
+    dump.write_text(head + "\n" + "\n".join(rows) + "\n")
+    nodes = "NodeName=n1 CPUs=8 Gres=gpu:4\nPartitionName=p Nodes=ALL Default=YES"
+    for select, second in (("select/cons_tres", 0.0), ("select/linear", 100.0)):
+        f = tmp_path / f"{select[7:]}.conf"
+        params = "SelectTypeParameters=CR_Core\n" if select == "select/cons_tres" else ""
+        f.write_text(f"SelectType={select}\n{params}SchedulerParameters=bf_resolution=1\n{nodes}\n")
+        r = run(RunConfig(workload=f"sacct:{dump}", scheduler="slurm", nodes=1,
+                          options={"scheduler": {"slurm_conf": str(f)}}))
+        assert r.jobs.start.tolist() == [0.0, second], select
+        assert r.summary["machine_units"] == (8 if select == "select/cons_tres" else 1)
+        if select == "select/cons_tres":
+            assert any(n.startswith("select/cons_tres: the machine counted in CPUs (8 = the NodeName lines' CPUs")
+                       for n in r.summary["notes"])

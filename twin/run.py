@@ -301,6 +301,8 @@ def setup(p: Plan, workload: Workload | None = None) -> Setup:
     jobs_in_log = len(workload)
     workload = job_window(workload, cfg.max_jobs, cfg.skip_jobs)   # --max-jobs / --skip-jobs
     units = p.allocation.units(cfg, workload, system, p.system_explicit)
+    if not p.allocation.gpu:                 # a policy may count the machine its own way (entry ``units``)
+        units = p.scheduler.entry.adapt_units(cfg, units, p.scheduler.options)
     workload, total_source = units.workload, units.source
     if total_source.startswith("workload") and workload.machine_size_source:
         total_source = total_source.replace("workload", f"workload {workload.machine_size_source}", 1)

@@ -1,0 +1,291 @@
+"""Issue 27 item 7: recorded real Slurm 22.05 runs of GPU cases (tests/data/slurm_truth/<case>/, made
+by benchmarks/slurm_truth_record.py; daemons not needed here).
+
+1. The recordings are self-consistent: every trace job was submitted on its target second with the
+   requested nodes, cores, GPUs, partition, QOS and user, started and COMPLETED with its runtime; no
+   node's cores or GPUs were ever over-committed per the recorded NodeList/AllocTRES; partitions'
+   node sets and QOS MaxJobsPerUser held; the shared case shared nodes, the exclusive case did not.
+2. The twin's current agreement with them (benchmarks/slurm_truth.py) is pinned as a floor, so a change
+   that makes fidelity worse fails; the real-vs-real figures are pinned exactly (they are data).
+"""
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import math
+from collections import defaultdict
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hpctwin.datasets.hostlist import expand_hostlist
+from hpctwin.datasets.sacct import parse_slurm_duration, parse_tres, read_sacct
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).parent / "data" / "slurm_truth"
+#: recorded replays per case (gpu_share and gpu_exclusive replayed twice: real-vs-real agreement)
+RECORDED = {"gpu_share": (1, 2), "gpu_exclusive": (1, 2), "deps_resv": (1,)}
+CASES = tuple(RECORDED)
+RUNS = [(c, k) for c, ks in RECORDED.items() for k in ks]
+#: the slurm-lab GPU cluster: node -> (cores, GPUs); partition -> nodes; QOS -> MaxJobsPerUser
+NODES = {f"n{i:03d}": (8, 4 if i <= 8 else 0) for i in range(1, 13)}
+PARTITIONS = {"gpu": {f"n{i:03d}" for i in range(1, 9)}, "cpu": {f"n{i:03d}" for i in range(5, 13)},
+              "short": set(NODES)}
+QOS_MAX_JOBS = {"normal": 5, "high": 2}
+
+
+def _module(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _csv(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _sacct(path: Path) -> list[dict]:
+    lines = path.read_text().splitlines()
+    head = lines[0].split("|")
+    return [dict(zip(head, ln.split("|"))) for ln in lines[1:] if ln.strip()]
+
+
+def _epoch(s: str) -> float:
+    return datetime.fromisoformat(s).timestamp()
+
+
+def _meta(case: str, k: int) -> dict:
+    return json.loads((DATA / case / f"real-{k}.meta.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def trace():
+    return {case: {r["job_id"]: r for r in _csv(DATA / case / "trace.csv")} for case in RECORDED}
+
+
+# ---------------------------------------------------------------- files
+@pytest.mark.parametrize("case", CASES)
+def test_case_files_present_and_small(case):
+    folder = DATA / case
+    need = ["README.md", "slurm.conf", "gres.conf", "sacctmgr.txt", "accounts.toml", "trace.csv"]
+    need += [f"real-{k}{s}" for k in RECORDED[case] for s in (".csv", ".sacct.txt", ".meta.json")]
+    assert [f for f in need if not (folder / f).exists()] == []
+    assert sum(p.stat().st_size for p in folder.iterdir()) < 200_000
+    conf = (folder / "slurm.conf").read_text()
+    assert "/tmp/" not in conf and "/RUN/" in conf        # run directory neutralised
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_trace_is_the_seeded_script_output(case, tmp_path):
+    T = _module("slurm_truth_traces")
+    T.write_trace(T.CASES[case](), tmp_path / "t.csv")
+    assert (tmp_path / "t.csv").read_bytes() == (DATA / case / "trace.csv").read_bytes()
+
+
+@pytest.mark.parametrize("case,k", RUNS)
+def test_replay_settings(case, k):
+    m = _meta(case, k)
+    njobs = len(_csv(DATA / case / "trace.csv"))
+    assert (m["slurm"], m["scale"], m["jobs"], m["nodes"], m["not_completed"]) == ("slurm-wlm 22.05.8", 60.0, njobs, 12, 0)
+    assert m["exclusive"] is (case == "gpu_exclusive")
+    assert m["SelectType"] == "select/cons_tres" and m["SelectTypeParameters"] == "CR_CORE"
+    assert m["PriorityType"] == "priority/multifactor"
+    assert m["AccountingStorageType"] == "accounting_storage/slurmdbd"
+    assert m["submit_lag_max_s"] < 0.2
+
+
+# ---------------------------------------------------------------- every job as asked
+@pytest.mark.parametrize("case,k", RUNS)
+def test_every_job_submitted_on_time_and_completed_as_asked(case, k, trace):
+    tr = trace[case]
+    scale = _meta(case, k)["scale"]
+    t0 = _meta(case, k)["t0_epoch"]
+    rows = _csv(DATA / case / f"real-{k}.csv")
+    sa = {r["JobIDRaw"]: r for r in _sacct(DATA / case / f"real-{k}.sacct.txt")}
+    assert sorted(r["job_id"] for r in rows) == sorted(tr)
+    assert len(sa) == len(tr)
+    for r in rows:
+        j, s = tr[r["job_id"]], sa[r["slurm_job_id"]]
+        nodes, cores, gpn = int(j["nodes"]), int(j["cores_per_node"]), int(j["gpus_per_node"])
+        assert (r["state"], s["State"], s["JobName"]) == ("COMPLETED", "COMPLETED", j["job_id"])
+        assert (s["User"], s["Partition"], s["QOS"]) == (j["user"], j["partition"], j["qos"])
+        assert int(s["NNodes"]) == nodes and len(expand_hostlist(s["NodeList"])) == nodes
+        # Slurm's Submit second is the target second; times in the CSV are Slurm's seconds x scale
+        assert _epoch(s["Submit"]) - t0 == float(j["submit_s"]) / scale == float(r["real_submit"])
+        assert float(r["submit"]) == float(j["submit_s"])
+        assert _epoch(s["Start"]) >= _epoch(s["Submit"])
+        assert float(r["start"]) == (_epoch(s["Start"]) - t0) * scale
+        # anchored sleeps: Elapsed is the runtime to the second, the limit the trace's
+        assert parse_slurm_duration(s["Elapsed"]) == float(j["runtime_s"]) / scale
+        assert parse_slurm_duration(s["Timelimit"]) == float(j["walltime_s"]) / scale
+        req = parse_tres(s["ReqTRES"])
+        assert req.get("gres/gpu", 0) == nodes * gpn
+        if not _meta(case, k)["exclusive"]:
+            assert req["cpu"] == nodes * cores == int(s["NCPUS"])
+        else:
+            assert int(s["NCPUS"]) == sum(NODES[h][0] for h in expand_hostlist(s["NodeList"]))
+
+
+def _allocations(case: str, k: int) -> list[tuple[float, float, str, dict[str, tuple[int, int]], str, str]]:
+    """(start, end, job, {node: (cores, GPUs)}, user, qos) per job, from NodeList and AllocTRES."""
+    out = []
+    exclusive = _meta(case, k)["exclusive"]
+    for s in _sacct(DATA / case / f"real-{k}.sacct.txt"):
+        hosts = expand_hostlist(s["NodeList"])
+        alloc = parse_tres(s["AllocTRES"])
+        cpu, gpu = int(alloc["cpu"]), int(alloc.get("gres/gpu", 0))
+        if exclusive:         # --exclusive: every core and GPU of its nodes
+            per = {h: NODES[h] for h in hosts}
+            assert (cpu, gpu) == tuple(sum(x) for x in zip(*per.values()))
+        else:                 # --ntasks-per-node / --gpus-per-node: the same on every node
+            assert cpu % len(hosts) == 0 and gpu % len(hosts) == 0
+            per = {h: (cpu // len(hosts), gpu // len(hosts)) for h in hosts}
+        out.append((_epoch(s["Start"]), _epoch(s["End"]), s["JobIDRaw"], per, s["User"], s["QOS"]))
+    return out
+
+
+@pytest.mark.parametrize("case,k", RUNS)
+def test_no_core_or_gpu_overcommitted(case, k):
+    allocs = _allocations(case, k)
+    events = sorted([(a[0], 1, i) for i, a in enumerate(allocs)] + [(a[1], 0, i) for i, a in enumerate(allocs)])
+    used = defaultdict(lambda: [0, 0])
+    peak = 0
+    for _, kind, i in events:       # ends before starts at the same second
+        for h, (c, g) in allocs[i][3].items():
+            sign = 1 if kind else -1
+            used[h][0] += sign * c
+            used[h][1] += sign * g
+            assert 0 <= used[h][0] <= NODES[h][0], f"job {allocs[i][2]}: node {h} cores {used[h][0]}"
+            assert 0 <= used[h][1] <= NODES[h][1], f"job {allocs[i][2]}: node {h} GPUs {used[h][1]}"
+        peak = max(peak, sum(u[0] for u in used.values()))
+    assert peak <= 96
+
+
+@pytest.mark.parametrize("case,k", RUNS)
+def test_partition_nodes_and_qos_job_limits_held(case, k):
+    rows = _sacct(DATA / case / f"real-{k}.sacct.txt")
+    for s in rows:
+        assert set(expand_hostlist(s["NodeList"])) <= PARTITIONS[s["Partition"]]
+    allocs = _allocations(case, k)
+    times = sorted({a[0] for a in allocs})
+    for t in times:
+        running = defaultdict(int)
+        for st, en, _, _, user, qos in allocs:
+            if st <= t < en:
+                running[user, qos] += 1
+        assert all(n <= QOS_MAX_JOBS[q] for (_, q), n in running.items()), (t, dict(running))
+
+
+def _sharing(case: str, k: int) -> tuple[int, int]:
+    """(jobs that shared a node with another job at some time, most jobs on one node at once)."""
+    allocs = _allocations(case, k)
+    shared = set()
+    most = 0
+    for t in sorted({a[0] for a in allocs}):
+        on = defaultdict(list)
+        for st, en, job, per, *_ in allocs:
+            if st <= t < en:
+                for h in per:
+                    on[h].append(job)
+        for jobs in on.values():
+            most = max(most, len(jobs))
+            if len(jobs) > 1:
+                shared.update(jobs)
+    return len(shared), most
+
+
+#: (jobs sharing a node, most jobs on one node at once) per recorded replay
+SHARING = {("gpu_share", 1): (44, 4), ("gpu_share", 2): (48, 4), ("gpu_exclusive", 1): (0, 1),
+           ("gpu_exclusive", 2): (0, 1), ("deps_resv", 1): (21, 3)}
+
+
+@pytest.mark.parametrize("case,k", RUNS)
+def test_nodes_shared_only_without_exclusive(case, k):
+    assert _sharing(case, k) == SHARING[case, k]
+
+
+@pytest.mark.parametrize("case,k", RUNS)
+def test_sacct_reader_takes_the_dumps(case, k, trace):
+    wl = read_sacct(DATA / case / f"real-{k}.sacct.txt")
+    tr = trace[case]
+    assert len(wl) == len(tr)
+    by_slurm = {r["slurm_job_id"]: tr[r["job_id"]] for r in _csv(DATA / case / f"real-{k}.csv")}
+    assert list(wl.procs) == [int(by_slurm[str(i)]["nodes"]) for i in wl.job_id]
+    assert list(wl.columns["partition_name"]) == [by_slurm[str(i)]["partition"] for i in wl.job_id]
+    assert list(wl.columns["qos_name"]) == [by_slurm[str(i)]["qos"] for i in wl.job_id]
+    # the GPUs asked (ReqTRES), not an --exclusive job's whole nodes (AllocTRES): a CPU-only job on a
+    # GPU node asked for none (14 of gpu_exclusive's jobs; fixed in the reader by 3c374f3)
+    gpn = [float(by_slurm[str(i)]["gpus_per_node"]) for i in wl.job_id]
+    assert list(wl.columns["gpus_per_node"]) == gpn
+
+
+# ---------------------------------------------------------------- fidelity figures
+#: real-1 vs real-2 (exact: recorded data) and the twin's current figures as floors:
+#: (pairwise >=, |mean wait difference| <= (%), within 60 trace s >=)
+REAL_VS_REAL = {"gpu_share": (95.76, -3.27, 61.25), "gpu_exclusive": (93.23, -3.5, 21.25)}
+TWICE = [c for c, ks in RECORDED.items() if len(ks) > 1]
+TWIN_FLOOR = {("gpu_share", 1): (95.5, 14.2, 56.2), ("gpu_share", 2): (95.0, 11.3, 62.4),
+              ("gpu_exclusive", 1): (86.1, 11.4, 19.9), ("gpu_exclusive", 2): (90.0, 8.1, 26.2),
+              ("deps_resv", 1): (87.4, 0.7, 29.9)}
+
+
+@pytest.fixture(scope="module")
+def figures():
+    bench = _module("slurm_truth")
+    return {case: bench.evaluate_case(DATA / case) for case in sorted({c for c, _ in TWIN_FLOOR})}
+
+
+@pytest.mark.parametrize("case", TWICE)
+def test_real_vs_real_figures(case, figures):
+    m = figures[case]["real-1_vs_real-2"]
+    got = (round(100 * m["pairwise"], 2), round(m["dwait_pct"], 2), round(100 * m["within"], 2))
+    assert got == REAL_VS_REAL[case]
+
+
+@pytest.mark.parametrize("case,k", sorted(TWIN_FLOOR))
+def test_twin_fidelity_floor(case, k, figures):
+    m = figures[case][f"twin_vs_real-{k}"]
+    pair, dwait, within = TWIN_FLOOR[case, k]
+    assert m["jobs"] == len(_csv(DATA / case / "trace.csv"))
+    assert 100 * m["pairwise"] >= pair
+    assert abs(m["dwait_pct"]) <= dwait
+    assert 100 * m["within"] >= within
+    assert math.isfinite(m["wait_a_s"]) and m["wait_a_s"] > 0
+
+
+def test_pairwise_agreement_counts_ties():
+    bench = _module("slurm_truth")
+    assert bench.pairwise_agreement(np.array([0, 0, 5]), np.array([1, 1, 9])) == 1.0
+    # pairs (0,1): tie vs order -> disagree; (0,2), (1,2) agree
+    assert bench.pairwise_agreement(np.array([0, 0, 5]), np.array([1, 2, 9])) == pytest.approx(2 / 3)
+    m = bench.compare(np.array([0, 0]), np.array([10, 20]), np.array([10, 50]), scale=60)
+    assert (m["wait_a_s"], m["wait_b_s"], m["dwait_pct"], m["within"]) == (900.0, 1800.0, 100.0, 0.5)
+
+
+# ---------------------------------------------------------------- dependencies and a reservation
+def test_deps_resv_dependencies_and_reservation_held():
+    case = "deps_resv"
+    t0 = _meta(case, 1)["t0_epoch"]
+    rows = {r["job_id"]: r for r in _csv(DATA / case / "real-1.csv")}
+    sa = {r["JobIDRaw"]: r for r in _sacct(DATA / case / "real-1.sacct.txt")}
+    deps = {j: r["dependency"] for j, r in rows.items() if r["dependency"]}
+    assert len(deps) == 10
+    for j, dep in deps.items():
+        kind, parent = dep.split(":")
+        p, c = sa[rows[parent]["slurm_job_id"]], sa[rows[j]["slurm_job_id"]]
+        assert rows[j]["dependency_slurm"] == f"{kind}:{p['JobIDRaw']}"
+        # the child became eligible and started only after its parent ended
+        assert _epoch(c["Eligible"]) >= _epoch(p["End"]) and _epoch(c["Start"]) >= _epoch(c["Eligible"])
+        assert _epoch(c["Submit"]) < _epoch(p["End"])          # it really waited on the parent
+    # the MAINT reservation on n[001-004]: no job ran there during it
+    text = (DATA / case / "real-1.resv.txt").read_text()
+    a, b = (float(x) for x in text.split("real: epoch ")[1].split(" ")[0].split("-"))
+    assert (a - t0, b - t0) == (7200 / 60, 14400 / 60)
+    for s in sa.values():
+        if set(expand_hostlist(s["NodeList"])) & {"n001", "n002", "n003", "n004"}:
+            assert _epoch(s["End"]) <= a or _epoch(s["Start"]) >= b, s["JobIDRaw"]

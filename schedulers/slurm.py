@@ -112,7 +112,7 @@ from .slurm_conf import (SlurmConfError, SlurmConfig, apply_options, load_slurm_
 from .slurm_priority import TRES_NAMES, AccountsSpec, FairShare, MultifactorPriority, QOSDef, load_accounts
 from .slurm_replay import REPLAY_MODES
 from .slurm_resv import ResvOptions, ResvSet, job_labels, resv_options
-from .slurm_select import GroupedRunning, RunningSet, bits as _bits, job_test, to_mask as _to_mask
+from .slurm_select import GroupedRunning, RunningSet, bits as _bits, job_test, low_bits, to_mask as _to_mask
 from .slurm_tres import WILL_RUN_WINDOW
 from .slurm_tres_passes import TresPasses
 from .slurm_limits import Limits, bind_limits
@@ -1130,21 +1130,7 @@ class SlurmScheduler(TresPasses, PreemptPasses, Scheduler):
         """Bool node array -> Python int bitset (bit i = node i)."""
         return int.from_bytes(np.packbits(mask, bitorder="little").tobytes(), "little")
 
-    @staticmethod
-    def _low(x: int, r: int) -> int:
-        """The ``r`` lowest set bits of ``x`` (as a bitset); ``x`` itself if it has <= r."""
-        if r <= 0:
-            return 0
-        if x.bit_count() <= r:
-            return x
-        lo, hi = 1, x.bit_length()
-        while lo < hi:                      # smallest p with popcount(x mod 2^p) >= r
-            mid = (lo + hi) // 2
-            if (x & ((1 << mid) - 1)).bit_count() >= r:
-                hi = mid
-            else:
-                lo = mid + 1
-        return x & ((1 << lo) - 1)
+    _low = staticmethod(low_bits)      # the r lowest set bits of a node bitset
 
     def _bits(self, x: int, k: int | None = None) -> list[int]:
         """Indices of the set bits of ``x`` (lowest first; at most ``k``)."""

@@ -71,6 +71,7 @@ import numpy as np
 from hpctwin.datasets.sacct import parse_slurm_duration
 from .slurm_conf import SlurmConfError, expand_hostlist
 from .slurm_keys import suggest
+from .slurm_select import low_bits as _low
 
 __all__ = ["ResvSpec", "ResvSet", "ResvTest", "load_reservations", "parse_resv_time",
            "parse_scontrol_line", "parse_log_start"]
@@ -781,17 +782,6 @@ class ResvSet:
                         "users": r.spec.users, "accounts": r.spec.accounts, "where": r.spec.where,
                         "jobs": int((self.jres == self.resv.index(r)).sum())})
         return out
-
-
-def _low(x: int, r: int) -> int:
-    """The ``r`` lowest set bits of ``x``."""
-    out = 0
-    while r > 0 and x:
-        b = x & -x
-        out |= b
-        x ^= b
-        r -= 1
-    return out
 
 
 def job_labels(jobs, cols: dict) -> tuple[list[str], list[str], list[str]]:

@@ -72,6 +72,22 @@ def job_test(avail: int, need: int) -> int | None:
     return chosen
 
 
+def low_bits(x: int, r: int) -> int:
+    """The ``r`` lowest set bits of ``x`` (as a bitset); ``x`` itself if it has <= r; 0 for r <= 0."""
+    if r <= 0:
+        return 0
+    if x.bit_count() <= r:
+        return x
+    lo, hi = 1, x.bit_length()
+    while lo < hi:                      # smallest p with popcount(x mod 2^p) >= r
+        mid = (lo + hi) // 2
+        if (x & ((1 << mid) - 1)).bit_count() >= r:
+            hi = mid
+        else:
+            lo = mid + 1
+    return x & ((1 << lo) - 1)
+
+
 def bits(x: int) -> list[int]:
     """Indices of the set bits of ``x``, lowest first."""
     out = []

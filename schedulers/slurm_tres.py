@@ -51,6 +51,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .slurm_select import bits as _bit_list
+from .slurm_select import low_bits as _low_bits
+
 __all__ = ["TresMachine", "TresJobs", "Ledger", "eval_nodes", "will_run", "check_ledger",
            "WILL_RUN_WINDOW"]
 
@@ -242,26 +245,6 @@ class Ledger:
         for n, *_ in self.alloc.get(j, ()):
             out |= 1 << n
         return out
-
-
-def _low_bits(x: int, k: int) -> int:
-    """The ``k`` lowest set bits of ``x``."""
-    out = 0
-    while k > 0 and x:
-        low = x & -x
-        out |= low
-        x ^= low
-        k -= 1
-    return out
-
-
-def _bit_list(x: int) -> list[int]:
-    out = []
-    while x:
-        low = x & -x
-        out.append(low.bit_length() - 1)
-        x ^= low
-    return out
 
 
 def eval_nodes_busy(led: Ledger, j: int, cand: int, idle_now: int) -> list[tuple[int, int]] | None:

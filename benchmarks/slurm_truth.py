@@ -17,6 +17,8 @@ Metrics (jobs matched by id; waits = start - submit):
 * ``within``: fraction of jobs whose starts differ by at most 60 trace s (one real second, Slurm's
   tick, at the recording scale 60).
 
+A job requeued by preemption (case preempt) counts with its first start, in both schedules.
+
 The recorded dumps are in real seconds (the replays ran at 60 trace s per real s); the twin runs on
 them as recorded (its slurm.conf is the real one: bf_interval=1 s, PriorityCalcPeriod=1 min), and
 its times are multiplied by the scale for the table.
@@ -74,11 +76,13 @@ def compare(submit: np.ndarray, start_a: np.ndarray, start_b: np.ndarray,
 
 
 def read_real_csv(path: Path) -> dict[str, tuple[float, float]]:
-    """replay.py's output CSV -> {trace job id: (submit, start)} in trace s."""
+    """replay.py's output CSV -> {trace job id: (submit, start)} in trace s (a requeued job's first
+    start)."""
     out = {}
     with open(path, newline="") as f:
         for r in csv.DictReader(f):
-            out[r["job_id"]] = (float(r["submit"]), float(r["start"]))
+            requeued = r.get("n_segments") and int(r["n_segments"]) > 1
+            out[r["job_id"]] = (float(r["submit"]), float(r["first_start"] if requeued else r["start"]))
     return out
 
 
@@ -144,10 +148,25 @@ def twin_schedule(folder: Path, k: int, units: str = "nodes", extra: dict | None
     ids = ids[order]
     submit = np.asarray(wl.submit, dtype=float)[order]
     real = np.asarray(wl.columns["recorded_start"], dtype=float)[order]
+    real = _first_starts(folder, k, ids, real, float(wl.header["UnixStartTime"]))
     twin = jobs.loc[ids, "start"].to_numpy(dtype=float)
     if not np.all(np.isfinite(twin)):
         raise SystemExit(f"{folder.name} real-{k}: the twin left {int(np.sum(~np.isfinite(twin)))} jobs unstarted")
     return submit, real, twin, r.summary.get("scheduler_params", {})
+
+
+def _first_starts(folder: Path, k: int, ids: np.ndarray, real: np.ndarray, t0: float) -> np.ndarray:
+    """Recorded starts with a requeued (preempted) job's FIRST start (replay.py's ``first_start``,
+    trace s from its t0), as the twin's ``start`` is; real s from ``t0`` (the dump's first submit)."""
+    meta = json.loads((folder / f"real-{k}.meta.json").read_text())
+    first = {}
+    with open(folder / f"real-{k}.csv", newline="") as f:
+        for r in csv.DictReader(f):
+            if r.get("n_segments") and int(r["n_segments"]) > 1:
+                first[r["slurm_job_id"]] = meta["t0_epoch"] + float(r["first_start"]) / meta["scale"] - t0
+    if not first:
+        return real
+    return np.array([first.get(str(int(i)), x) for i, x in zip(ids, real)])
 
 
 def one_row_per_job(dump: Path) -> Path:

@@ -285,8 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", default=None, help="comma list of case folders (default: all recorded)")
     ap.add_argument("--units", choices=("nodes", "cpus"), default="nodes",
-                    help="machine units of the twin run (default nodes: one unit per node, the dump read "
-                         "with unit=nodes)")
+                    help="machine units of the twin run (default nodes: --nodes = the NodeName nodes, the dump "
+                         "read with unit=nodes; under select/cons_tres the Slurm entry's units hook then "
+                         "counts CPUs so jobs share nodes, the same run as cpus)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="an extra scheduler option for the twin runs (repeatable)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")

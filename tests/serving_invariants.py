@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import Callable, Sequence
 
+import numpy as np
+
 
 def _parts(res) -> tuple[list, list, float | None]:
     """(requests, instance engines, makespan s or None) of a result of any serving mode."""
@@ -84,3 +86,22 @@ def check_deterministic(run: Callable[[], object]) -> bytes:
     bb = b if isinstance(b, bytes) else outcome_bytes(b)
     assert ba == bb, "two runs of the same simulation differ"
     return ba
+
+
+#: s, every iteration of `ConstModel`
+CONST_DT = 0.01
+
+
+class ConstModel:
+    """An iteration model whose every iteration takes ``CONST_DT`` seconds: engine times checkable by hand."""
+    tp = 1
+    shape = None
+
+    def iteration_s(self, *shape) -> float:
+        return CONST_DT
+
+    def decode_run(self, *a):
+        return None
+
+    def decode_run_s(self, nd, kvd0, steps, kvmax0=0):
+        return np.full(steps, CONST_DT)

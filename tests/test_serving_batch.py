@@ -21,23 +21,10 @@ from hpctwin.twin.serving.instance import Instance
 from hpctwin.twin.serving.kvcache import BlockManager
 from hpctwin.twin.simulation import Simulation
 from hpctwin.twin.workload import Workload, job_states
+from .serving_invariants import CONST_DT, ConstModel
 
-DT = 0.01     # s, every iteration of the constant engine
+DT = CONST_DT     # s, every iteration of the constant engine
 
-
-class ConstModel:
-    """An iteration model whose every iteration takes ``DT`` seconds."""
-    tp = 1
-    shape = None
-
-    def iteration_s(self, *shape) -> float:
-        return DT
-
-    def decode_run(self, *a):
-        return None
-
-    def decode_run_s(self, nd, kvd0, steps, kvmax0=0):
-        return np.full(steps, DT)
 
 
 def make_const(iid: int) -> Instance:

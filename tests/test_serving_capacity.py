@@ -9,7 +9,6 @@ import json
 import math
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from hpctwin.datasets.serving_traces import ServingRequest
@@ -20,24 +19,11 @@ from hpctwin.twin.serving.instance import Instance
 from hpctwin.twin.serving.kvcache import BlockManager
 from hpctwin.twin.serving.routers import ROUTERS
 from hpctwin.twin.serving.slo import SLOClass
+from .serving_invariants import CONST_DT, ConstModel as Const
 
-DT = 0.01
+DT = CONST_DT     # s, every iteration of the constant engine
 DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 
-
-class Const:
-    """Every iteration takes ``DT`` seconds."""
-    tp = 1
-    shape = None
-
-    def iteration_s(self, *shape) -> float:
-        return DT
-
-    def decode_run(self, *a):
-        return None
-
-    def decode_run_s(self, nd, kvd0, steps, kvmax0=0):
-        return np.full(steps, DT)
 
 
 def make(iid: int, seqs: int = 4) -> Instance:

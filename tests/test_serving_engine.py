@@ -28,27 +28,18 @@ from hpctwin.twin.serving.kvcache import BlockManager
 from hpctwin.twin.serving.models import ModelShape
 
 from .serving_invariants import check_serving_result, outcome_bytes
+from .serving_invariants import CONST_DT, ConstModel as _ConstModel
 
-DT = 0.01      # s, every iteration of the constant engine
+DT = CONST_DT     # s, every iteration of the constant engine
 #: 2 (K, V) x 1 KV head x 250,000 head_dim x 1 layer x 2 bytes = 1,000,000 B of KV per token
 MB_SHAPE = ModelShape("mb", "llama", num_layers=1, hidden=64, num_heads=1, num_kv_heads=1, head_dim=250_000,
                       intermediate=64, vocab=100)
 SERVING = Path(__file__).resolve().parent.parent / "twin" / "serving"
 
 
-class ConstModel:
-    """Every iteration takes ``DT`` seconds."""
-    tp = 1
+class ConstModel(_ConstModel):
+    """`serving_invariants.ConstModel` with the engine's micro-batch shape."""
     shape = MB_SHAPE
-
-    def iteration_s(self, *shape) -> float:
-        return DT
-
-    def decode_run(self, *a):
-        return None
-
-    def decode_run_s(self, nd, kvd0, steps, kvmax0=0):
-        return np.full(steps, DT)
 
 
 class LinearModel(ConstModel):

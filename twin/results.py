@@ -144,7 +144,9 @@ def series(p, s, c, res, state) -> dict[str, tuple[np.ndarray, str]]:
     if len(res.change_t):
         t0 = math.floor(float(wl.submit.min()) / dt) * dt if len(wl) else 0.0
         t1 = float(np.nanmax(res.end)) if np.isfinite(res.end).any() else t0
-        grid = t0 + dt * np.arange(max(1, int(math.ceil((t1 - t0) / dt))))
+        grid = np.arange(max(1, int(math.ceil((t1 - t0) / dt))), dtype=np.float64)
+        grid *= dt                               # t0 + dt * k in place: the same floats, no temporaries
+        grid += t0
         ts["time"] = (grid, "s (start of each interval, log clock)")
         ts["utilisation"] = (interval_average(res.change_t, res.change_busy / total, grid, dt, dtype=np.float32),
                              "fraction of units busy, average over [t, t+dt)")

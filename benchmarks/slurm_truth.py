@@ -20,8 +20,9 @@ Metrics (jobs matched by id; waits = start - submit):
 A job requeued by preemption (case preempt) counts with its first start, in both schedules.
 
 The recorded dumps are in real seconds (the replays ran at 60 trace s per real s); the twin runs on
-them as recorded (its slurm.conf is the real one: bf_interval=1 s, PriorityCalcPeriod=1 min), and
-its times are multiplied by the scale for the table.
+them as recorded (its slurm.conf is the real one: bf_interval=1 s, PriorityCalcPeriod=1 min); the
+policy takes Slurm's clock from the dump's UnixStartTime as any run does (`BindContext.log_start`:
+cons_tres's will-run windows align on Unix time), and its times are multiplied by the scale for the table.
 
     python benchmarks/slurm_truth.py [--cases gpu_share,gpu_exclusive] [--json] [--units nodes]
 """

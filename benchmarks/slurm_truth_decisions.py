@@ -46,7 +46,8 @@ def decisions(folder: Path, k: int, extra: dict | None = None) -> dict:
         real = {r["slurm_job_id"]: r for r in csv.DictReader(f)}
     ids = np.asarray(wl.job_id)
     rstart = np.asarray(wl.columns["recorded_start"], dtype=float)
-    opts = {"slurm_conf": str(folder / "slurm.conf"), "compiled": "false"}
+    opts = {"slurm_conf": str(folder / "slurm.conf"), "compiled": "false",
+            "log_start": float(wl.header["UnixStartTime"])}     # Slurm's Unix clock
     if (folder / "accounts.toml").exists():
         opts["accounts"] = str(folder / "accounts.toml")
     opts.update(extra or {})

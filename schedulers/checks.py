@@ -110,6 +110,16 @@ class Target:
     run: dict = field(default_factory=dict)
     #: why the scheduler could not be built when the target was listed (None: it could)
     error: str | None = None
+    #: added to the generated workloads' names for this target (``+slurm``: with the Slurm columns of
+    #: `slurm_columns`: partitions, QOS, users, a reservation); "" none
+    workload_suffix: str = ""
+
+    def wl(self, workload: str) -> str:
+        """The name of ``workload`` for this target (`workload_suffix` before any ``#units``)."""
+        if not self.workload_suffix or workload == "cancel-probe":
+            return workload
+        base, h, units = workload.partition("#")
+        return base + self.workload_suffix + h + units
 
     def key(self) -> str:
         return json.dumps([self.label, self.scheduler, self.order, self.backfill, self.options, self.run],
@@ -155,7 +165,11 @@ def scheduler_tags(sched, declared: frozenset = frozenset(), supports_failures: 
             # whole-node allocation of a policy whose node has several units (Slurm's cpus_per_node)
             "units_per_node": int(getattr(sched, "cpn", None) or 1),
             # a policy whose jobs share nodes unit by unit (Slurm's select/cons_tres): units, not nodes, are checked
-            "shares_nodes": bool(getattr(sched, "shares_nodes", False))}
+            "shares_nodes": bool(getattr(sched, "shares_nodes", False)),
+            # a policy that preempts running jobs (Slurm's PreemptType): every run of a job is checked
+            "preempts": bool(getattr(getattr(sched, "pre", None), "enabled", False)),
+            # a policy with advance reservations (Slurm's scontrol create reservation)
+            "reservations": bool(getattr(getattr(sched, "resv_opts", None), "specs", None))}
 
 
 def run_requirements(entry, sched=None) -> dict:
@@ -200,7 +214,7 @@ def slurm_variants() -> dict[str, dict]:
     from hpctwin.schedulers import slurm as slurm_mod  # noqa: PLC0415
     declared = getattr(slurm_mod, "CONFORMANCE_VARIANTS", None)
     if declared:
-        return {str(k): dict(v) for k, v in dict(declared).items()}
+        return {**{str(k): dict(v) for k, v in dict(declared).items()}, **slurm_resv_preempt_variants()}
     return {
         "slurm": {},
         "slurm[priority/basic]": {"PriorityType": "priority/basic"},
@@ -213,6 +227,79 @@ def slurm_variants() -> dict[str, dict]:
         "slurm[cpus_per_node=2]": {"cpus_per_node": 2, "bf_job_part_count_reserve": 1,
                                    "PriorityWeightFairshare": 10000},
     }
+
+
+#: slurm.conf lines of the preemption and reservation variants (16 one-CPU nodes n01-n16 = `UNITS`)
+_NODES16 = "NodeName=n[01-16] CPUs=1\n"
+_PARTS = ("PartitionName=low Nodes=n[01-16] PriorityTier=1 Default=YES\n"
+          "PartitionName=high Nodes=n[01-16] PriorityTier=10 PreemptMode=OFF\n")
+#: accounts file of the QOS preemption variant (schedulers.slurm_priority format)
+_QOS_ACCOUNTS = '[qos.normal]\nPriority = 10\n[qos.high]\nPriority = 100\nPreempt = "normal"\n'
+
+
+def _conf_file(name: str, text: str) -> str:
+    """Write ``text`` once to a file of the temporary directory named by its content (a variant's
+    slurm.conf or accounts file; the same text gives the same path, so target keys are stable)."""
+    import hashlib  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+    d = Path(tempfile.gettempdir()) / "hpctwin-conformance"
+    d.mkdir(parents=True, exist_ok=True)
+    f = d / f"{name}-{hashlib.sha1(text.encode()).hexdigest()[:12]}"
+    if not f.exists() or f.read_text() != text:
+        f.write_text(text)
+    return str(f)
+
+
+def slurm_resv_preempt_variants() -> dict[str, dict]:
+    """Slurm-like configurations with preemption and advance reservations (issue 27), run on the
+    generated workloads with the Slurm columns (``"_workloads": "+slurm"``, `slurm_columns`): every
+    fourth job in partition ``high`` (PriorityTier 10, not preemptable) over ``low`` (tier 1), every
+    fourth (another) in QOS ``high`` (Preempt=normal), and, where ``proj`` exists, some small jobs in
+    it. Their slurm.conf and accounts files are written to the temporary directory (`_conf_file`)."""
+    prio = "PreemptType=preempt/partition_prio\nAuthInfo=cred_expire=10\n"
+    maint = {"name": "maint", "start": 1200, "duration": 20, "nodes": "n[01-08]", "flags": "MAINT",
+             "users": "root"}
+    proj = {"name": "proj", "start": 600, "duration": 30, "nodes": "n[09-12]", "flags": "DAILY",
+            "users": "u0,u1,u2,u3"}
+    shared = ("SelectType=select/cons_tres\nSelectTypeParameters=CR_Core\nNodeName=n[01-08] CPUs=2\n"
+              + _PARTS.replace("n[01-16]", "n[01-08]"))
+    return {
+        "slurm[partition_prio REQUEUE]": {
+            "slurm_conf": _conf_file("prio-requeue.conf", prio + "PreemptMode=REQUEUE\n" + _NODES16 + _PARTS),
+            "job_reservations": "ignore", "_workloads": "+slurm"},
+        "slurm[partition_prio CANCEL, cons_tres shared]": {
+            "slurm_conf": _conf_file("prio-cancel.conf", prio + "PreemptMode=CANCEL\n" + shared),
+            "job_reservations": "ignore", "_workloads": "+slurm"},
+        "slurm[qos REQUEUE, PreemptExemptTime]": {
+            "slurm_conf": _conf_file("qos.conf", "PreemptType=preempt/qos\nPreemptMode=REQUEUE\n"
+                                     "PreemptExemptTime=00:05:00\nAuthInfo=cred_expire=10\n" + _NODES16),
+            "accounts": _conf_file("qos-accounts.toml", _QOS_ACCOUNTS),
+            "job_reservations": "ignore", "_workloads": "+slurm"},
+        "slurm[MAINT reservation]": {
+            "slurm_conf": _conf_file("nodes16.conf", _NODES16), "reservations": [maint],
+            "job_reservations": "ignore", "_workloads": "+slurm"},
+        "slurm[user reservation DAILY, select/cons_tres]": {
+            "slurm_conf": _conf_file("cons16.conf", "SelectType=select/cons_tres\n" + _NODES16),
+            "reservations": [proj, maint], "_workloads": "+slurm"},
+    }
+
+
+def slurm_columns(wl: Workload) -> Workload:
+    """``wl`` with the columns the Slurm preemption and reservation variants read: ``partition_name``
+    (``high`` for jobs 3, 7, 11, ... by index, else ``low``), ``qos_name`` (``high`` for jobs 1, 5, 9,
+    ..., else ``normal``), ``user_name`` (``u`` + user) and ``reservation`` (``proj`` for jobs 2, 7, 12,
+    ... of at most 4 units, else none)."""
+    n = len(wl)
+    i = np.arange(n)
+    cols = dict(wl.columns or {})
+    cols["partition_name"] = np.where(i % 4 == 3, "high", "low").astype(object)
+    cols["qos_name"] = np.where(i % 4 == 1, "high", "normal").astype(object)
+    cols["user_name"] = np.array([f"u{int(u)}" for u in np.asarray(wl.user)], dtype=object)
+    cols["reservation"] = np.where((i % 5 == 2) & (np.asarray(wl.procs) <= 4), "proj", "").astype(object)
+    return Workload.from_arrays(wl.name + "+slurm", submit=wl.submit, runtime=wl.runtime, procs=wl.procs,
+                                requested_time=wl.requested_time, user=wl.user, group=wl.group,
+                                job_id=wl.job_id, columns=cols, machine_size=wl.machine_size)
 
 
 def targets() -> list[Target]:
@@ -238,7 +325,11 @@ def targets() -> list[Target]:
             continue
         if entry.check_variants:
             for label, opts in resolve(entry.check_variants)().items():
-                add(target_for(label, name, options=opts))
+                opts = dict(opts)
+                suffix = str(opts.pop("_workloads", ""))     # a variant's own workloads (`slurm_columns`)
+                t = target_for(label, name, options=opts)
+                t.workload_suffix = suffix
+                add(t)
             continue
         add(target_for(name, name))
     for order in ORDERS:
@@ -305,12 +396,18 @@ def units_of(name: str) -> int:
 
 class _ByName(dict):
     """Workloads by name: ``mixed`` (seed 7), ``mixed@K`` (the same generator with seed K),
-    ``mixed@K#U`` or ``mixed#U`` (for a machine of U units)."""
+    ``mixed@K#U`` or ``mixed#U`` (for a machine of U units); ``+slurm`` before ``#`` adds the Slurm
+    columns (`slurm_columns`)."""
 
     def __missing__(self, name: str) -> Workload:
         head, _, _ = name.partition("#")
+        head, plus, extra = head.partition("+")
         base, _, seed = head.partition("@")
+        if plus and extra != "slurm":
+            raise KeyError(f"workload {name!r}: unknown suffix +{extra} (known: +slurm)")
         wl = workloads(units=units_of(name), seed=int(seed) if seed else 7)[base]
+        if plus:
+            wl = slurm_columns(wl)
         self[name] = wl
         return wl
 
@@ -379,7 +476,10 @@ def assert_exclusive_units(df, total: int, where: str = "run", units_per_node: i
     ``units_per_node`` > 1, no node of that many units: whole-node allocation) is held by two jobs
     at the same time."""
     rows = []
-    for jid, s, e, p, txt in zip(df.job_id, df.start, df.end, df.procs, df.nodes):
+    # a job preempted and requeued held other units in [start, its last run's start): its runs are
+    # checked one by one by `check_preemption` (the engine's segments), here only its last units
+    pre = np.asarray(df["preemptions"]) if "preemptions" in getattr(df, "columns", ()) else np.zeros(len(df))
+    for jid, s, e, p, txt, npre in zip(df.job_id, df.start, df.end, df.procs, df.nodes, pre):
         if not np.isfinite(s):
             continue
         u = _units_of(txt)
@@ -389,7 +489,7 @@ def assert_exclusive_units(df, total: int, where: str = "run", units_per_node: i
             raise ConformanceError(f"{where}: job {jid} holds a unit twice ({txt})")
         if len(u) and (u.min() < 0 or u.max() >= total):
             raise ConformanceError(f"{where}: job {jid} holds units {txt} outside 0..{total - 1}")
-        if e > s:
+        if e > s and not npre:
             rows += [(int(x), float(s), float(e), f"job {jid}") for x in np.unique(u // units_per_node)]
     bad = _overlaps(rows)
     if bad:
@@ -473,9 +573,14 @@ def check_every_job_accounted(target: Target, workload: str) -> None:
     never = df[~(np.isfinite(df.start) & np.isfinite(df.end))]
     if len(never):
         _fail(target, workload, f"job {never.job_id.iloc[0]} never ran ({len(never)} jobs), none reported unrunnable")
-    bad = df[~df.state.isin(["COMPLETED", "TIMEOUT"])]
+    bad = df[~df.state.isin(END_STATES)]
     if len(bad):
         _fail(target, workload, f"job {bad.job_id.iloc[0]} ends in state {bad.state.iloc[0]!r}")
+
+
+#: states a job of a run without failures may end in (PREEMPTED: ended by its policy's preemption,
+#: Slurm's PreemptMode=CANCEL)
+END_STATES = ("COMPLETED", "TIMEOUT", "PREEMPTED")
 
 
 def check_walltime(target: Target, workload: str) -> None:
@@ -486,9 +591,22 @@ def check_walltime(target: Target, workload: str) -> None:
     # a facility cap throttles running jobs (power.model): they may run slower than their runtime
     full_speed = not (target.run.get("power_cap")
                       or target.run.get("options", {}).get("power", {}).get("facility_cap_w") is not None)
-    for jid, run, req, state in zip(df.job_id, df.elapsed, df.timelimit, df.state):
+    # a job requeued by preemption: ``elapsed`` spans all its runs (`check_preemption` checks each);
+    # PREEMPTED: ended by a preemption; a job killed at its reservation's end (the Slurm-like policy's
+    # ``resv_kill_at``, job_mgr.c job_time_limit) ends TIMEOUT then, before its own limit
+    pre = df["preemptions"].to_numpy() if "preemptions" in df.columns else np.zeros(len(df))
+    rkill = df["resv_kill_at"].to_numpy() if "resv_kill_at" in df.columns else np.full(len(df), np.nan)
+    for jid, run, req, state, npre, rk, end in zip(df.job_id, df.elapsed, df.timelimit, df.state, pre, rkill,
+                                                   df.end):
         rt = runtime[int(jid)]
         limit = req if (np.isfinite(req) and req > 0) else math.inf
+        if npre or state == "PREEMPTED":
+            continue
+        if state == "TIMEOUT" and end == rk:
+            if run > limit * (1 + 1e-12) + 1e-9 or not run <= rt + 1e-9:
+                _fail(target, workload, f"job {jid} killed at its reservation's end ({rk:g} s) ran {run:g} s "
+                                        f"(runtime {rt:g} s, limit {limit:g} s)")
+            continue
         if rt > limit:
             if state != "TIMEOUT" or not math.isclose(run, limit, rel_tol=1e-12, abs_tol=1e-9):
                 _fail(target, workload, f"job {jid} (runtime {rt:g} s, limit {limit:g} s) ran {run:g} s in "
@@ -700,6 +818,148 @@ def check_failures_run(target: Target, workload: str, seed: int = 0) -> None:
                                 f"!= response {r.end - r.submit:g} s")
 
 
+# ====================================================================== preemption and reservations
+def job_runs(res, jid: np.ndarray) -> list[tuple[int, float, float, str]]:
+    """Every run (segment) of every job of an engine result (`twin.simulation.SimResult`): the
+    interrupted ones (``res.segments``) and each job's last run [``last_start``, ``end``) unless its
+    last run was interrupted (a job ended by a preemption or a failure). Rows (job index, start s, end
+    s, units as range text), sorted by job then start."""
+    rows = [(int(j), float(s0), float(e0), txt) for j, s0, e0, txt in res.segments]
+    ended = {}
+    for j, s0, e0, _ in rows:
+        ended[j] = max(ended.get(j, -math.inf), e0)
+    for j in range(len(jid)):
+        if not np.isfinite(res.start[j]) or ended.get(j) == res.end[j]:
+            continue
+        rows.append((j, float(res.last_start[j]), float(res.end[j]), res.nodes[j] or ""))
+    return sorted(rows, key=lambda r: (r[0], r[1]))
+
+
+def assert_runs(res, jid: np.ndarray, submit: np.ndarray, limit: np.ndarray, runtime: np.ndarray,
+                where: str = "run") -> None:
+    """Raise `ConformanceError` unless, over the runs of `job_runs`: no unit is held by two runs at
+    once (a requeued job's runs included: they never overlap); a job's runs follow one another, each
+    no longer than its time limit (s); every job that ran has queued + held = end - submit and held =
+    the sum of its runs; a job preempted (``res.preemptions``) has exactly that many interrupted runs;
+    a requeued job that completed ran its whole runtime in its last run (Slurm restarts it from
+    scratch); a job ended by a preemption (PREEMPTED) never ran again."""
+    runs = job_runs(res, jid)
+    bad = _overlaps([(int(u), s0, e0, f"job {jid[j]}") for j, s0, e0, txt in runs
+                     for u in _units_of(txt) if e0 > s0])
+    if bad:
+        raise ConformanceError(f"{where}: a unit is used twice: {bad}")
+    by: dict[int, list] = {}
+    for j, s0, e0, _ in runs:
+        by.setdefault(j, []).append((s0, e0))
+    pre = res.preemptions if res.preemptions is not None else np.zeros(len(jid), dtype=np.int64)
+    for j, rr in by.items():
+        for (s0, e0), (s1, _) in zip(rr, rr[1:]):
+            if s1 < e0:
+                raise ConformanceError(f"{where}: job {jid[j]} runs again at {s1:g} s before its run "
+                                       f"[{s0:g}, {e0:g}) s ended")
+        for s0, e0 in rr:
+            if e0 - s0 > limit[j] * (1 + 1e-12) + 1e-9:
+                raise ConformanceError(f"{where}: job {jid[j]} ran [{s0:g}, {e0:g}) s, beyond its limit "
+                                       f"{limit[j]:g} s")
+        held = sum(e0 - s0 for s0, e0 in rr)
+        resp = res.end[j] - submit[j]
+        tol = 1e-6 * max(1.0, resp)
+        if abs(res.held[j] - held) > tol or abs(res.queued[j] + res.held[j] - resp) > tol:
+            raise ConformanceError(f"{where}: job {jid[j]}: queued {res.queued[j]:g} s + held "
+                                   f"{res.held[j]:g} s (runs: {held:g} s) != response {resp:g} s")
+        n_int = sum(1 for k, *_ in res.segments if k == j)
+        if int(pre[j]) != n_int:
+            raise ConformanceError(f"{where}: job {jid[j]} preempted {int(pre[j])} times but {n_int} of "
+                                   "its runs were interrupted")
+        if res.preempted is not None and res.preempted[j] and len(rr) != n_int:
+            raise ConformanceError(f"{where}: job {jid[j]} ended by a preemption ran again")
+        last = rr[-1][1] - rr[-1][0]
+        if pre[j] and not res.killed[j] and not (res.preempted is not None and res.preempted[j]) \
+                and not math.isclose(last, runtime[j], rel_tol=1e-12, abs_tol=1e-9):
+            raise ConformanceError(f"{where}: job {jid[j]}, requeued by preemption, ran {last:g} s in its "
+                                   f"last run; it restarts from scratch, runtime {runtime[j]:g} s")
+
+
+def check_preemption(target: Target, workload: str) -> None:
+    """A policy that preempts (tag ``preempts``): `assert_runs` on the engine path (no model, so every
+    interruption is a preemption), and some preemption on ``mixed`` (the check needs some)."""
+    res, prep, _, _ = _engine(target, workload)
+    wl = prep.workload
+    limit = np.where(np.isfinite(prep.kill_limit), prep.kill_limit, math.inf)
+    assert_runs(res, wl.job_id, wl.submit, limit, wl.runtime,
+                f"scheduler {target.label!r} on workload {workload!r}")
+    if workload.startswith("mixed") and (res.preemptions is None or not res.preemptions.sum()):
+        _fail(target, workload, "no job was preempted (the check needs some)")
+
+
+def assert_reservations(df, resv: list[dict], node_index: dict[str, int], job_resv: dict[int, str],
+                        horizon: float, units_per_node: int = 1, over_run: float = 0.0,
+                        where: str = "run") -> None:
+    """Raise `ConformanceError` unless, for every reservation of ``resv`` (``scheduler_params.reservations``
+    of the Slurm-like policy: name, start, end, period, nodes (names or indices), flags) and each of its
+    windows [start, end) up to ``horizon`` (s; recurring ones every ``period``): no job outside it (its
+    reservation in ``job_resv``, {job id: name}) holds one of its nodes during the window (half-open: a
+    job ending at its start may, Slurm's ``job_test_resv``); unless the reservation is FLEX, a job of it
+    runs only on its nodes, starts inside a window [start, end] and ends by end + ``over_run`` + 1
+    (job_mgr.c ``job_time_limit``). Jobs preempted (``preemptions``) are skipped."""
+    pre = df["preemptions"].to_numpy() if "preemptions" in df.columns else np.zeros(len(df))
+    for r in resv:
+        nodes = {node_index[x] if isinstance(x, str) else int(x) for x in r["nodes"]}
+        period = r.get("period") or 0.0
+        wins = []
+        t0, t1 = float(r["start"]), float(r["end"])
+        while t0 < horizon:
+            wins.append((t0, t1))
+            if not period:
+                break
+            t0, t1 = t0 + period, t1 + period
+        flex = "FLEX" in r["flags"]
+        for jid, s, e, txt, npre in zip(df.job_id, df.start, df.end, df.nodes, pre):
+            if not np.isfinite(s) or npre:
+                continue
+            held = {int(u) // units_per_node for u in _units_of(txt)}
+            mine = job_resv.get(int(jid), "") == r["name"]
+            if mine and not flex:
+                if not held <= nodes:
+                    raise ConformanceError(f"{where}: job {jid} of reservation {r['name']} runs on nodes "
+                                           f"{sorted(held - nodes)} outside it")
+                w = [(a, b) for a, b in wins if a <= s <= b]
+                if not w:
+                    raise ConformanceError(f"{where}: job {jid} of reservation {r['name']} starts at {s:g} s "
+                                           f"outside its windows {wins[:3]}")
+                if e > w[0][1] + over_run + 1.0 + 1e-9:
+                    raise ConformanceError(f"{where}: job {jid} of reservation {r['name']} ends at {e:g} s, "
+                                           f"after the window's end {w[0][1]:g} s + ResvOverRun + 1 s")
+            elif not mine and held & nodes:
+                for a, b in wins:
+                    if s < b and e > a:
+                        raise ConformanceError(
+                            f"{where}: job {jid} (not in reservation {r['name']}) holds node(s) "
+                            f"{sorted(held & nodes)} over [{s:g}, {e:g}) s, inside the window [{a:g}, {b:g}) s")
+
+
+def check_reservations(target: Target, workload: str) -> None:
+    """A policy with advance reservations (tag ``reservations``): `assert_reservations` on the run, the
+    jobs' reservations read from the workload's ``reservation`` column (none with the option
+    ``job_reservations=ignore``)."""
+    out = run_target(target, workload)
+    sp = out.summary.get("scheduler_params", {})
+    resv = sp.get("reservations") or []
+    if not resv:
+        _fail(target, workload, "declares reservations but reports none (scheduler_params.reservations)")
+    wl = _workloads()[workload]
+    col = (wl.columns or {}).get("reservation")
+    job_resv = {}
+    if col is not None and str(target.options.get("job_reservations", "use")).lower() != "ignore":
+        job_resv = {int(j): str(x) for j, x in zip(wl.job_id, col) if str(x)}
+    names = list(getattr(target.make().cfg, "node_names", []) or [])
+    df = out.jobs
+    horizon = float(np.nanmax(df.end)) if len(df) else 0.0
+    assert_reservations(df, resv, {nm: i for i, nm in enumerate(names)}, job_resv, horizon,
+                        _exclusive_granularity(target), float(sp.get("resv_over_run_s") or 0.0),
+                        f"scheduler {target.label!r} on workload {workload!r}")
+
+
 # ====================================================================== withdrawn jobs
 class Canceller:
     """A `twin.contract.RunModel` that withdraws waiting jobs (`twin.control.EngineControl.cancel`),
@@ -813,12 +1073,15 @@ def check_cancel(target: Target, workload: str) -> None:
     wl = _workloads()[workload].sorted()
     gone = {int(wl.job_id[j]) for j, _ in cc.cancelled}
     is_gone = df.job_id.isin(gone).to_numpy()
-    bad = df[is_gone & ~((df.state == "CANCELLED") & df.start.isna() & df.end.isna())]
+    # (a job preempted and requeued, then cancelled while waiting again, keeps its first start and the
+    # end of its last run: `twin.control.EngineControl.cancel`)
+    ran = (df["preemptions"] > 0) if "preemptions" in df.columns else False
+    bad = df[is_gone & ~((df.state == "CANCELLED") & ((df.start.isna() & df.end.isna()) | ran))]
     if len(bad):
         r = bad.iloc[0]
         _fail(target, workload, f"cancelled job {r.job_id} has state {r.state!r}, start {r.start}, end {r.end}")
     rest = df[~is_gone]
-    bad = rest[~rest.state.isin(["COMPLETED", "TIMEOUT"]) | ~(np.isfinite(rest.start) & np.isfinite(rest.end))]
+    bad = rest[~rest.state.isin(END_STATES) | ~(np.isfinite(rest.start) & np.isfinite(rest.end))]
     if len(bad):
         _fail(target, workload, f"job {bad.job_id.iloc[0]} (not cancelled) ends in state {bad.state.iloc[0]!r}")
     skipped = sum(s.get("jobs_skipped", {}).values())
@@ -885,23 +1148,27 @@ def check_scheduler(target: Target) -> Iterator[tuple[str, Callable[[], None]]]:
         yield "conservative", functools.partial(_each, check_conservative, target, ("mixed", "exact", "burst"))
     if tags["shares_nodes"]:               # GPUs and memory per node (the Slurm-like cons_tres columns)
         yield "tres_exclusive", functools.partial(_each, check_tres_exclusive, target, ("mixed", "burst"))
+    if tags["preempts"] and engine_ok:     # every run of a preempted job (the engine's segments)
+        yield "preemption", functools.partial(_each, check_preemption, target, ("mixed", "burst", "exact"))
+    if tags["reservations"]:               # nobody else on a reservation's nodes inside its window
+        yield "reservations", functools.partial(_each, check_reservations, target, ("mixed", "burst", "exact"))
     if tags["supports_failures"]:
         yield "node_failures", functools.partial(_failures if engine_ok else _failures_run, target)
 
 
 def _each(fn: Callable, target: Target, wls: tuple[str, ...]) -> None:
     for w in wls:
-        fn(target, w)
+        fn(target, target.wl(w))
 
 
 def _failures(target: Target) -> None:
     for seed in range(4):
-        check_node_failures(target, "mixed", seed)
+        check_node_failures(target, target.wl("mixed"), seed)
 
 
 def _failures_run(target: Target) -> None:
     for seed in range(4):
-        check_failures_run(target, "mixed", seed)
+        check_failures_run(target, target.wl("mixed"), seed)
 
 
 def run_checks(target: Target) -> dict[str, str]:

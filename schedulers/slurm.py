@@ -91,10 +91,11 @@ Simplifications (each also listed in ``describe()``)
 * Jobs that can never run (over their partition's MaxTime or node count, partition not UP) are
   rejected at bind with an error (Slurm rejects them at submit with EnforcePartLimits, or leaves
   them pending forever).
-* Advance reservations: `schedulers.slurm_resv` (``job_test_resv``; a job of a reservation is not
-  killed at its end: the engine gives a policy no kill, such jobs are counted).
-* No preemption, licenses, dependencies, arrays-as-one-record, nice, TRES or
-  association factors, job ``--time-min``, heterogeneous jobs.
+* Advance reservations: `schedulers.slurm_resv` (``job_test_resv``; a job of a reservation ends
+  TIMEOUT at its end + ``ResvOverRun`` + 1 s, job_mgr.c ``job_time_limit``).
+* Preemption: `schedulers.slurm_preempt` (main, event and backfill passes; REQUEUE, CANCEL).
+* No licenses, arrays-as-one-record, nice, TRES or association factors, job ``--time-min``,
+  heterogeneous jobs (dependencies: the engine's gate, `twin.dependencies`).
 """
 from __future__ import annotations
 
@@ -111,7 +112,7 @@ from .slurm_conf import (SlurmConfError, SlurmConfig, apply_options, load_slurm_
                          not_modelled_line, report_ignored)
 from .slurm_priority import TRES_NAMES, AccountsSpec, FairShare, MultifactorPriority, QOSDef, load_accounts
 from .slurm_replay import REPLAY_MODES
-from .slurm_resv import ResvOptions, ResvSet, job_labels, resv_options
+from .slurm_resv import ResvOptions, ResvSet, job_labels, parse_log_start, resv_options, resv_over_run
 from .slurm_select import GroupedRunning, RunningSet, bits as _bits, job_test, low_bits, to_mask as _to_mask
 from .slurm_tres import WILL_RUN_WINDOW
 from .slurm_tres_passes import TresPasses
@@ -153,12 +154,18 @@ class SlurmScheduler(TresPasses, PreemptPasses, Scheduler):
                  time_limit_minutes: bool = False, replay: str = "auto",
                  partition_map: dict[int, str] | None = None,
                  cons_tres_window: float = WILL_RUN_WINDOW,
-                 reservations: ResvOptions | None = None):
+                 reservations: ResvOptions | None = None, log_start: float | None = None):
         self.cfg = config or SlurmConfig()
+        #: Unix time (s) of the log's time 0: the option ``log_start``, else (at bind) the log header's
+        #: UnixStartTime (`BindContext.log_start`), else 0 (the log's own clock): cons_tres's will-run
+        #: windows align on Slurm's Unix clock (`schedulers.slurm_tres.will_run`)
+        self.log_start_option = float(log_start) if log_start is not None else None
+        self.log_start = self.log_start_option if log_start is not None else 0.0
         #: advance reservations (`schedulers.slurm_resv`); resolved on the machine at bind
         self.resv_opts = reservations or ResvOptions()
         self.rsv: ResvSet | None = None
         self.pre = preempt_spec(self.cfg)       # PreemptType, PreemptMode, ... (schedulers.slurm_preempt)
+        self.resv_over_run = resv_over_run(self.cfg)    # ResvOverRun (s; schedulers.slurm_resv)
         if not cons_tres_window > 0:
             raise ValueError(f"slurm: cons_tres_window must be > 0 s, got {cons_tres_window}")
         #: cons_common ``_will_run_test``'s first window (s, Slurm: 30 on its own clock)
@@ -278,6 +285,8 @@ class SlurmScheduler(TresPasses, PreemptPasses, Scheduler):
         ctx = BindContext.coerce(ctx, cluster)
         super().bind(ctx)
         jobs, cluster = ctx.jobs, ctx.cluster
+        if self.log_start_option is None:        # Slurm's clock: the log's own UnixStartTime when it has one
+            self.log_start = float(ctx.log_start) if ctx.log_start is not None else 0.0
         self.notes = []
         self.ps_view = power_view(ctx)      # power_saving model: awake nodes first (schedulers.slurm_power)
         cfg = self.cfg
@@ -557,7 +566,8 @@ class SlurmScheduler(TresPasses, PreemptPasses, Scheduler):
             return
         names = list(self.cfg.node_names) if len(self.cfg.node_names) == self.NN else []
         self.rsv = ResvSet(ro.specs, names, self.NN, [self._to_int(r) for r in self.pmask],
-                           [p.name for p in self.parts], default_k, resv, users, accts, self.job_id)
+                           [p.name for p in self.parts], default_k, resv, users, accts, self.job_id,
+                           over_run=self.resv_over_run)
         self.notes += self.rsv.notes
 
     def _rsv_first(self, order: np.ndarray, prio: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -747,7 +757,7 @@ class SlurmScheduler(TresPasses, PreemptPasses, Scheduler):
         if job not in self.applied:     # a start we did not decide: mirror it from nothing known
             raise RuntimeError(f"slurm: job index {job} started without a slurm decision")
         if self.rsv is not None:
-            self.rsv.on_start(now, job, float(self.tl[job]))
+            self.rsv.on_start(now, job, float(self.tl[job]), self._pre_control)   # killed at End + ResvOverRun
 
     def on_finish(self, now: float, job: int) -> None:
         self._catch_up(now)
@@ -894,7 +904,7 @@ class SlurmScheduler(TresPasses, PreemptPasses, Scheduler):
             if t is None or t >= now:
                 return
             if self.bf_dirty and self.n_pending:
-                if self.n_idle == 0:
+                if self.n_idle == 0 and not self.pre_on:   # (with preemption a cycle may start jobs)
                     # next_wakeup asked for no pass: with no idle node (unchanged since the last
                     # pass) the cycle starts nothing and reserves for no job that could start
                     # now; its outcome is that of a computed cycle without starts
@@ -926,7 +936,7 @@ class SlurmScheduler(TresPasses, PreemptPasses, Scheduler):
         cands = []
         if self.rsv is not None and (tb := self.rsv.next_boundary(now)) is not None:
             cands.append(tb)            # a reservation starts or ends (slurm_resv)
-        if self.bf_on and self.bf_dirty and self.n_idle > 0:
+        if self.bf_on and self.bf_dirty and (self.n_idle > 0 or self.pre_on):
             # (no idle node: the due cycle cannot start a job; `_bf_catch_up` accounts for it
             # at the next event, which any change of the machine is)
             t = self._bf_next()
@@ -1251,7 +1261,7 @@ class SlurmScheduler(TresPasses, PreemptPasses, Scheduler):
             j = order_l[pos]
             if test_cnt >= sp.bf_max_job_test:
                 break
-            if n_idle < suffix_min[pos]:
+            if n_idle < suffix_min[pos] and not self.pre_on:    # (a preemptor needs no idle node)
                 break
             if self.has_qos_limits and self._qos_blocked(j):
                 continue
@@ -1324,6 +1334,9 @@ class SlurmScheduler(TresPasses, PreemptPasses, Scheduler):
                 # will-run (select plugin): earliest start on the available nodes, and where
                 ag = avail & gm          # nodes the select plugin keeps (gres/gpu)
                 wr = self._will_run(rs, ag, need, now)
+                if self.pre_on and (wr is None or wr[0] > now):    # _try_sched with preemptee candidates
+                    rs, wr = self._preempt_bf_whole(now, j, k, rs, ag, need, start_res, wr)
+                    idle, n_idle = rs.idle, rs.idle.bit_count()
                 if wr is None:          # not runnable on these nodes (only with gres/gpu)
                     if later and not no_reserve:
                         continue
@@ -1371,7 +1384,7 @@ class SlurmScheduler(TresPasses, PreemptPasses, Scheduler):
                 if nodes & idle:
                     touched_idle = True
                 break
-            if touched_idle and n_idle and not anyone_fits(pos):
+            if touched_idle and n_idle and not self.pre_on and not anyone_fits(pos):
                 break
         return starts
 
@@ -1497,6 +1510,8 @@ class SlurmScheduler(TresPasses, PreemptPasses, Scheduler):
                                      self.tm.mem_tracked))
         if getattr(self, "limits", None) is not None:
             out.update(self.limits.job_columns())
+        if getattr(self, "rsv", None) is not None and (col := self.rsv.kill_column(self.n)) is not None:
+            out["resv_kill_at"] = col          # the end of its reservation ends the job then (s)
         return out
 
     # ================================================================== description
@@ -1527,6 +1542,7 @@ class SlurmScheduler(TresPasses, PreemptPasses, Scheduler):
         if getattr(self, "rsv", None) is not None:
             d["reservations"] = self.rsv.describe()
             d["reservations_overrun"] = len(self.rsv.overrun)
+            d["resv_over_run_s"] = self.rsv.over_run
         if (pre := self._preempt_describe()) is not None:
             d["preemption"] = pre
         if getattr(self, "pending_reasons", None):
@@ -1548,8 +1564,9 @@ class SlurmScheduler(TresPasses, PreemptPasses, Scheduler):
              if getattr(self, "shared", False) else
              f"node choice: {self.cfg.select_type} approximated, node_order={self.node_order}")
             + "; no topology, node weights, features; GRES: gres/gpu only",
-            "no preemption, dependencies, nice, TRES/assoc factors; advance reservations: "
-            "jobs of a reservation are not killed at its end (counted in reservations_overrun)",
+            "no SUSPEND/GANG preemption, nice, TRES/assoc factors; advance reservations: "
+            "jobs of a reservation are killed at its end + ResvOverRun + 1 s (job_time_limit's 30 s tick "
+            "not modelled)",
         ]
         return d
 
@@ -1577,6 +1594,7 @@ def make_slurm_scheduler(conf_path: str | None, options: dict | None) -> SlurmSc
                           replay=_replay_mode(options.get("replay", "auto")),
                           partition_map=_partition_map(options.get("partition_map")),
                           cons_tres_window=float(options.get("cons_tres_window", WILL_RUN_WINDOW)),
+                          log_start=parse_log_start(options.get("log_start")),
                           reservations=resv_options(options))
 
 

@@ -216,6 +216,8 @@ class SlurmConfig:
     #: PreemptExemptTime, JobRequeue, AuthInfo and the preempt_* SchedulerParameters (validated and
     #: modelled by `schedulers.slurm_preempt`)
     preempt: dict = field(default_factory=dict)
+    #: ``ResvOverRun`` as written, (value, line) or None (validated and modelled by `schedulers.slurm_resv`)
+    resv_over_run: tuple | None = None
 
     @property
     def memory_tracked(self) -> bool:
@@ -443,6 +445,8 @@ class _Parser:
                 self.ignore(f"{key} (TRES, association and site factors are not modelled)", line)
             elif k in _PREEMPT_KEYS:            # schedulers.slurm_preempt validates and models them
                 self.cfg.preempt[k] = (value.strip(), line)
+            elif k == "resvoverrun":            # schedulers.slurm_resv validates and models it
+                self.cfg.resv_over_run = (value.strip(), line)
             elif k in _POWER_SAVE_KEYS:
                 self.ignore(f"{key} (modelled by the power_saving model when it is on: --set "
                             "power_saving.enabled=true, docs/power.md)", line)

@@ -1,7 +1,7 @@
 """Preemption in the Slurm-like policy: ``PreemptType=preempt/partition_prio`` and ``preempt/qos``
 with ``PreemptMode`` ``REQUEUE``, ``CANCEL`` and ``OFF`` (a mixin of `schedulers.slurm.SlurmScheduler`).
 
-Sources (SchedMD/slurm, tag ``slurm-22-05-9-1``):
+Sources (SchedMD/slurm, tags ``slurm-22-05-9-1``, ``slurm-22-05-8-1``):
 
 * ``src/common/read_config.c``: ``PreemptMode`` (global; ``SUSPEND`` alone is an error, "requires
   GANG too"), ``PreemptType`` (default ``preempt/none``; ``partition_prio``/``qos`` with mode OFF and
@@ -38,11 +38,25 @@ How the twin applies it: preemption is tried in the main and event passes (``_sc
 victims are preempted through `twin.control.EngineControl.preempt` (the failures model's
 interrupt/requeue path, applied at once) and the job starts in the same pass (Slurm starts it in a
 later pass once the victims' nodes are released; the twin's ends are instant, as ``KillWait``).
-Simplifications: backfill does not preempt (22.05's backfill can, through its will-run test with
-the candidates removed; a preemptor is at the head of the queue and is handled by the event pass at
-its submit); a job submitted to several partitions preempts and is preempted as a job of its first
-partition; ``GraceTime`` is 0. ``PreemptMode=SUSPEND`` and ``GANG`` (time slicing, shared cores) are
-refused. A requeued job's age counts from its new submit time.
+Backfill preempts too (``src/plugins/sched/backfill/backfill.c`` ``_try_sched`` passes
+``slurm_find_preemptable_jobs`` to the select plugin's will-run test, which removes every candidate
+of mode REQUEUE/CANCEL first, select_linear.c / cons_common ``_will_run_test`` "Test with all
+preemptable jobs gone", and reports start now "for backfill scheduler to initiate preemption";
+``_start_job`` -> ``select_nodes`` -> ``_pick_best_nodes`` -> ``_run_now`` with the candidates then
+preempts the minimum set, ``_preempt_jobs``; no ``bf_*`` option of 22.05 turns it off): a job whose
+plain will-run start is not now gets the will-run without its candidates (`_preempt_bf_whole`,
+`_preempt_tres_backfill`); start now -> the victims are preempted and the job starts in the cycle
+(as in the main pass); a later start under select/linear or cons_tres sharing nodes -> that start
+and nodes are what the job reserves (the whole-node cons_tres/cons_res approximation keeps its plain
+will-run for reservations). With preemption on, a backfill cycle runs even with no idle node.
+
+The partition of a running job (``part_ptr``: partition_prio's tier, mode and candidate priority)
+is the partition of the queue record it started from (`_pre_part`): ``jpart`` for a job of one
+partition and in whole-node runs (a job of several partitions queues in its first there); under node
+sharing the record's (`_pre_started`, called where the pass starts it; else inferred: the highest
+``PriorityTier`` among its partitions holding all its nodes). ``GraceTime`` is 0.
+``PreemptMode=SUSPEND`` and ``GANG`` (time slicing, shared cores) are refused. A requeued job's age
+counts from its new submit time.
 """
 from __future__ import annotations
 
@@ -229,6 +243,7 @@ class PreemptPasses:
         self.pre_heap: list[float] = []     # eligible times still to come
         self.pre_waiting = 0                # requeued jobs not yet eligible
         self.pre_exempt_seen: set[float] = set()   # PreemptExemptTime ends already in the heap
+        self.pre_run_part: dict[int, tuple] = {}    # running job -> (its start, partition it runs in)
         self.stats["preemptions"] = 0
         self.stats["preempt_requeued"] = 0
         self.stats["preempt_cancelled"] = 0
@@ -244,7 +259,7 @@ class PreemptPasses:
                 "youngest_first": sp.youngest_first, "reorder_count": sp.reorder_count,
                 "strict_order": sp.strict_order,
                 "partition_modes": {p.name: m for p, m in zip(self.cfg.partitions, sp.part_mode) if m},
-                "in": "main and event passes (backfill does not preempt)"}
+                "in": "main, event and backfill passes"}
 
     # ------------------------------------------------------------------ eligibility of requeued jobs
     def _preempt_visible(self, now: float, queue: np.ndarray) -> np.ndarray:
@@ -280,8 +295,34 @@ class PreemptPasses:
         if sp.type == "preempt/qos":
             m = self.pre_qos_mode[int(self.jqos[v])] if self.pre_qos_mode else None
         else:
-            m = sp.part_mode[int(self.jpart[v])] if sp.part_mode else None
+            m = sp.part_mode[self._pre_part(v)] if sp.part_mode else None
         return m if m is not None else sp.mode
+
+    def _pre_started(self, j: int, k: int) -> None:
+        """Job ``j`` just started from its queue record of partition ``k`` (Slurm sets ``part_ptr`` to
+        the record's partition, job_scheduler.c ``_schedule`` / backfill.c ``_attempt_backfill``, and
+        the running job keeps it): the partition `_pre_part` gives while this run lasts."""
+        if self.pre_on:
+            self.pre_run_part[j] = (self.run_start.get(j), int(k))
+
+    def _pre_part(self, v: int) -> int:
+        """The partition running job ``v`` runs in (its ``part_ptr``: partition_prio's tier, mode and
+        candidate priority are that partition's). A job of one partition, or any job of a whole-node run
+        (queued in its first partition only): ``jpart``. A job of several partitions under node sharing:
+        the partition its pass reported (`_pre_started`), else the one its queue record order would
+        start it in among those holding all its nodes (highest ``PriorityTier``, then the order given)."""
+        ks = self.jparts.get(v) if self.shared and self.jparts else None
+        if not ks:
+            return int(self.jpart[v])
+        st = self.run_start.get(v)
+        rec = self.pre_run_part.get(v)
+        if rec is not None and rec[0] == st:
+            return rec[1]
+        nodes = self._pre_nodes(v)
+        fit = [k for k in ks if not nodes & ~self.pm_int_t[k]]
+        k = min(fit, key=lambda x: (-int(self.part_tier[x]), ks.index(x))) if fit else int(self.jpart[v])
+        self.pre_run_part[v] = (st, k)
+        return k
 
     def _pre_preemptable(self, j: int) -> bool:
         """Whether running job ``j`` could be preempted (its mode is not OFF): backfill then keeps it
@@ -292,7 +333,7 @@ class PreemptPasses:
         """``preempt_p_preemptable(v, j)`` with ``j`` queued in partition ``k``."""
         sp = self.pre
         if sp.type == "preempt/partition_prio":
-            kv = int(self.jpart[v])
+            kv = self._pre_part(v)             # the partition v runs in (preempt_p_preemptable: part_ptr)
             return (int(self.part_tier[kv]) < int(self.part_tier[k])
                     and (sp.part_mode[kv] if sp.part_mode else None) != "OFF")
         qj, qv = int(self.jqos[j]), int(self.jqos[v])
@@ -348,7 +389,7 @@ class PreemptPasses:
             def key(x):
                 v, nodes = x
                 hi = (min(int(qp[int(self.jqos[v])]), 0xffff) if qp is not None
-                      else int(self.part_tier[int(self.jpart[v])]))
+                      else int(self.part_tier[self._pre_part(v)]))
                 return (hi << 16) + min(nodes.bit_count(), 0xffff)
             out.sort(key=key)
         return [v for v, _ in out]
@@ -483,3 +524,87 @@ class PreemptPasses:
             return False
         self._pre_apply(now, victims)
         return True
+
+    # ------------------------------------------------------------------ backfill (backfill.c _try_sched)
+    def _pre_removable(self, now: float, j: int, k: int) -> list[int]:
+        """``slurm_find_preemptable_jobs(j)`` for queue record partition ``k``, kept to the jobs a
+        will-run test removes whole (select_linear.c / cons_common ``_will_run_test``: mode REQUEUE or
+        CANCEL, ``remove_all``)."""
+        return [v for v in self._pre_candidates(now, j, k) if self._pre_mode(v) in ("REQUEUE", "CANCEL")]
+
+    def _preempt_bf_whole(self, now: float, j: int, k: int, rs, ag: int, need: int, start_res: float, wr):
+        """Backfill's preemption on whole nodes (select/linear; cons_tres/cons_res on whole nodes), for
+        job ``j`` (partition ``k``, ``need`` nodes) on the map's available nodes ``ag`` (bitset) whose
+        plain will-run ``wr`` (`SlurmScheduler._will_run` on the cycle's running set ``rs``) is not now.
+
+        22.05's ``_try_sched`` passes ``slurm_find_preemptable_jobs`` to the select plugin's will-run
+        test, which first removes every candidate (``_will_run_test``: "Test with all preemptable jobs
+        gone"; start = now "for backfill scheduler to initiate preemption"), then the other running jobs
+        in end order. Start now: ``_start_job`` -> ``select_nodes`` -> ``_pick_best_nodes`` -> ``_run_now``
+        with the candidates picks the minimum set and ``_preempt_jobs`` preempts it (`_preempt_whole`;
+        the twin starts the job in this cycle, as the main pass does). Returns (running set, will-run):
+        after a preemption a running set rebuilt without the victims and the will-run on it (start now);
+        a later start under select/linear: the will-run with the candidates gone (its nodes may be theirs);
+        otherwise ``(rs, wr)`` unchanged (cons_tres/cons_res whole-node future reservations keep the plain
+        will-run: an approximation of that approximated mode)."""
+        from .slurm_select import GroupedRunning, RunningSet  # noqa: PLC0415
+        cands = self._pre_removable(now, j, k)
+        if not cands:
+            return rs, wr
+        gone = set(cands)
+        jm, jid = self.job_mask, self.job_id
+        freed = 0
+        for v in cands:
+            freed |= jm[v]
+        rest = [(e, int(jid[v]), jm[v]) for v, e in self.run_end.items() if v not in gone]
+        idle2 = rs.idle | freed
+        rs2 = RunningSet(idle2, rest) if self.linear else GroupedRunning(now, idle2, rest)
+        wr2 = self._will_run(rs2, ag, need, now)
+        if wr2 is None:
+            return rs, wr
+        if max(start_res, wr2[0]) > now:
+            return (rs, wr2) if self.linear else (rs, wr)
+        mask = np.zeros(self.NN, dtype=bool)
+        mask[self._bits(ag)] = True
+        if not self._preempt_whole(now, j, k, mask):
+            return rs, wr
+        idle = self._to_int(self.node_end == -math.inf)
+        running = [(e, int(jid[v]), jm[v]) for v, e in self.run_end.items()]
+        rs = RunningSet(idle, running) if self.linear else GroupedRunning(now, idle, running)
+        return rs, self._will_run(rs, ag, need, now)
+
+    def _preempt_tres_backfill(self, now: float, j: int, k: int, avail: int, running: list, wr,
+                               start_res: float, epoch: float = 0.0):
+        """Backfill's preemption under node sharing (select/cons_tres), the same as `_preempt_bf_whole`
+        with cons_common's ``_will_run_test``: job ``j`` (queue record of partition ``k``) on the map's
+        available nodes ``avail`` (bitset), ``running`` the cycle's `_tres_running` list, ``wr`` its plain
+        `schedulers.slurm_tres.will_run` (None or not now). The will-run with every removable candidate
+        released from a copy of the ledger; start now: the minimum set of ``_run_now`` is preempted
+        (`_preempt_tres`) and (``self._tres_running()``, the will-run now) is returned; a later start:
+        (``running``, the will-run with the candidates gone); else both unchanged.
+
+        Call site (``schedulers/slurm_tres_passes.py`` ``_tres_backfill``), right after the will-run::
+
+            wr = will_run(led, j, avail, running, now, self.cons_window, sp.bf_busy_nodes)
+            if self.pre_on and (wr is None or wr[0] > now):     # _try_sched with preemptee candidates
+                running, wr = self._preempt_tres_backfill(now, j, k, avail, running, wr, start_res)
+        """
+        from .slurm_tres import will_run  # noqa: PLC0415
+        cands = self._pre_removable(now, j, k)
+        if not cands:
+            return running, wr
+        sp = self.cfg.sched
+        gone = set(cands)
+        fut = self.led.copy()
+        for v in cands:
+            fut.release(v)
+        rest = [r for r in running if r[2] not in gone]
+        wr2 = will_run(fut, j, avail, rest, now, self.cons_window, sp.bf_busy_nodes, epoch)
+        if wr2 is None:
+            return running, wr
+        if max(start_res, wr2[0]) > now:
+            return running, wr2
+        if not self._preempt_tres(now, j, k, avail):
+            return running, wr
+        running = self._tres_running()
+        return running, will_run(self.led, j, avail, running, now, self.cons_window, sp.bf_busy_nodes, epoch)

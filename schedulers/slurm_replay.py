@@ -76,7 +76,7 @@ def engine_prepare(sim) -> None:
     cluster = sim.cluster
     ctx = sim.context or ModelContext(n_nodes=cluster.total, jobs=sim.jobs, runtime=sim.runtime)
     bctx = BindContext(sim.jobs, cluster, cluster.total, seed=ctx.seed, node_group=sim.node_group,
-                       models={}, system=ctx.system, options=ctx.options)
+                       models={}, system=ctx.system, options=ctx.options, log_start=ctx.log_start)
     bind_policy(sim.scheduler, bctx)
 
 

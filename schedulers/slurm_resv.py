@@ -50,11 +50,31 @@ option ``log_start`` (the Unix time of the log's time 0: the sacct reader's / SW
 ``UnixStartTime``), required for ISO times. ``Duration``: Slurm's minutes forms (``120``,
 ``2:00:00``, ``1-00:00:00``, ``UNLIMITED``), seconds rounded up to whole minutes.
 
-Not modelled (said in `describe` and docs/slurm.md): Slurm kills a job of a reservation at the
-reservation's end + ``ResvOverRun`` (job_mgr.c ``job_time_limit``); the twin's engine gives a
-policy no way to end a running job, so such a job runs to its own end and is *counted*
-(``overrun``) and printed once. Core reservations (``CoreCnt``), licenses, burst buffers, watts,
-features, groups, ``MAGNETIC``, ``TIME_FLOAT``, ``REPLACE``, ``WEEKDAY``/``WEEKEND`` are refused.
+**The end of a reservation** (``ResvOverRun``, slurm.conf, minutes, default 0, ``UNLIMITED``): a job
+may start in its reservation whatever its time limit (``job_test_resv`` checks only that ``when`` lies
+in ``[start, end]``, not ``when + limit``; ``job_test_resv_now``: ``now > end`` refuses), so it may run
+past the end. slurmctld's background loop calls ``job_time_limit`` (job_mgr.c) every
+``PERIODIC_TIMEOUT`` (30 s): a running job whose reservation is not ``FLEX`` and whose
+``resv_ptr->end_time + ResvOverRun * 60 < now`` is ended by ``_job_timed_out`` (state ``JOB_TIMEOUT``,
+reason ``FAIL_TIMEOUT``: sacct ``TIMEOUT``); ``MAINT`` and the other flags make no difference.
+``UNLIMITED`` (INFINITE16) is ``YEAR_SECONDS``. The twin ends such a job at ``end + ResvOverRun + 1``
+s (the first whole second the strict test holds; the 30 s tick is not modelled, as for the
+requested-time kill) through `twin.control.EngineControl.kill_at`, set when the job starts
+(`ResvSet.on_start`): ``jobs.csv`` shows it ``TIMEOUT`` with ``end`` = that time and the column
+``resv_kill_at`` (the kill time set, s; NaN for other jobs; only in runs where one was set).
+Recurring reservations (``HOURLY``/``DAILY``/``WEEKLY``): with ``ResvOverRun=0`` the same (the tick
+that kills runs ``job_time_limit`` before ``job_resv_check``); with ``ResvOverRun > 0`` the job is
+never killed by its reservation, because ``job_resv_check`` -> ``_advance_resv_time`` moves the
+reservation (the job's ``resv_ptr``) to its next window at the first tick after the end, before
+``end + ResvOverRun`` is reached, and again at every later end. (A scheduling pass testing a pending
+job of the same recurring reservation at exactly its end also advances it, ``job_test_resv``:
+``end_time <= now``; that race is not modelled.) Planning is unchanged: Slurm's ``end_time`` of such a
+job stays start + time limit, and so do the twin's will-run tests and backfill map. Inside a policy
+wrapper that gives no engine control (the GPU packer) the job runs to its own end, counted in
+``scheduler_params.reservations_overrun`` and printed once.
+
+Not modelled: core reservations (``CoreCnt``), licenses, burst buffers, watts, features, groups,
+``MAGNETIC``, ``TIME_FLOAT``, ``REPLACE``, ``WEEKDAY``/``WEEKEND`` are refused.
 """
 from __future__ import annotations
 
@@ -74,7 +94,7 @@ from .slurm_keys import suggest
 from .slurm_select import low_bits as _low
 
 __all__ = ["ResvSpec", "ResvSet", "ResvTest", "load_reservations", "parse_resv_time",
-           "parse_scontrol_line", "parse_log_start"]
+           "parse_scontrol_line", "parse_log_start", "resv_over_run"]
 
 #: Slurm's YEAR_SECONDS (an UNLIMITED duration)
 YEAR_SECONDS = 365 * 24 * 3600.0
@@ -122,6 +142,29 @@ _ISO_RE = re.compile(r"\d{4}-\d{2}-\d{2}(T\d{1,2}:\d{2}(:\d{2})?)?")
 class ResvError(SlurmConfError):
     """A reservation that cannot be read or created (the message names where: file:line or
     ``options: reservations[i]``, and the field)."""
+
+
+#: read_config.c / parse_value.c ``s_p_handle_uint16``: INFINITE16 (``UNLIMITED``, ``INFINITE``, 65535)
+INFINITE16 = 0xFFFF
+
+
+def resv_over_run(cfg) -> float:
+    """slurm.conf ``ResvOverRun`` (``cfg.resv_over_run``: (value, line) or None) -> seconds a job may
+    run past its reservation's end: minutes x 60 (default 0); ``UNLIMITED``/``INFINITE``/65535: Slurm's
+    ``YEAR_SECONDS`` (job_mgr.c ``job_time_limit``). Anything but a whole number 0..65533 or those
+    words is a `ResvError` naming the file and line (the man page's limit is 65533 minutes)."""
+    raw = getattr(cfg, "resv_over_run", None)
+    if raw is None:
+        return 0.0
+    value, line = raw
+    where = f"{cfg.path or 'slurm options'}:{line}" if line else "options"
+    v = str(value).strip()
+    if v.upper() in ("UNLIMITED", "INFINITE") or v == str(INFINITE16):
+        return YEAR_SECONDS
+    if not v.isdigit() or int(v) > 65533:
+        raise ResvError(f"{where}: ResvOverRun={v!r}: expected minutes 0..65533 or UNLIMITED "
+                        "(how long a job may run past its reservation's end; default 0)")
+    return int(v) * 60.0
 
 
 # ====================================================================== values
@@ -460,8 +503,12 @@ class ResvSet:
 
     def __init__(self, specs: list[ResvSpec], node_names: list[str], NN: int, pmask: list[int],
                  part_names: list[str], default_k: int, job_resv: list[str], job_user: list[str],
-                 job_account: list[str], job_id: np.ndarray):
+                 job_account: list[str], job_id: np.ndarray, over_run: float = 0.0):
         self.NN = NN
+        #: ResvOverRun (s): a job of a reservation is killed at its end + over_run + 1 (`kill_time`)
+        self.over_run = float(over_run)
+        #: job index -> the kill time (s) set at its last start (`on_start`)
+        self.kill_at: dict[int, float] = {}
         self.full = (1 << NN) - 1
         self.pmask = pmask
         self.notes: list[str] = []
@@ -748,22 +795,51 @@ class ResvSet:
                     "forever (priority 0, expired reservation): lengthen the reservation "
                     f"({rv.spec.where}) or drop the job's reservation")
 
-    def on_start(self, now: float, j: int, limit: float) -> None:
-        """Count a job of a reservation that may run past the reservation's end (Slurm kills it
-        at End + ResvOverRun; the engine cannot, see the module docstring)."""
+    def kill_time(self, now: float, j: int) -> float | None:
+        """When job ``j`` of a reservation, starting at ``now``, is ended by ``job_time_limit``
+        (s): the first whole second with ``end + ResvOverRun < t``, i.e. ``end + over_run + 1``;
+        None for a job outside reservations, in a ``FLEX`` one, or in a recurring one with
+        ``ResvOverRun > 0`` (advanced to its next window first; see the module docstring)."""
         q = int(self.jres[j])
         if q < 0:
-            return
+            return None
         r = self.resv[q]
-        if "FLEX" in r.flags:
+        if "FLEX" in r.flags or (r.spec.period and self.over_run > 0):
+            return None
+        return self.window(r, now)[1] + self.over_run + 1.0
+
+    def on_start(self, now: float, j: int, limit: float, control=None) -> None:
+        """Job ``j`` starts at ``now`` with planning limit ``limit`` (s). A job with a reservation
+        kill time (`kill_time`) is ended then unless it ends sooner: ``control.kill_at`` (state
+        TIMEOUT; `twin.control.EngineControl`; the time is kept for the ``resv_kill_at`` column); one
+        whose planned run reaches that time is counted in ``overrun``. Without a control (a policy
+        wrapper that gives none) such a job runs to its own end, printed once."""
+        t = self.kill_time(now, j)
+        if t is None:
             return
-        if now + limit > self.window(r, now)[1]:
-            self.overrun.append(j)
-            if not self._warned:
-                self._warned = True
-                print(f"slurm: a job of reservation {r.name} may run past its end (t={self.window(r, now)[1]:g} s); "
-                      "Slurm kills it at End + ResvOverRun, the twin lets it run (counted in "
-                      "scheduler_params.reservations_overrun)")
+        if control is not None:
+            control.kill_at(j, t)
+            self.kill_at[j] = t
+        if now + limit < t:
+            return
+        r = self.resv[int(self.jres[j])]
+        self.overrun.append(j)
+        if control is None and not self._warned:
+            self._warned = True
+            print(f"slurm: a job of reservation {r.name} may run past its end (t={self.window(r, now)[1]:g} s); "
+                  "Slurm kills it at End + ResvOverRun, but this run gives the policy no control of running "
+                  "jobs (a policy wrapper), so it runs on (counted in scheduler_params.reservations_overrun)")
+
+    def kill_column(self, n: int) -> np.ndarray | None:
+        """The ``resv_kill_at`` column of ``jobs.csv``: the time (s) the end of its reservation ends
+        each job that started in one (NaN: no reservation, ``FLEX``, or never killed by it), or None
+        when no job got one."""
+        if not self.kill_at:
+            return None
+        out = np.full(n, np.nan)
+        for j, t in self.kill_at.items():
+            out[j] = t
+        return out
 
     def bool_mask(self, x: int) -> np.ndarray:
         """Bitset -> bool array over the ``NN`` nodes."""

@@ -8,8 +8,10 @@ Sources (SchedMD/slurm, tag ``slurm-22-05-9-1``):
   its free GPUs cover the request: `Ledger.avail`), ``_job_test`` "test 1" (the job is placed on
   the *idle cores*; with ``OverSubscribe=NO`` there is no second row, so no other test), and
   ``_will_run_test`` (running jobs removed in expected-end order, in groups whose window starts at
-  30 s, aligned to a 30 s barrier, and doubles after every group; the start is the end of the last
-  job removed, ``now + 1`` for a job already past its end: `will_run`).
+  30 s, aligned to a 30 s barrier of the Unix clock (``end_time % time_window``; the policy's
+  ``log_start``), and doubles after every group; the start is the end of the last job removed,
+  ``now + 1`` for a job already past its end; ``orig_map`` is backfill's ``avail_bitmap``, all of
+  the partition's nodes the map leaves, GPU or not: `will_run`).
 * ``src/plugins/select/cons_tres/job_test.c``: ``can_job_run_on_node`` (the CPUs usable on a
   node: its free cores, at least ``ntasks_per_node x cpus_per_task``; with ``CR_*_Memory`` and
   memory per CPU, fewer cores when memory is short), ``choose_nodes`` and ``_eval_nodes``
@@ -158,8 +160,9 @@ class Ledger:
         if self.down[n] or self.whole[n]:
             return 0
         jb, m = self.jobs, self.m
-        if jb.excl[j]:
-            return m.cores[n] if self.idle(n) else 0
+        if jb.excl[j]:      # a whole idle node that has the job's CPUs per node and GPUs
+            ok = self.idle(n) and m.cores[n] >= jb.cpn[j] and m.gpus[n] >= jb.gpn[j]
+            return m.cores[n] if ok else 0
         c = self.ncore[n]
         need = int(jb.cpn[j])
         if c < need or self.ngpu[n] < jb.gpn[j]:
@@ -378,16 +381,20 @@ def eval_nodes(led: Ledger, j: int, cand: int, weight: list[int] | None = None
 
 
 def will_run(led: Ledger, j: int, cand: int, running: list[tuple[float, int, int]], now: float,
-             window: float = WILL_RUN_WINDOW, busy_nodes: bool = False
+             window: float = WILL_RUN_WINDOW, busy_nodes: bool = False, epoch: float = 0.0
              ) -> tuple[float, list[tuple[int, int]]] | None:
     """cons_common ``_will_run_test`` for job ``j`` on the nodes ``cand``: (start s, plan) or
-    None. ``running``: (expected end s, job id, job index) of every running job, in
-    ``_cr_job_list_sort`` order (end, then job id). Jobs without a node in ``cand`` are skipped;
-    the others are removed in groups: the first window ends at the first removed job's end
-    rounded up to the next multiple of ``window`` (s); a group takes jobs while the next job's
-    end is within that barrier + the window; after each group the window doubles (at least once)
-    until it reaches the next job. The start is the last removed job's end (``now + 1``
-    when that is already past)."""
+    None. ``cand`` is the backfill's ``avail_bitmap`` (``orig_map``: the partition's nodes the
+    map leaves, *not* narrowed to nodes with GPUs: a job on a CPU-only node of the partition is
+    removed like any other). ``running``: (expected end s, job id, job index) of every running
+    job, in ``_cr_job_list_sort`` order (end, then job id). Jobs without a node in ``cand`` are
+    skipped; the others are removed in groups: the first window ends at the first removed job's
+    end rounded up to the next multiple of ``window`` (s) *on Slurm's clock* (``delta =
+    end_time % time_window`` of a Unix ``time_t``: ``epoch`` is the Unix time (s) of the log's
+    time 0, option ``log_start``; 0 aligns on the log's own clock); a group takes jobs while the
+    next job's end is within that barrier + the window; after each group the window doubles (at
+    least once) until it reaches the next job. The start is the last removed job's end (``now +
+    1`` when that is already past)."""
     plan = eval_nodes(led, j, cand)
     if plan is not None:
         return now, plan
@@ -404,8 +411,9 @@ def will_run(led: Ledger, j: int, cand: int, running: list[tuple[float, int, int
             i += 1
             if not (led.nodes_of(q) & cand):
                 continue                    # "job has no usable nodes": skipped
-            if end0 is None:                # the 30 s barrier of the first job removed
-                end0 = e + (window - math.fmod(e, window))
+            if end0 is None:                # the 30 s barrier of the first job removed,
+                # aligned on the Unix clock: delta = end_time % time_window (_will_run_test)
+                end0 = e + (window - math.fmod(e + epoch, window))
             if fut is None:
                 fut = led.copy()
             fut.release(q)

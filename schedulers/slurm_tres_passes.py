@@ -154,6 +154,10 @@ class TresPasses:
         self.led = Ledger(m, self.tj)
         self.led.record = {}
         self.cons_window = float(getattr(self, "cons_window", WILL_RUN_WINDOW))
+        #: Unix time (s) of the log's time 0 (option ``log_start``): Slurm's clock for the
+        #: will-run test's window barriers; 0 = the log's own clock
+        self.log_start = float(getattr(self, "log_start", None) or 0.0)
+        self._bf_nodes_cache: dict = {}
         # jobs that no node of their partition could ever hold
         tj = self.tj
         cores = np.asarray(m.cores)
@@ -226,6 +230,29 @@ class TresPasses:
     def _tres_cand(self, j: int, k: int) -> int:
         """Nodes of partition ``k`` with enough GPUs for job ``j`` (bitset)."""
         return self.pm_int_t[k] & self.gm_int_t[self.jgres[j]]
+
+    def _tres_bf_nodes(self, j: int, k: int) -> int:
+        """Backfill's ``avail_bitmap`` for job ``j`` in partition ``k`` before the map
+        (backfill.c ``_attempt_backfill``: ``bit_and(avail_bitmap, part_ptr->node_bitmap)``, then
+        node_scheduler.c ``job_req_node_filter``, which drops nodes whose configured CPUs are
+        fewer than the job's CPUs per node or, with ``CR_*_Memory``, whose ``RealMemory`` is below
+        the job's memory per node). GRES are not looked at: nodes without GPUs stay (bitset)."""
+        key = (k, int(self.tj.cpn[j]), float(self.tj.mem[j]), float(self.tj.mem_cpu[j]))
+        cache = self._bf_nodes_cache
+        out = cache.get(key)
+        if out is None:
+            m, tj = self.tm, self.tj
+            need_mem = (tj.mem[j] if tj.mem[j] > 0 else tj.mem_cpu[j] * tj.cpn[j]) if m.mem_tracked else 0.0
+            out = 0
+            x = self.pm_int_t[k]
+            while x:
+                low = x & -x
+                n = low.bit_length() - 1
+                x ^= low
+                if m.cores[n] >= tj.cpn[j] and m.mem[n] >= need_mem:
+                    out |= low
+            cache[key] = out
+        return out
 
     # ------------------------------------------------------------------ queue records
     def _tres_records(self, order: np.ndarray, prio: np.ndarray
@@ -320,6 +347,7 @@ class TresPasses:
                 plan = eval_nodes(self.led, j, avail & self._tres_cand(j, k))   # victims released
             if plan is not None:
                 starts.append(self._tres_start(now, j, plan))
+                self._pre_started(j, k)                     # part_ptr: the record's partition
                 started_pos.append(pos if pos_of is None else pos_of[j])
                 started.add(j)
             elif keep is not None and rsv.jres[j] >= 0:
@@ -375,7 +403,10 @@ class TresPasses:
                                   and part_resv[k] >= sp.bf_job_part_count_reserve))
             tlj = float(tl[j]) if k == self.jpart[j] else self._tres_limit(j, k)
             need = self.tj.min_nodes(j)
-            pm = self._tres_cand(j, k)
+            # avail_bitmap: the partition's nodes (part_ptr->node_bitmap) less those
+            # job_req_node_filter drops; not narrowed to nodes with the job's GPUs (only the
+            # select plugin looks at GRES), so _will_run_test's orig_map holds them too
+            pm = self._tres_bf_nodes(j, k)
             counted = False
             later = now
             rsv = self.rsv              # advance reservations (schedulers.slurm_resv) or None
@@ -404,7 +435,11 @@ class TresPasses:
                 if not counted:
                     test_cnt += 1
                     counted = True
-                wr = will_run(led, j, avail, running, now, self.cons_window, sp.bf_busy_nodes)
+                wr = will_run(led, j, avail, running, now, self.cons_window, sp.bf_busy_nodes,
+                              self.log_start)
+                if self.pre_on and (wr is None or wr[0] > now):     # _try_sched with preemptee candidates
+                    running, wr = self._preempt_tres_backfill(now, j, k, avail, running, wr, start_res,
+                                                              self.log_start)
                 if wr is None:
                     if later and not no_reserve:
                         continue
@@ -416,6 +451,7 @@ class TresPasses:
                     if plan is None:        # cannot happen: the will-run test found it now
                         break
                     starts.append(self._tres_start(now, j, plan))
+                    self._pre_started(j, k)                 # part_ptr: the record's partition
                     started.add(j)
                     running = self._tres_running()
                     if self.tj.excl[j] and not (self.pre_on and self._pre_preemptable(j)):

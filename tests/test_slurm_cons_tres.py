@@ -32,7 +32,7 @@ def conf(tmp_path, nodes: str, params: str = "CR_Core", extra: str = "") -> str:
 
 
 def simulate(tmp_path, nodes_conf: str, jobs: list[dict], units: int, params: str = "CR_Core",
-             extra: str = "", **opts):
+             extra: str = "", header: dict | None = None, **opts):
     """jobs: dicts of submit, run, req (limit), n (req_nodes), c (CPUs per node), g (GPUs per
     node), mem (MB per node), excl, part (partition name). Returns ({job id: start}, {job id:
     engine units}, the scheduler, the result)."""
@@ -48,6 +48,7 @@ def simulate(tmp_path, nodes_conf: str, jobs: list[dict], units: int, params: st
         "t", submit=[j["submit"] for j in jobs], runtime=[j["run"] for j in jobs],
         procs=[j.get("n", 1) * j["c"] for j in jobs], requested_time=[j.get("req", j["run"]) for j in jobs],
         user=[0] * n, group=[0] * n, job_id=np.arange(1, n + 1), columns=cols)
+    wl.header.update(header or {})
     s = make_slurm_scheduler(conf(tmp_path, nodes_conf, params, extra), dict(opts))
     r = run(RunConfig(workload="t", scheduler=s, nodes=units), workload=wl)
     st = dict(zip(r.jobs.job_id.tolist(), r.jobs.start.tolist()))
@@ -395,3 +396,59 @@ def test_sacct_dump_in_node_units_shares_nodes(tmp_path, capsys):
         if select == "select/cons_tres":
             assert any(n.startswith("select/cons_tres: the machine counted in CPUs (8 = the NodeName lines' CPUs")
                        for n in r.summary["notes"])
+
+
+def test_will_run_window_barrier_on_the_unix_clock():
+    """cons_common ``_will_run_test`` aligns its first window on ``end_time % 30`` of a Unix time.
+    Node 0 is busy until 100, node 1 until 145; a 1-node job. On the log's own clock (epoch 0) the
+    barrier is 120 and the group reaches 150, so it removes both jobs and answers 145. With the log
+    starting at Unix 1796285377 (= 7 mod 30: the gpu_share real-1 replay) the first end is Unix ...477
+    (17 mod 30): barrier 113, the group stops before 145 (> 143) and the job starts at 100 on node 0."""
+    led = _ledger([8, 8], nodes=1, cpn=8, cpus=8)
+    led.alloc = {10: [(0, 0xFF, 0, 0.0)], 11: [(1, 0xFF, 0, 0.0)]}
+    led.core_free, led.ncore = [0, 0], [0, 0]
+    running = [(100.0, 1, 10), (145.0, 2, 11)]
+    assert will_run(led, 0, 0b11, running, now=0.0) == (145.0, [(0, 8)])
+    assert will_run(led, 0, 0b11, running, now=0.0, epoch=1796285377.0) == (100.0, [(0, 8)])
+    assert will_run(led, 0, 0b11, running, now=0.0, epoch=15.0) == (100.0, [(0, 8)])
+
+
+def test_log_start_option_reaches_the_will_run_test(tmp_path):
+    """``log_start`` (the Unix time of the log's time 0: a number or an ISO UTC time) is the clock of
+    the will-run windows; absent, the log's own clock (0); a bad value is one clear error."""
+    c = conf(tmp_path, "NodeName=n[0-1] CPUs=4")
+    assert make_slurm_scheduler(c, {}).log_start == 0.0
+    assert make_slurm_scheduler(c, {"log_start": "1796285377"}).log_start == 1796285377.0
+    assert make_slurm_scheduler(c, {"log_start": "2026-12-03T08:09:37"}).log_start == 1796285377.0
+    with pytest.raises(Exception, match=r"log_start='soon': expected the Unix time of the log's time 0"):
+        make_slurm_scheduler(c, {"log_start": "soon"})
+
+
+def test_slurm_clock_comes_from_the_log_header_unless_given(tmp_path):
+    """Without the option, the policy takes Slurm's clock from the log's ``UnixStartTime`` header (SWF;
+    the sacct reader writes it) through `BindContext.log_start`; the option wins; no header: 0."""
+    nodes, jobs = "NodeName=n[0-1] CPUs=4", [dict(submit=0, run=10, c=4)]
+    *_, s, _ = simulate(tmp_path, nodes, jobs, 8, header={"UnixStartTime": "1796285377"})
+    assert s.log_start == 1796285377.0
+    *_, s, _ = simulate(tmp_path, nodes, jobs, 8, header={"UnixStartTime": "1796285377"}, log_start="15")
+    assert s.log_start == 15.0
+    *_, s, _ = simulate(tmp_path, nodes, jobs, 8)
+    assert s.log_start == 0.0
+
+
+def test_will_run_removes_jobs_on_cpu_only_nodes_of_the_partition(tmp_path):
+    """backfill.c hands select's ``_will_run_test`` the partition's nodes (``avail_bitmap``), not only
+    those with GPUs, so a job on a CPU-only node takes part in the end groups. g0 (16 cores, 4 GPUs,
+    Weight 2, node 0), c1 (8 cores, Weight 1, node 1). At 0: X (8 cores, limit 100) on c1, Y (4 cores +
+    4 GPUs, limit 125) and Z (4 cores, limit 155) on g0. P (1 GPU, 4 cores, limit 100) at t=1: the
+    will-run test removes X first (barrier 120, group to 150: X, Y; Z at 155 stays) and finds g0 at
+    125: reservation of g0 over [125, 225]. R (8 cores, limit 140) at t=2 would fit g0's 8 free cores
+    until 142 >= 125, so it waits for c1 and starts when X ends (100). With only g0 given (X skipped)
+    the group would start at Y (barrier 150) and take Z: P's reservation at 155, and R would start at
+    2 on g0 (cores 8-15). P starts at 125 on g0's cores 0-3 when Y ends."""
+    nodes = "NodeName=g0 CPUs=16 Gres=gpu:4 Weight=2\nNodeName=c1 CPUs=8 Weight=1"
+    jobs = [dict(submit=0, run=100, c=8), dict(submit=0, run=125, c=4, g=4), dict(submit=0, run=155, c=4),
+            dict(submit=1, run=100, c=4, g=1), dict(submit=2, run=140, c=8)]
+    st, un, s, _ = simulate(tmp_path, nodes, jobs, 24, bf_interval=1)
+    assert st == {1: 0.0, 2: 0.0, 3: 0.0, 4: 125.0, 5: 100.0}
+    assert un == {1: "16-23", 2: "0-3", 3: "4-7", 4: "0-3", 5: "16-23"}

@@ -89,9 +89,10 @@ def test_preempt_none_never_preempts(tmp_path):
 
 
 def test_exempt_time_delays_preemption(tmp_path):
-    # A and B started at 0 are exempt until 200: the first pass after that is the periodic one at 240
+    # A and B started at 0 are exempt until 200: the first pass after that is the backfill cycle at 220
+    # (cycles at 100 (U's submit), then every 30 s: 190 + 30; backfill.c's _try_sched preempts, 22.05)
     df, _, _ = _prio_case(tmp_path, extra="PreemptExemptTime=00:03:20\n")
-    assert df.loc[3, "start"] == 240.0 and df.loc[1, "preemptions"] == 1 and df.loc[2, "preemptions"] == 0
+    assert df.loc[3, "start"] == 220.0 and df.loc[1, "preemptions"] == 1 and df.loc[2, "preemptions"] == 0
 
 
 def test_qos_preemption(tmp_path):

@@ -207,7 +207,9 @@ class BindContext:
     the policy lists in its ``needs_models`` attribute when it has one); ``system``: the
     `SystemSpec` or None; ``options``: the run's option tables; ``eligible``: in a run that gates jobs
     on dependencies or array throttles (`twin.dependencies`), each job's eligible time (s, Slurm's
-    EligibleTime; NaN while not yet eligible), a live array the gate fills in; None otherwise.
+    EligibleTime; NaN while not yet eligible), a live array the gate fills in; None otherwise;
+    ``log_start``: the Unix time (s) of the log's time 0 (its header's ``UnixStartTime``: SWF, sacct
+    dumps) or None when the log does not say (policies that follow a real scheduler's clock use it).
     """
 
     jobs: JobTable
@@ -219,6 +221,7 @@ class BindContext:
     system: Any = None
     options: Mapping[str, Any] = field(default_factory=dict)
     eligible: np.ndarray | None = None
+    log_start: float | None = None
 
     def rng(self, name: str) -> np.random.Generator:
         """The named random stream of this run (seeded from the run config)."""
@@ -243,7 +246,8 @@ class BindContext:
             raise LookupError(f"{getattr(policy, 'name', type(policy).__name__)} needs the "
                               f"{', '.join(missing)} model(s): turn them on (e.g. --{missing[0]} on)")
         return BindContext(self.jobs, self.cluster, self.total, self.seed, self.node_group,
-                           {m: self.models[m] for m in needs}, self.system, self.options)
+                           {m: self.models[m] for m in needs}, self.system, self.options, self.eligible,
+                           self.log_start)
 
     @classmethod
     def coerce(cls, ctx_or_jobs: Any, cluster: Any = None) -> "BindContext":
@@ -494,7 +498,8 @@ class ModelContext:
     ``columns`` hold the workload's extra per-job arrays); ``runtime``: actual runtimes (s) from the
     log; ``system``: the `SystemSpec` or None; ``seed``: the run seed; ``options``: free-form run
     options; ``units_per_node``: allocation units a node (the GPUs of a node in GPU allocation; None:
-    the model's own default, 1 unit a node).
+    the model's own default, 1 unit a node); ``log_start``: the Unix time (s) of the log's time 0 (the
+    header's ``UnixStartTime``) or None.
     """
 
     n_nodes: int
@@ -504,6 +509,7 @@ class ModelContext:
     seed: int = 0
     options: dict = field(default_factory=dict)
     units_per_node: int | None = None
+    log_start: float | None = None
 
     def rng(self, name: str) -> np.random.Generator:
         """A Generator for the named random stream of this run."""

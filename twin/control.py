@@ -136,6 +136,24 @@ class EngineControl:
         if cancel:
             sim._preempted[j] = 1
 
+    def kill_at(self, job: int, t: float) -> None:
+        """End running ``job``'s current segment at ``t`` (s, >= now) in state ``TIMEOUT`` unless it
+        ends sooner, **applied at once**: a limit its policy enforces besides the requested time (the
+        Slurm-like policy: a job of a reservation is killed at the reservation's end + ``ResvOverRun``,
+        job_mgr.c ``job_time_limit`` -> ``_job_timed_out``). Lowers the segment's kill time only (a later
+        ``t`` than the current one changes nothing); a requeued job's next segment has its requested
+        limit again."""
+        sim = self._sim
+        prog, j = sim._prog, int(job)
+        if not sim.cluster.is_running(j):
+            raise SimulationError(f"kill_at of job {sim._job_id[j]}, which is not running")
+        if not t >= sim.cluster.now:
+            raise SimulationError(f"kill_at of job {sim._job_id[j]} at t={t} before now (t={sim.cluster.now})")
+        limit = float(t) - prog.start_seg[j]
+        if limit < prog.kill_limit[j]:
+            prog.kill_limit[j] = limit
+            prog.push_finish(j, prog.last_t[j])
+
     def take_down(self, units, until: float) -> None:
         """Take ``units`` (free, or freed by an `interrupt` asked for before) out of service until
         ``until`` (s): schedulers see them held, with ``until`` as the expected end."""
@@ -243,6 +261,7 @@ class EngineControl:
             sim._rec.job_done()
             return
         prog.work_left[j] = prog.seg_work[j] = float(new_work)
+        prog.kill_limit[j] = float(sim.kill_limit[j])   # the next segment's limit (`kill_at` lowers one segment's)
         sim._queue.requeue(j, where, sim._ptr)
         led.requeued(j, now)
         if hooks.on_requeue is not None:

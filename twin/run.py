@@ -375,7 +375,8 @@ def _engine(p: Plan, s: Setup, c: Composition) -> tuple[Simulation, Any]:
     """The engine over the composed run, and its progress bar (or None)."""
     cfg, units, prep = p.config, s.units, c.prep
     ctx = ModelContext(n_nodes=units.total, jobs=c.jobs, runtime=prep.workload.runtime, system=p.system,
-                       seed=cfg.seed, options=cfg.options, units_per_node=units.per_node if p.allocation.gpu else None)
+                       seed=cfg.seed, options=cfg.options, units_per_node=units.per_node if p.allocation.gpu else None,
+                       log_start=prep.workload.unix_start)
     progress = _make_progress(len(prep.workload), cfg.quiet, f"{prep.workload.name} {c.sched.name}")
     sim = Simulation(c.jobs, prep.workload.runtime, prep.kill_limit, c.sched, units.total, placer=c.placer,
                      models=c.models, context=ctx, progress=progress, gates=c.gates,

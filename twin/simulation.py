@@ -301,7 +301,8 @@ class Simulation:
         bctx = BindContext(jobs, cluster, cluster.total, seed=ctx.seed, node_group=self.node_group,
                            models={m.name: (m.view() if hasattr(m, "view") else ModelView(m)) for m in self.models},
                            system=ctx.system, options=ctx.options,
-                           eligible=self._dep_gate.eligible if self._dep_gate is not None else None)
+                           eligible=self._dep_gate.eligible if self._dep_gate is not None else None,
+                           log_start=ctx.log_start)
         bind_policy(sched, bctx)
         own_placer = sched.engine_placer() if callable(getattr(sched, "engine_placer", None)) else None
         self._placer = own_placer if own_placer is not None else self.placer

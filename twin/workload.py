@@ -10,6 +10,7 @@ machines). Unknown integer fields are -1; an unknown requested time is NaN.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,6 +184,16 @@ class Workload:
     # ------------------------------------------------------------------ access
     def __len__(self) -> int:
         return len(self.submit)
+
+    @property
+    def unix_start(self) -> float | None:
+        """The Unix time (s) of the log's time 0: the header's ``UnixStartTime`` (SWF; the sacct
+        reader writes it), None when absent or not a finite number."""
+        try:
+            t = float(self.header.get("UnixStartTime", ""))
+        except ValueError:
+            return None
+        return t if math.isfinite(t) else None
 
     def job(self, i: int) -> Job:
         """The `Job` record of row ``i``."""

@@ -287,6 +287,7 @@ class SlurmScheduler(TresPasses, PreemptPasses, Scheduler):
         jobs, cluster = ctx.jobs, ctx.cluster
         if self.log_start_option is None:        # Slurm's clock: the log's own UnixStartTime when it has one
             self.log_start = float(ctx.log_start) if ctx.log_start is not None else 0.0
+        self.log_start_known = self.log_start_option is not None or ctx.log_start is not None
         self.notes = []
         self.ps_view = power_view(ctx)      # power_saving model: awake nodes first (schedulers.slurm_power)
         cfg = self.cfg
@@ -565,7 +566,8 @@ class SlurmScheduler(TresPasses, PreemptPasses, Scheduler):
         if not ro.specs and not any(resv):
             return
         names = list(self.cfg.node_names) if len(self.cfg.node_names) == self.NN else []
-        self.rsv = ResvSet(ro.specs, names, self.NN, [self._to_int(r) for r in self.pmask],
+        specs = ro.resolve(self.log_start if self.log_start_known else None)   # ISO times: the log's clock
+        self.rsv = ResvSet(specs, names, self.NN, [self._to_int(r) for r in self.pmask],
                            [p.name for p in self.parts], default_k, resv, users, accts, self.job_id,
                            over_run=self.resv_over_run)
         self.notes += self.rsv.notes

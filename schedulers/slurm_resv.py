@@ -46,9 +46,10 @@ at creation and ``IGNORE_JOBS`` changes nothing (read, listed as inert). Times a
 ``now-30minutes`` (units as Slurm's ``parse_time``: seconds, minutes, hours, days, weeks; none:
 seconds); a number = seconds relative to the log's time 0 (a twin form: Slurm has no bare
 seconds); ISO ``YYYY-MM-DD[THH:MM[:SS]]`` read as UTC and mapped to the log clock through the
-option ``log_start`` (the Unix time of the log's time 0: the sacct reader's / SWF header
-``UnixStartTime``), required for ISO times. ``Duration``: Slurm's minutes forms (``120``,
-``2:00:00``, ``1-00:00:00``, ``UNLIMITED``), seconds rounded up to whole minutes.
+Unix time of the log's time 0: the option ``log_start``, else the log header's ``UnixStartTime``
+(the sacct reader writes it; `ResvOptions.resolve` at bind), required for ISO times.
+``Duration``: Slurm's minutes forms (``120``, ``2:00:00``, ``1-00:00:00``, ``UNLIMITED``), seconds
+rounded up to whole minutes.
 
 **The end of a reservation** (``ResvOverRun``, slurm.conf, minutes, default 0, ``UNLIMITED``): a job
 may start in its reservation whatever its time limit (``job_test_resv`` checks only that ``when`` lies
@@ -144,6 +145,10 @@ class ResvError(SlurmConfError):
     ``options: reservations[i]``, and the field)."""
 
 
+class ResvNeedsClock(ResvError):
+    """An absolute (ISO) reservation time on a log whose Unix start time is not known."""
+
+
 #: read_config.c / parse_value.c ``s_p_handle_uint16``: INFINITE16 (``UNLIMITED``, ``INFINITE``, 65535)
 INFINITE16 = 0xFFFF
 
@@ -214,10 +219,10 @@ def parse_resv_time(value: Any, log_start: float | None, where: str, key: str) -
         return float(d if m.group(1) == "+" else -d)
     if _ISO_RE.fullmatch(s):
         if log_start is None:
-            raise ResvError(f"{where}: {key}={s} is an absolute time: give the option log_start "
-                            "(the Unix time of the log's time 0, the workload header's "
-                            "UnixStartTime), or write the time as now+2hours or as seconds from "
-                            "the log's start")
+            raise ResvNeedsClock(f"{where}: {key}={s} is an absolute time, and the log does not say when "
+                                 "it starts (no UnixStartTime in its header): give the option log_start "
+                                 "(the Unix time of the log's time 0), or write the time as now+2hours "
+                                 "or as seconds from the log's start")
         try:
             return _iso_epoch(s) - log_start
         except ValueError as e:
@@ -881,12 +886,28 @@ class ResvOptions:
 
     specs: list[ResvSpec] = field(default_factory=list)
     job_reservations: str = "use"
+    #: the ``reservations`` value when it holds absolute (ISO) times and no ``log_start`` was given:
+    #: checked at once on a provisional clock, resolved at bind on the log's (`resolve`)
+    on_log_clock: Any = None
+
+    def resolve(self, log_start: float | None) -> list[ResvSpec]:
+        """The reservations on the log clock: ``log_start`` is the Unix time of the log's time 0 (the
+        log header's ``UnixStartTime``), None when the log does not say; then absolute times are the
+        error `parse_resv_time` gives."""
+        if self.on_log_clock is None:
+            return self.specs
+        return load_reservations(self.on_log_clock, log_start)
 
 
 def resv_options(options: dict) -> ResvOptions:
-    """``reservations``, ``log_start`` and ``job_reservations`` from the scheduler options."""
+    """``reservations``, ``log_start`` and ``job_reservations`` from the scheduler options. Without
+    ``log_start``, reservations with absolute times are checked now (on a provisional clock: every
+    other error is reported at once) and placed on the log's clock at bind (`ResvOptions.resolve`)."""
     mode = str(options.get("job_reservations", "use")).strip().lower()
     if mode not in ("use", "ignore"):
         raise ResvError(f"options: job_reservations={mode!r}: expected use or ignore")
-    specs = load_reservations(options.get("reservations"), parse_log_start(options.get("log_start")))
-    return ResvOptions(specs, mode)
+    value, log_start = options.get("reservations"), parse_log_start(options.get("log_start"))
+    try:
+        return ResvOptions(load_reservations(value, log_start), mode)
+    except ResvNeedsClock:
+        return ResvOptions(load_reservations(value, 0.0), mode, on_log_clock=value)

@@ -27,7 +27,7 @@ MAINT = [dict(name="maint", start=1000, duration=10, nodes="n[1-4]", flags="MAIN
               users="root")]
 
 
-def simulate(tmp_path, conf: str, jobs: list[dict], units: int, **opts):
+def simulate(tmp_path, conf: str, jobs: list[dict], units: int, header: dict | None = None, **opts):
     """jobs: dicts of submit, run, n (units), req (limit, s), resv, user. Returns ({job id: start},
     {job id: engine units}, the scheduler, the result)."""
     n = len(jobs)
@@ -38,6 +38,7 @@ def simulate(tmp_path, conf: str, jobs: list[dict], units: int, **opts):
     wl = Workload.from_arrays("t", submit=[j["submit"] for j in jobs], runtime=[j["run"] for j in jobs],
                               procs=[j["n"] for j in jobs], requested_time=[j["req"] for j in jobs],
                               user=[0] * n, group=[0] * n, job_id=np.arange(1, n + 1), columns=cols)
+    wl.header.update(header or {})
     f = tmp_path / "slurm.conf"
     f.write_text(conf)
     s = make_slurm_scheduler(str(f), dict(opts))
@@ -217,6 +218,29 @@ def test_bad_reservation_lines_name_file_line_and_field(tmp_path, line, msg):
         load_reservations(str(f), None)
     assert msg in str(e.value)
     assert f"{f}:3" in str(e.value)
+
+
+def test_iso_times_on_the_clock_of_the_log_header(tmp_path):
+    """An scontrol file with ISO times and no option log_start: the reservation is placed on the log's
+    clock from its header's UnixStartTime (2026-01-01T00:00:00 = 1767225600): 00:16:40 is t = 1000, the
+    maintenance case above, same starts. The option wins over the header. A log without the header:
+    one error at bind naming the file, line and field. Other errors are still found at once."""
+    f = tmp_path / "resv.txt"
+    f.write_text("ReservationName=maint StartTime=2026-01-01T00:16:40 Duration=10 Nodes=n[1-4] "
+                 "Flags=MAINT,IGNORE_JOBS Users=root\n")
+    jobs = [dict(submit=0, run=500, n=4, req=2000), dict(submit=0, run=100, n=2, req=900)]
+    st, _, _, _ = simulate(tmp_path, LINEAR, jobs, 4, header={"UnixStartTime": "1767225600"}, reservations=str(f))
+    assert st == {1: 1620.0, 2: 30.0}
+    st, _, _, _ = simulate(tmp_path, LINEAR, jobs, 4, header={"UnixStartTime": "1"}, reservations=str(f),
+                           log_start="1767225600")
+    assert st == {1: 1620.0, 2: 30.0}
+    with pytest.raises(SlurmConfError, match=rf"{f}:1: StartTime=2026-01-01T00:16:40 is an absolute time, and "
+                                             r"the log does not say when it starts .* give the option log_start"):
+        simulate(tmp_path, LINEAR, jobs, 4, reservations=str(f))
+    f.write_text("ReservationName=maint StartTime=2026-01-01T00:16:40 Duration=10 Nodes=n[1-4] Flags=MAINTT "
+                 "Users=root\n")
+    with pytest.raises(SlurmConfError, match="Flags=MAINTT: not a reservation flag"):
+        make_slurm_scheduler(None, {"reservations": str(f)})
 
 
 def test_errors_at_bind(tmp_path):

@@ -127,7 +127,7 @@ def twin_schedule(folder: Path, k: int, units: str = "nodes", extra: dict | None
     from hpctwin.twin.run import RunConfig, run  # noqa: PLC0415
     conf = folder / "slurm.conf"
     n, cpn = conf_nodes(conf)
-    wl = read_sacct(one_row_per_job(folder / f"real-{k}.sacct.txt"), unit=units)
+    wl = read_sacct(folder / f"real-{k}.sacct.txt", unit=units)   # requeued runs: the reader merges them
     options = {"slurm_conf": str(conf)}
     if (folder / "accounts.toml").exists():
         options["accounts"] = str(folder / "accounts.toml")

@@ -16,6 +16,9 @@ Conventions of this reader (also written to ``Workload.notes``):
   job id is JobIDRaw (unique integer), with ``columns["array_job_id"]`` / ``["array_task_id"]``.
   Rows for the not-yet-started remainder of an array (``123_[5-10]``) are pending jobs: see below.
   Heterogeneous job components (``123+0``) are kept as separate jobs (JobIDRaw ids).
+* **Requeued jobs** in a ``sacct -D`` dump (one row per run; every run but the last ended PREEMPTED,
+  REQUEUED or NODE_FAIL): one job, its last row, submitted and eligible when its first run was (Slurm
+  resets Submit and Eligible at each requeue); the earlier runs are counted in the notes.
 * **Jobs that never ran** (State PENDING; Start ``Unknown``/``None``: a job cancelled while pending
   shows Start ``None`` and End the cancel time; or CANCELLED with zero Elapsed and NodeList ``None
   assigned`` / empty AllocTRES: the same job when its start record reached the database only at the
@@ -272,6 +275,49 @@ class _Names:
         return ",".join(self.ids)
 
 
+#: states a run ends in when Slurm requeues the job (a ``sacct -D`` dump lists each run as a row)
+REQUEUE_STATES = ("PREEMPTED", "REQUEUED", "NODE_FAIL")
+
+
+def _requeue_chains(lines: list[str], hl: int, col: dict[str, int], trailing: bool, ncol: int
+                    ) -> tuple[set[int], dict[int, tuple[str, str]]]:
+    """The runs of requeued jobs in a ``sacct -D`` dump: rows (not steps) of one job id (JobIDRaw,
+    else JobID) where every row but the last ended in a `REQUEUE_STATES` state. Returns the line
+    numbers of those earlier rows (skipped) and, for each such job's last row, the (Submit, Eligible)
+    texts of its first row: Slurm resets both at each requeue, and the job as submitted is the first.
+    Rows that do not parse are left to the reader's checks."""
+    runs: dict[int, list[tuple[int, str, str, str]]] = {}
+    ids, state_i = col.get("jobidraw"), col["state"]
+    sub_i, elig_i = col.get("submit"), col.get("eligible")
+    for ln in range(hl + 1, len(lines)):
+        line = lines[ln]
+        if not line.strip():
+            continue
+        values = line.split("|")
+        if trailing and values and values[-1] == "":
+            values = values[:-1]
+        if len(values) != ncol:
+            continue
+        m = _JOBID_RE.match(values[col["jobid"]].strip())
+        if not m or m.group(4) is not None:
+            continue
+        raw = values[ids].strip() if ids is not None else ""
+        rm = _JOBID_RE.match(raw) if raw else m
+        if rm is None or (not raw and m.group(2) is not None):
+            continue
+        jid = int(rm.group(1)) + (int(rm.group(3)) if rm.group(3) is not None else 0)
+        state = (values[state_i].split() or [""])[0].upper()
+        runs.setdefault(jid, []).append((ln + 1, state, values[sub_i] if sub_i is not None else "",
+                                         values[elig_i] if elig_i is not None else ""))
+    segments: set[int] = set()
+    first_of: dict[int, tuple[str, str]] = {}
+    for rows in runs.values():
+        if len(rows) > 1 and all(r[1] in REQUEUE_STATES for r in rows[:-1]):
+            segments.update(r[0] for r in rows[:-1])
+            first_of[rows[-1][0]] = (rows[0][2], rows[0][3])
+    return segments, first_of
+
+
 def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
                name: str | None = None, *, duplicate_ids: str = "error") -> Workload:
     """Read a ``sacct -P`` dump into a `Workload` (see the module docstring for the conventions).
@@ -345,6 +391,7 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
     # whole nodes (--exclusive; Slurm lists an exclusive job's node GRES in AllocTRES) and are read as 0.
     # Otherwise (a dump whose ReqTRES never names GPUs, older Slurm) AllocTRES's GPUs are the best record.
     fallback_rows: list[int] = []
+    segments, first_of = _requeue_chains(lines, hl, col, trailing, ncol)   # sacct -D: requeued jobs' runs
     seen_ids: dict[int, int] = {}
     renumber: list[int] = []       # rows whose repeated id is replaced after the loop
 
@@ -405,6 +452,12 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
         if m.group(4) is not None:
             skipped_steps += 1
             continue
+        if lineno in segments:          # an earlier run of a job that was requeued and ran again
+            continue
+        if lineno in first_of:          # its last run, submitted (and eligible) when its first run was
+            for key, text in zip(("submit", "eligible"), first_of[lineno]):
+                if key in col:
+                    values[col[key]] = text
         if m.group(2) is not None and "%" in m.group(2):
             throttles[int(m.group(1))] = _array_throttle(m.group(2), f"{p}:{lineno}")
 
@@ -661,6 +714,10 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
         notes.append(f"{len(fallback_rows)} jobs' ReqTRES names no GPU but their AllocTRES does (no ReqTRES in the "
                      "file names GPUs): their GPUs are AllocTRES's (an exclusive CPU job on a GPU node would be "
                      "counted with the node's GPUs)")
+    if segments:
+        notes.append(f"{len(segments)} earlier runs (sacct -D rows ended PREEMPTED, REQUEUED or NODE_FAIL) of "
+                     f"{len(first_of)} requeued jobs: each such job is its last row, submitted (and eligible) "
+                     "when its first run was")
     if het:
         notes.append(f"{het} heterogeneous-job components kept as separate jobs")
     if renumber:

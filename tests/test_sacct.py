@@ -250,3 +250,32 @@ def test_reader_drops_both_forms_of_a_job_cancelled_while_pending(tmp_path):
     wl = read_sacct(dump)
     assert wl.job_id.tolist() == [3] and wl.runtime.tolist() == [180.0] and wl.status.tolist() == [5]
     assert wl.dropped == {"never_started": 2}
+
+
+def test_requeued_runs_of_sacct_duplicates_are_one_job(tmp_path):
+    """``sacct -D`` lists each run of a requeued job (Slurm 22.05: the run ends PREEMPTED, REQUEUED or
+    NODE_FAIL; Submit and Eligible are reset at each requeue). Job 2 ran twice before its last run: one
+    job, submitted at its first Submit (1000 -> t 0), eligible at its first Eligible, run = the last row's
+    Elapsed (139 s), state COMPLETED. Job 3 was preempted with PreemptMode=CANCEL (one row): a job ending
+    PREEMPTED. Job 4 is requeued and pending again: its earlier run is a segment, the job is dropped as
+    never finished. Two COMPLETED rows of one id stay an error."""
+    f = tmp_path / "d.txt"
+    f.write_text("JobID|JobIDRaw|Submit|Eligible|Start|End|Elapsed|NNodes|State\n"
+                 "2|2|1000|1000|1000|1023|00:00:23|1|PREEMPTED\n"
+                 "3|3|1001|1001|1001|1050|00:00:49|1|PREEMPTED\n"
+                 "2|2|1023|1029|1101|1162|00:01:01|1|REQUEUED\n"
+                 "4|4|1002|1002|1002|1040|00:00:38|1|NODE_FAIL\n"
+                 "4|4|1040|1046|Unknown|Unknown|00:00:00|1|PENDING\n"
+                 "2|2|1162|1168|1305|1444|00:02:19|1|COMPLETED\n")
+    w = read_sacct(f)
+    assert w.job_id.tolist() == [2, 3]
+    assert w.submit.tolist() == [0.0, 1.0] and w.runtime.tolist() == [139.0, 49.0]
+    assert w.columns["eligible"].tolist() == [0.0, 1.0]
+    assert w.columns["recorded_start"].tolist() == [305.0, 1.0]
+    assert list(w.columns["state"]) == ["COMPLETED", "PREEMPTED"]
+    assert any(n.startswith("3 earlier runs (sacct -D rows ended PREEMPTED, REQUEUED or NODE_FAIL) of 2 "
+                            "requeued jobs") for n in w.notes)
+    f.write_text("JobID|Submit|Start|End|NNodes|State\n"
+                 "5|1000|1000|1010|1|COMPLETED\n5|1000|1010|1020|1|COMPLETED\n")
+    with pytest.raises(SacctError, match=r"d.txt:3: field JobID: job id 5 repeats line 2"):
+        read_sacct(f)

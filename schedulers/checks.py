@@ -403,13 +403,19 @@ class _ByName(dict):
         head, _, _ = name.partition("#")
         head, plus, extra = head.partition("+")
         base, _, seed = head.partition("@")
-        if plus and extra != "slurm":
-            raise KeyError(f"workload {name!r}: unknown suffix +{extra} (known: +slurm)")
+        add = _SUFFIXES.get(extra) if plus else None
+        if plus and add is None:
+            raise KeyError(f"workload {name!r}: unknown suffix +{extra} (known: "
+                           f"{', '.join('+' + k for k in _SUFFIXES)})")
         wl = workloads(units=units_of(name), seed=int(seed) if seed else 7)[base]
-        if plus:
-            wl = slurm_columns(wl)
+        if add is not None:
+            wl = add(wl)
         self[name] = wl
         return wl
+
+
+#: workload-name suffixes (``mixed+NAME``): what each adds to the generated workload
+_SUFFIXES = {"slurm": lambda wl: slurm_columns(wl)}
 
 
 @functools.lru_cache(maxsize=1)

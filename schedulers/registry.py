@@ -97,7 +97,10 @@ class SchedulerEntry(Entry):
     grid instead); ``code``: the name names code to import (``module:Class``); ``units``:
     ``"module:function"`` ``(cfg, units, options) -> Units`` asked once the workload and the machine are
     known, before the jobs are prepared: a policy may count the machine in other units (Slurm's
-    select/cons_tres counts CPUs, so that jobs share nodes).
+    select/cons_tres counts CPUs, so that jobs share nodes); ``machine``: ``"module:function"``
+    ``(options) -> (units, source) | None``: the machine the policy's own configuration describes
+    (Slurm: its slurm.conf's NodeName nodes), the workload's size when neither ``--nodes``, ``--system``
+    nor the workload gives one.
     """
 
     takes: tuple[str, ...] = ()
@@ -111,6 +114,7 @@ class SchedulerEntry(Entry):
     queue: tuple[str, str] | None = None
     code: bool = False
     units: str | None = None
+    machine: str | None = None
 
     @property
     def needs(self) -> Needs:
@@ -126,6 +130,10 @@ class SchedulerEntry(Entry):
     def adapt_units(self, cfg, units, options: Mapping[str, Any]):
         """The machine's units as this policy counts them (``units`` unless the entry declares ``units``)."""
         return resolve(self.units)(cfg, units, options) if self.units else units
+
+    def machine_size(self, options: Mapping[str, Any]) -> tuple[int, str] | None:
+        """(units, where from) of the machine the policy's configuration describes, or None."""
+        return resolve(self.machine)(options) if self.machine else None
 
 
 # ---------------------------------------------------------------------- factories of the built-in names
@@ -324,7 +332,7 @@ for _name, (_o, _b) in BUILTIN.items():
                              {"conservative"} if _b == "conservative" else ())))
 SCHEDULERS.register(SchedulerEntry(
     "slurm", _slurm, options=ANY_OPTIONS, takes=("slurm_conf",), doc="Slurm-like multifactor priority and backfill",
-    units="hpctwin.schedulers.slurm_tres:cons_tres_units",
+    units="hpctwin.schedulers.slurm_tres:cons_tres_units", machine="hpctwin.schedulers.slurm_tres:slurm_conf_machine",
     check_variants="hpctwin.schedulers.checks:slurm_variants",
     why_not="the Slurm-like policy orders by multifactor priority and backfills as its slurm.conf says (give them "
             "in --slurm-conf or --set scheduler.KEY)"))

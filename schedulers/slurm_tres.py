@@ -521,6 +521,21 @@ def parse_alloc(text: str) -> list[tuple[str, str]]:
     return out
 
 
+def slurm_conf_machine(options) -> tuple[int, str] | None:
+    """The machine a Slurm run's ``slurm_conf`` describes: (its NodeName nodes, where from), or None
+    without a slurm.conf or NodeName lines (the Slurm entry's ``machine`` hook: asked only when neither
+    ``--nodes``, ``--system`` nor the workload sizes the machine; a node-unit machine, which
+    `cons_tres_units` then counts in CPUs under select/cons_tres)."""
+    from .slurm_conf import load_slurm_conf  # noqa: PLC0415 - only for Slurm runs
+    path = options.get("slurm_conf")
+    if not path:
+        return None
+    names = load_slurm_conf(path).node_names
+    if not names:
+        return None
+    return len(names), f"from slurm.conf {path}: {len(names)} NodeName nodes"
+
+
 def cons_tres_units(cfg, units, options):
     """The machine in CPUs when the run counts nodes but select/cons_tres would share them (the Slurm
     entry's ``units`` hook, asked before the jobs are prepared).

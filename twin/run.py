@@ -16,6 +16,7 @@ complete, so an interrupted run never leaves a folder that looks finished.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -300,6 +301,8 @@ def setup(p: Plan, workload: Workload | None = None) -> Setup:
     check_loaded(cfg, workload)              # an empty or header-only file says so (issue 14)
     jobs_in_log = len(workload)
     workload = job_window(workload, cfg.max_jobs, cfg.skip_jobs)   # --max-jobs / --skip-jobs
+    if cfg.nodes is None and system is None and not workload.machine_size:
+        workload = _policy_machine(p, workload)
     units = p.allocation.units(cfg, workload, system, p.system_explicit)
     if not p.allocation.gpu:                 # a policy may count the machine its own way (entry ``units``)
         units = p.scheduler.entry.adapt_units(cfg, units, p.scheduler.options)
@@ -310,6 +313,15 @@ def setup(p: Plan, workload: Workload | None = None) -> Setup:
                    kill_at_walltime=cfg.kill_at_walltime, seed=cfg.seed)
     check_prepared(cfg, workload, prep)      # empty workload, sample grid, scheduler needs (issue 14)
     return Setup(units, total_source, prep, job_table(prep), jobs_in_log, dict(workload.dropped))
+
+
+def _policy_machine(p: Plan, workload: Workload) -> Workload:
+    """The workload sized by the machine its policy's configuration describes (the scheduler entry's
+    ``machine`` hook: Slurm's slurm.conf), when nothing else sizes it; else the workload as it is."""
+    got = p.scheduler.entry.machine_size(p.scheduler.options)
+    if got is None:
+        return workload
+    return dataclasses.replace(workload, machine_size=int(got[0]), machine_size_source=got[1])
 
 
 def compose(p: Plan, s: Setup, extra_models: tuple | list = ()) -> Composition:

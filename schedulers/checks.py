@@ -69,6 +69,7 @@ import copy
 import functools
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -246,8 +247,10 @@ def _conf_file(name: str, text: str) -> str:
     d = Path(tempfile.gettempdir()) / "hpctwin-conformance"
     d.mkdir(parents=True, exist_ok=True)
     f = d / f"{name}-{hashlib.sha1(text.encode()).hexdigest()[:12]}"
-    if not f.exists() or f.read_text() != text:
-        f.write_text(text)
+    if not f.exists() or f.read_text() != text:       # written aside and renamed: concurrent runs never
+        tmp = f.with_name(f"{f.name}.{os.getpid()}.tmp")  # read a half-written file
+        tmp.write_text(text)
+        os.replace(tmp, f)
     return str(f)
 
 

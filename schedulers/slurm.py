@@ -509,6 +509,8 @@ class SlurmScheduler(TresPasses, PreemptPasses, Scheduler):
             self.slot_words = np.zeros((NN, self.W), dtype=np.uint64)
             self.free_slots = list(range(NN - 1, -1, -1))
         self._preempt_bind()                    # preemption state; turns the compiled cycle off
+        if self.pre_on:     # a requeued job ages from its EligibleTime (slurm_priority: accrue_from)
+            self.prio_calc.accrue_from = self.pre_elig
 
     def _bind_tres(self, procs: np.ndarray, qos: list[QOSDef], src: str) -> None:
         """QOS ``MaxTRESPerUser`` / ``GrpTRES`` limits: each job's TRES (``cpu``: its CPUs, i.e.

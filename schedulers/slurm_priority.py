@@ -430,12 +430,22 @@ class MultifactorPriority:
         #: each job's eligible time (s; NaN: not yet eligible, age 0 as Slurm's unset begin_time), a live
         #: array of the run's dependency gate, or None (eligible = submit)
         self.begin: np.ndarray | None = None
+        #: the time (s) each job accrues age from at the earliest (-inf: no bound), a live array, or
+        #: None: a job requeued by preemption ages from its new EligibleTime (job_mgr.c
+        #: ``batch_requeue_fini`` sets ``accrue_time = 0`` and ``begin_time = now + cred_expire + 1``;
+        #: acct_policy.c ``_handle_add_accrue`` sets ``accrue_time = begin_time`` once that has
+        #: passed, and ``_get_priority_internal``'s age is ``now - accrue_time``)
+        self.accrue_from: np.ndarray | None = None
 
     def age_factor(self, now: float, idx: np.ndarray) -> np.ndarray:
+        """Age factor in [0, 1] of jobs ``idx`` at ``now`` (s): time since the job's eligible time
+        (its submit, or its dependency's release), at least since ``accrue_from``, over MaxAge."""
         since = self.submit[idx]
         if self.begin is not None:
             b = self.begin[idx]
             since = np.where(np.isnan(b), now, b)
+        if self.accrue_from is not None:
+            since = np.maximum(since, self.accrue_from[idx])
         age = np.maximum(now - since, 0.0)
         return np.minimum(age, self.prm.max_age) / self.prm.max_age
 

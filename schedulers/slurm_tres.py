@@ -34,7 +34,7 @@ Sources (SchedMD/slurm, tag ``slurm-22-05-9-1``):
   node's ``RealMemory`` (``_job_test``'s "Allocate all node memory": such a job needs a node with
   no memory allocated).
 * ``src/plugins/sched/backfill/backfill.c``: the ``node_space`` map stays a map of *node* sets
-  (`schedulers.profile_nodeset.NodeSpaceMap`): a pending job's reservation removes the nodes the
+  (`schedulers.slurm_tres_passes.BackfillMap`, record for record): a pending job's reservation removes the nodes the
   will-run test chose for its [start, end]; a job started by backfill enters the map only when it
   holds whole nodes (``_bf_reserve_running``: ``whole_node == WHOLE_NODE_REQUIRED``); shared
   jobs' cores and GPUs are seen by the will-run test through the select plugin's node usage.

@@ -26,7 +26,6 @@ from collections import defaultdict
 import numpy as np
 
 from .base import Start
-from .profile import NodeSpaceMap
 from .slurm_conf import SlurmConfError
 from .slurm_power import tres_weights
 from .slurm_tres import WILL_RUN_WINDOW, Ledger, TresJobs, TresMachine, eval_nodes, will_run
@@ -61,6 +60,133 @@ def _bools(x, n: int) -> np.ndarray:
         else:
             out[i] = bool(v) and not (isinstance(v, float) and math.isnan(v))
     return out
+
+
+class BackfillMap:
+    """backfill.c's ``node_space`` map as 22.05 keeps it, for the cons_tres cycle: a linked list of
+    records [begin, end) (s) with the nodes still available in each (bitsets), record 0 first.
+
+    `reserve` is ``_add_reservation`` (a record split at the start and at the end, the nodes taken
+    from every record between, then *one* pair of neighbouring records with the same nodes merged,
+    scanning from the record before the start's to the record after the end's: "Drop records with
+    identical bitmaps (up to one record)"; a reservation starting at the map's origin leaves an empty
+    record 0 in front), `scan` the map loop of ``_attempt_backfill`` (the nodes free over a job's
+    window and ``later_start``), `overlap` ``_test_resv_overlap``. The whole-node passes keep
+    `schedulers.profile_nodeset.NodeSpaceMap` (no merge; their ``later_start`` rule is their own)."""
+
+    __slots__ = ("begin", "end", "avail", "nxt", "res")
+
+    def __init__(self, begin0: float, window_end: float, res: float, full: int):
+        self.begin = [float(begin0)]
+        self.end = [float(window_end)]
+        self.avail = [int(full)]
+        self.nxt = [0]
+        self.res = float(res)
+
+    def __len__(self) -> int:
+        """Records ever made (``node_space_recs``; merged ones included)."""
+        return len(self.begin)
+
+    def _split(self, j: int, t: float) -> int:
+        """Insert a record [t, end of j) after record j (same nodes); j ends at t. Returns it."""
+        i = len(self.begin)
+        self.begin.append(t)
+        self.end.append(self.end[j])
+        self.avail.append(self.avail[j])
+        self.nxt.append(self.nxt[j])
+        self.end[j] = t
+        self.nxt[j] = i
+        return i
+
+    def reserve(self, start: float, end_reserve: float, nodes: int) -> None:
+        """``_add_reservation``: ``nodes`` (bitset) leave every record over [start, end_reserve) (s;
+        start at least the map's origin, at least one ``bf_resolution`` slot long)."""
+        b, e, av, nx = self.begin, self.end, self.avail, self.nxt
+        start = max(float(start), b[0])
+        end_reserve = max(float(end_reserve), start + self.res)
+        placed, one_before, one_after = False, 0, -1
+        j = 0
+        while True:
+            if e[j] > start:                # insert start entry record
+                self._split(j, start)
+                placed = True
+                break
+            if e[j] == start:               # no need to insert a start entry record
+                placed = True
+                break
+            one_before = j
+            j = nx[j]
+            if j == 0:
+                break
+        while placed:
+            j = nx[j]
+            if j == 0:
+                break
+            if end_reserve < e[j]:          # insert end entry record
+                self._split(j, end_reserve)
+            av[j] &= ~nodes
+            if end_reserve == e[j]:
+                if nx[j]:
+                    one_after = nx[j]
+                break
+        i = one_before                      # drop records with identical bitmaps (up to one record)
+        while i != one_after:
+            j = nx[i]
+            if j == 0:
+                break
+            if av[i] != av[j]:
+                i = j
+                continue
+            e[i] = e[j]
+            nx[i] = nx[j]
+            break
+
+    def scan(self, part: int, start_res: float, end_time: float) -> tuple[int, float]:
+        """``_attempt_backfill``'s map loop for a job over [start_res, end_time] (s) on the nodes
+        ``part`` (``tmp_bitmap``): (the nodes free in every record with ``end > start_res`` and
+        ``begin <= end_time``, ``later_start``). ``later_start`` (0.0: none) is the end of the first
+        record (``end > start_res``) whose successor holds a node of ``part`` that the nodes so far
+        and the record lack (``!bit_super_set(next_bitmap, current_bitmap)``); the test comes before
+        the loop's ``begin_time <= end_time`` break, so the first record past the window takes it too."""
+        b, e, av, nx = self.begin, self.end, self.avail, self.nxt
+        avail = part
+        later = 0.0
+        j = 0
+        while True:
+            if e[j] > start_res and nx[j] and not later:
+                if part & av[nx[j]] & ~(avail & av[j]):
+                    later = e[j]
+            if e[j] <= start_res:
+                pass
+            elif b[j] <= end_time:
+                avail &= av[j]
+            else:
+                break
+            j = nx[j]
+            if j == 0:
+                break
+        return avail, later
+
+    def overlap(self, nodes: int, start: float, end_reserve: float) -> bool:
+        """``_test_resv_overlap``: does a record over (start, end_reserve) (``end > start`` and
+        ``begin < end_reserve``) lack one of ``nodes``?"""
+        b, e, av, nx = self.begin, self.end, self.avail, self.nxt
+        j = 0
+        while True:
+            if e[j] > start and b[j] < end_reserve and nodes & ~av[j]:
+                return True
+            j = nx[j]
+            if j == 0:
+                return False
+
+    def records(self) -> list[tuple[float, float, int]]:
+        """(begin, end, nodes) of every record in list order (for tests and debugging)."""
+        out, j = [], 0
+        while True:
+            out.append((self.begin[j], self.end[j], self.avail[j]))
+            j = self.nxt[j]
+            if j == 0:
+                return out
 
 
 class TresPasses:
@@ -369,7 +495,7 @@ class TresPasses:
         N = self.tm.n
         begin0 = math.floor(now / res) * res
         window_end = math.floor((now + sp.bf_window) / res) * res
-        nsm = NodeSpaceMap(begin0, window_end, res, (1 << N) - 1)
+        nsm = BackfillMap(begin0, window_end, res, (1 << N) - 1)
         led = self.led
         tl = self.tl
         starts: list[Start] = []
@@ -378,7 +504,6 @@ class TresPasses:
         part_test: dict[int, int] = defaultdict(int)
         user_test: dict[int, int] = defaultdict(int)
         running = self._tres_running()
-        ns_b = nsm.begins
         rj, rk, rp = self._tres_records(order, prio)
         started: set[int] = set()
         for pos, (j, k) in enumerate(zip(rj, rk)):
@@ -407,25 +532,25 @@ class TresPasses:
             # job_req_node_filter drops; not narrowed to nodes with the job's GPUs (only the
             # select plugin looks at GRES), so _will_run_test's orig_map holds them too
             pm = self._tres_bf_nodes(j, k)
+            part = self.pm_int_t[k]
             counted = False
             later = now
             rsv = self.rsv              # advance reservations (schedulers.slurm_resv) or None
-            for _attempt in range(len(ns_b) + 8 + (2 * len(rsv.resv) + 2 if rsv is not None else 0)):
+            for _attempt in range(len(nsm) + 8 + (2 * len(rsv.resv) + 2 if rsv is not None else 0)):
                 start_res = later
                 later = 0.0
-                pmj = pm
+                pmj, pmj_part = pm, part
                 if rsv is not None:     # job_test_resv(move_time=true): defer, move, fewer nodes
                     rt = rsv.test(j, k, start_res, tlj, True, now)
                     if not rt.ok:
                         break           # "reservation defer"
                     start_res = rt.when
-                    pmj = pm & rt.mask
+                    pmj, pmj_part = pm & rt.mask, part & rt.mask
                 if window_end < start_res:
                     break
-                avail, i, later = nsm.walk(pmj, start_res, start_res + tlj)
-                nb = len(ns_b)
-                if not later and i + 3 < nb:
-                    later = ns_b[i + 3]
+                # the map loop over tmp_bitmap (the partition's nodes), then job_req_node_filter
+                acc, later = nsm.scan(pmj_part, start_res, start_res + tlj)
+                avail = acc & pmj
                 if rsv is not None:     # later_start: at most find_resv_end + 1
                     later = rsv.later(rt, later, res, window_end, now)
                 if avail.bit_count() < need:
@@ -457,7 +582,7 @@ class TresPasses:
                     if self.tj.excl[j] and not (self.pre_on and self._pre_preemptable(j)):
                         # _bf_reserve_running: whole-node jobs only, not preemptable ones
                         nodes = led.nodes_of(j)
-                        nsm.add_reservation(begin0, math.floor((now + tlj) / res) * res, nodes)
+                        nsm.reserve(begin0, math.floor((now + tlj) / res) * res, nodes)
                     start_cnt += 1
                     if sp.bf_max_job_start and start_cnt >= sp.bf_max_job_start:
                         return starts
@@ -471,7 +596,7 @@ class TresPasses:
                 nodes = 0
                 for n, _c in wr[1]:
                     nodes |= 1 << n
-                if not nsm.fits(st_slot, en_slot, nodes):
+                if nsm.overlap(nodes, st_slot, en_slot):
                     later = start + (res if start_res == start else 0.0)
                     continue
                 if start > now + sp.bf_window:
@@ -479,7 +604,7 @@ class TresPasses:
                 if sp.bf_job_part_count_reserve and part_resv[k] >= sp.bf_job_part_count_reserve:
                     break
                 part_resv[k] += 1
-                nsm.add_reservation(st_slot, en_slot, nodes)
+                nsm.reserve(st_slot, en_slot, nodes)
                 self.stats["reservations"] += 1
                 break
         return starts

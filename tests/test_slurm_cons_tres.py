@@ -452,3 +452,161 @@ def test_will_run_removes_jobs_on_cpu_only_nodes_of_the_partition(tmp_path):
     st, un, s, _ = simulate(tmp_path, nodes, jobs, 24, bf_interval=1)
     assert st == {1: 0.0, 2: 0.0, 3: 0.0, 4: 125.0, 5: 100.0}
     assert un == {1: "16-23", 2: "0-3", 3: "4-7", 4: "0-3", 5: "16-23"}
+
+
+def test_backfill_map_merges_one_identical_pair_as_add_reservation():
+    """backfill.c ``_add_reservation`` splits records at the reservation's start and end, takes the
+    nodes from the records between, then merges one pair of neighbours with identical nodes. Nodes
+    0-1, map [0, 100): A = node 1 over [10, 20) gives [0,10) both, [10,20) node 0, [20,100) both; B =
+    node 1 over [20, 30) makes [20,30) node 0 only, the same as [10,20): merged into [10,30). A
+    reservation at the map's origin leaves an empty record 0 in front (node 0 over [0, 10))."""
+    from hpctwin.schedulers.slurm_tres_passes import BackfillMap
+    m = BackfillMap(0.0, 100.0, 1.0, 0b11)
+    m.reserve(10.0, 20.0, 0b10)
+    assert m.records() == [(0.0, 10.0, 0b11), (10.0, 20.0, 0b01), (20.0, 100.0, 0b11)]
+    m.reserve(20.0, 30.0, 0b10)
+    assert m.records() == [(0.0, 10.0, 0b11), (10.0, 30.0, 0b01), (30.0, 100.0, 0b11)]
+    h = BackfillMap(0.0, 100.0, 1.0, 0b11)
+    h.reserve(0.0, 10.0, 0b01)
+    assert h.records() == [(0.0, 0.0, 0b11), (0.0, 10.0, 0b10), (10.0, 100.0, 0b11)]
+    assert h.overlap(0b01, 0.0, 5.0) and not h.overlap(0b10, 0.0, 5.0) and not h.overlap(0b01, 10.0, 20.0)
+    h.reserve(50.0, 50.0, 0b11)                     # at least one bf_resolution slot: [50, 51)
+    assert h.records()[-2:] == [(50.0, 51.0, 0), (51.0, 100.0, 0b11)]
+
+
+def test_backfill_map_later_start_tests_the_record_after_the_jobs_window():
+    """``_attempt_backfill``'s map loop tests ``later_start`` before its ``begin_time <= end_time``
+    break, so the first record past a job's window takes part: for a job over [0, 5] on nodes 0-1
+    after A (node 1 reserved over [10, 20)), the record [10, 20) lies past the window and the one after
+    it holds node 1 again: later_start = 20 (its end). After A and B the merged [10, 30) is followed by
+    both nodes: later_start = 30. On node 0 alone nothing new follows: 0. The nodes free over the window:
+    both; over [0, 15] after A: node 0 only. With the empty record 0 of an origin reservation: skipped."""
+    from hpctwin.schedulers.slurm_tres_passes import BackfillMap
+    m = BackfillMap(0.0, 100.0, 1.0, 0b11)
+    m.reserve(10.0, 20.0, 0b10)
+    assert m.scan(0b11, 0.0, 5.0) == (0b11, 20.0)
+    assert m.scan(0b01, 0.0, 5.0) == (0b01, 0.0)
+    assert m.scan(0b11, 0.0, 15.0) == (0b01, 20.0)
+    m.reserve(20.0, 30.0, 0b10)
+    assert m.scan(0b11, 0.0, 5.0) == (0b11, 30.0)
+    h = BackfillMap(0.0, 100.0, 1.0, 0b11)
+    h.reserve(0.0, 10.0, 0b01)
+    assert h.scan(0b11, 0.0, 5.0) == (0b10, 10.0)
+    assert h.scan(0b11, 10.0, 20.0) == (0b11, 0.0)
+
+
+def test_requeued_job_ages_from_its_eligible_time():
+    """priority_multifactor.c's age is ``now - accrue_time``; job_mgr.c ``batch_requeue_fini`` sets
+    ``accrue_time = 0`` and ``begin_time = now + cred_expire + 1``, and acct_policy.c
+    ``_handle_add_accrue`` then sets ``accrue_time = begin_time``. ``accrue_from`` bounds the start of
+    the age: a job submitted (requeued) at 100 with EligibleTime 106, MaxAge 600 s, weight 1000: at 160
+    its age is 54 s -> 90 (not 60 s -> 100); before 106 it is 0 (priority at least 1); -inf changes
+    nothing (a job submitted at 50: 110 s -> 183)."""
+    from hpctwin.schedulers.slurm_conf import PriorityParams
+    from hpctwin.schedulers.slurm_priority import MultifactorPriority
+    prm = PriorityParams(type="priority/multifactor", weight_age=1000, max_age=600.0)
+    mp = MultifactorPriority(prm, submit=[100.0, 50.0], nodes=[1, 1], cpus=[1, 1], time_limit=[60.0, 60.0],
+                             part_factor=[0.0, 0.0], qos_factor=[0.0, 0.0], assoc=[0, 0], total_nodes=2,
+                             total_cpus=2)
+    assert mp.compute(160.0, np.array([0, 1]), None).tolist() == [100, 183]
+    mp.accrue_from = np.array([106.0, -np.inf])
+    assert mp.compute(160.0, np.array([0, 1]), None).tolist() == [90, 183]
+    assert mp.compute(104.0, np.array([0]), None).tolist() == [1]
+
+
+PREEMPT = """PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+AuthInfo=cred_expire=5
+PriorityType=priority/multifactor
+PriorityWeightAge=1000
+PriorityMaxAge=60
+PriorityCalcPeriod=1
+AccountingStorageType=accounting_storage/slurmdbd
+NodeName=n[1-2] CPUs=1
+PartitionName=gpu Nodes=n[1-2] PriorityTier=1 PreemptMode=REQUEUE Default=YES
+PartitionName=urgent Nodes=n[1-2] PriorityTier=10 PreemptMode=OFF
+"""
+
+
+def test_requeued_job_ages_from_eligible_time_in_a_run(tmp_path):
+    """Two 1-node gpu jobs A, B from 0 (A 1000 s, B 1100 s); urgent U (3000 s) at 100 requeues A
+    (EligibleTime 106, submit 100); C (gpu, 50 s) arrives at 103 and waits as A does. When B ends at
+    1100 one node frees: C has accrued age since 103, A only since 106 (not since its requeue at 100),
+    so C is first (MaxAge 3600 s, weight 1000, ticks every 60 s: at the 1080 tick C 271, A 270; from
+    its requeue A would have 272) and starts at 1100; A follows at 1150 when C ends. The age bound is
+    the preemption state's live EligibleTime array."""
+    f = tmp_path / "slurm.conf"
+    f.write_text(PREEMPT)
+    wl = Workload.from_arrays("t", submit=[0, 0, 100, 103], runtime=[1000, 1100, 3000, 50], procs=[1, 1, 1, 1],
+                              requested_time=[2000, 2200, 6000, 100], user=[0] * 4, group=[0] * 4,
+                              job_id=np.arange(1, 5),
+                              columns={"partition_name": np.array(["gpu", "gpu", "urgent", "gpu"], dtype=object)})
+    s = make_slurm_scheduler(str(f), {})
+    r = run(RunConfig(workload="t", scheduler=s, nodes=2), workload=wl)
+    df = r.jobs.set_index("job_id")
+    assert s.prio_calc.accrue_from is s.pre_elig and s.pre_elig[0] == 106.0
+    assert df.loc[3, "start"] == 100.0 and df.loc[1, "preemptions"] == 1
+    assert df.loc[4, "start"] == 1100.0 and df.loc[1, "end"] == 1150.0 + 1000.0
+
+
+def _bench(name: str):
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_decision_replay_reads_each_run_of_a_requeued_job(tmp_path):
+    """benchmarks/slurm_truth_decisions.py forces a requeued job run by run: ``segments`` reads a
+    ``sacct -D`` dump's rows per job and places each run by its offset from the job's last run (whose
+    start is the reader's ``recorded_start``): job 7 ran 10:00:05-10:00:30 (PREEMPTED) and again from
+    10:01:00; with its last start at 100 s, its runs are [45, 70] and [100, 160]."""
+    head = "JobID|JobIDRaw|Start|End|NodeList|State"
+    rows = ["7|7|2026-12-03T10:00:05|2026-12-03T10:00:30|n001|PREEMPTED",
+            "8|8|2026-12-03T09:59:25|2026-12-03T10:00:00|n[002-003]|COMPLETED",
+            "7|7|2026-12-03T10:01:00|2026-12-03T10:02:00|n004|COMPLETED"]
+    dump = tmp_path / "d.sacct.txt"
+    dump.write_text("\n".join([head, *rows]) + "\n")
+    dec = _bench("slurm_truth_decisions")
+    segs = dec.segments(dump, np.array([7, 8]), np.array([100.0, 5.0]))
+    assert segs == [[(45.0, 70.0, "n001", "PREEMPTED"), (100.0, 160.0, "n004", "COMPLETED")],
+                    [(5.0, 40.0, "n[002-003]", "COMPLETED")]]
+
+
+def test_decision_replay_of_the_preempt_case_forces_every_run():
+    """The recorded preempt replay (five jobs requeued once or twice): every run is forced at its
+    recorded second and nodes (66 runs of 60 jobs), each job's engine start is its first recorded one,
+    and the summary counts Slurm's starts the twin's passes also make."""
+    dec = _bench("slurm_truth_decisions")
+    d = dec.decisions(dec.DATA / "preempt", 1)
+    assert (d["jobs"], d["runs"], d["forced"], d["followed"]) == (60, 66, 66, 60)
+    lines = dec.summary(d, "preempt", 1)
+    assert lines[0].startswith("preempt real-1: 60 jobs, 66 runs forced")
+    assert "also make at that second" in lines[1]
+
+
+def test_backfill_map_holds_the_same_nodes_as_the_node_set_map():
+    """The merge changes only how `BackfillMap` cuts time into records: after the same reservations
+    it has the same free nodes at every second as `NodeSpaceMap` (no merge), and the same answer to
+    an overlap test (200 random reservations on 6 nodes, window [10, 300), resolution 5)."""
+    from hpctwin.schedulers.profile_nodeset import NodeSpaceMap
+    from hpctwin.schedulers.slurm_tres_passes import BackfillMap
+    rng = np.random.default_rng(7)
+    a, b = BackfillMap(10.0, 300.0, 5.0, 0b111111), NodeSpaceMap(10.0, 300.0, 5.0, 0b111111)
+    for _ in range(200):
+        st = float(rng.integers(0, 320))
+        en = st + float(rng.integers(0, 60))
+        nodes = int(rng.integers(1, 64))
+        a.reserve(st, en, nodes)
+        b.add_reservation(st, en, nodes)
+        recs = a.records()
+        assert all(x[1] == y[0] for x, y in zip(recs, recs[1:])) and recs[-1][1] == 300.0
+        for t in range(10, 300, 5):
+            got = next(av for bg, e, av in recs if bg <= t < e)
+            assert got == b.avail_at(float(t))
+        q = int(rng.integers(1, 64))
+        s0 = float(rng.integers(10, 290))
+        assert a.overlap(q, s0, s0 + 20.0) == (not b.fits(s0, s0 + 20.0, q))

@@ -238,7 +238,7 @@ TWICE = [c for c, ks in RECORDED.items() if len(ks) > 1]
 TWIN_FLOOR = {("gpu_share", 1): (96.1, 2.6, 59.9), ("gpu_share", 2): (94.7, 1.0, 57.4),
               ("gpu_exclusive", 1): (89.0, 3.8, 22.4), ("gpu_exclusive", 2): (91.5, 4.3, 26.1),
               ("deps_resv", 1): (87.0, 1.6, 27.4), ("deps_resv", 2): (90.4, 1.3, 39.9), ("gpu_mem", 1): (89.1, 4.4, 36.1),
-              ("preempt", 1): (92.6, 9.2, 49.9)}
+              ("preempt", 1): (94.6, 17.2, 49.9), ("preempt", 2): (94.0, 4.6, 59.9)}
 
 
 @pytest.fixture(scope="module")

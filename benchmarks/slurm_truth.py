@@ -132,6 +132,7 @@ def twin_schedule(folder: Path, k: int, units: str = "nodes", extra: dict | None
     if (folder / "accounts.toml").exists():
         options["accounts"] = str(folder / "accounts.toml")
     _add_dependencies(wl, folder / f"real-{k}.csv")
+    _add_job_reservations(wl, folder / f"real-{k}.csv")
     t0 = float(wl.header["UnixStartTime"])
     resv = reservations(folder / f"real-{k}.resv.txt", t0)
     if resv:
@@ -206,6 +207,21 @@ def _add_dependencies(wl, real_csv: Path) -> None:
     if not any(dep.values()):
         return
     wl.columns["dependency"] = np.array([dep.get(str(int(i)), "") for i in wl.job_id], dtype=object)
+
+
+def _add_job_reservations(wl, real_csv: Path) -> None:
+    """Give every job the reservation it was submitted with (replay.py's ``reservation``, the trace's
+    ``--reservation``): 22.05's sacct leaves Reservation empty for a job that was submitted before its
+    reservation started (case resv_end: jobs 1, 3, 4 started in it at its start, their dump rows name
+    none), so the dump alone would let them start outside it."""
+    with open(real_csv, newline="") as f:
+        asked = {r["slurm_job_id"]: r.get("reservation", "") for r in csv.DictReader(f)}
+    if not any(asked.values()):
+        return
+    have = wl.columns.get("reservation")
+    col = [str(have[k]) if have is not None and str(have[k]) else asked.get(str(int(i)), "")
+           for k, i in enumerate(wl.job_id)]
+    wl.columns["reservation"] = np.array(col, dtype=object)
 
 
 def reservations(resv_txt: Path, t0: float) -> list[dict]:

@@ -909,8 +909,9 @@ def assert_reservations(df, resv: list[dict], node_index: dict[str, int], job_re
     windows [start, end) up to ``horizon`` (s; recurring ones every ``period``): no job outside it (its
     reservation in ``job_resv``, {job id: name}) holds one of its nodes during the window (half-open: a
     job ending at its start may, Slurm's ``job_test_resv``); unless the reservation is FLEX, a job of it
-    runs only on its nodes, starts inside a window [start, end] and ends by end + ``over_run`` + 1
-    (job_mgr.c ``job_time_limit``). Jobs preempted (``preemptions``) are skipped."""
+    runs only on its nodes, starts inside a window [start, end] and ends by end + ``over_run`` + 30 s
+    (job_mgr.c ``job_time_limit``, every PERIODIC_TIMEOUT). Jobs preempted (``preemptions``) are skipped."""
+    from .slurm_resv import PERIODIC_TIMEOUT  # noqa: PLC0415 - Slurm runs only
     pre = df["preemptions"].to_numpy() if "preemptions" in df.columns else np.zeros(len(df))
     for r in resv:
         nodes = {node_index[x] if isinstance(x, str) else int(x) for x in r["nodes"]}
@@ -936,9 +937,10 @@ def assert_reservations(df, resv: list[dict], node_index: dict[str, int], job_re
                 if not w:
                     raise ConformanceError(f"{where}: job {jid} of reservation {r['name']} starts at {s:g} s "
                                            f"outside its windows {wins[:3]}")
-                if e > w[0][1] + over_run + 1.0 + 1e-9:
+                if e > w[0][1] + over_run + PERIODIC_TIMEOUT + 1e-9:
                     raise ConformanceError(f"{where}: job {jid} of reservation {r['name']} ends at {e:g} s, "
-                                           f"after the window's end {w[0][1]:g} s + ResvOverRun + 1 s")
+                                           f"after the window's end {w[0][1]:g} s + ResvOverRun + the "
+                                           f"{PERIODIC_TIMEOUT:g} s of slurmctld's periodic check")
             elif not mine and held & nodes:
                 for a, b in wins:
                     if s < b and e > a:

@@ -58,9 +58,10 @@ past the end. slurmctld's background loop calls ``job_time_limit`` (job_mgr.c) e
 ``PERIODIC_TIMEOUT`` (30 s): a running job whose reservation is not ``FLEX`` and whose
 ``resv_ptr->end_time + ResvOverRun * 60 < now`` is ended by ``_job_timed_out`` (state ``JOB_TIMEOUT``,
 reason ``FAIL_TIMEOUT``: sacct ``TIMEOUT``); ``MAINT`` and the other flags make no difference.
-``UNLIMITED`` (INFINITE16) is ``YEAR_SECONDS``. The twin ends such a job at ``end + ResvOverRun + 1``
-s (the first whole second the strict test holds; the 30 s tick is not modelled, as for the
-requested-time kill) through `twin.control.EngineControl.kill_at`, set when the job starts
+``UNLIMITED`` (INFINITE16) is ``YEAR_SECONDS``. The twin ends such a job at the first of those
+checks with ``end + ResvOverRun < t``, the checks at t = 0, 30, 60, ... of the log clock (`kill_time`;
+the requested-time kill stays the engine's, without the tick) through
+`twin.control.EngineControl.kill_at`, set when the job starts
 (`ResvSet.on_start`): ``jobs.csv`` shows it ``TIMEOUT`` with ``end`` = that time and the column
 ``resv_kill_at`` (the kill time set, s; NaN for other jobs; only in runs where one was set).
 Recurring reservations (``HOURLY``/``DAILY``/``WEEKLY``): with ``ResvOverRun=0`` the same (the tick
@@ -97,6 +98,8 @@ from .slurm_select import low_bits as _low
 __all__ = ["ResvSpec", "ResvSet", "ResvTest", "load_reservations", "parse_resv_time",
            "parse_scontrol_line", "parse_log_start", "resv_over_run"]
 
+#: slurmctld checks job time limits and reservation ends every PERIODIC_TIMEOUT s (slurmctld.h)
+PERIODIC_TIMEOUT = 30.0
 #: Slurm's YEAR_SECONDS (an UNLIMITED duration)
 YEAR_SECONDS = 365 * 24 * 3600.0
 #: create_resv: a start more than MAX_RESV_DELAY s before now is refused
@@ -510,7 +513,8 @@ class ResvSet:
                  part_names: list[str], default_k: int, job_resv: list[str], job_user: list[str],
                  job_account: list[str], job_id: np.ndarray, over_run: float = 0.0):
         self.NN = NN
-        #: ResvOverRun (s): a job of a reservation is killed at its end + over_run + 1 (`kill_time`)
+        #: ResvOverRun (s): a job of a reservation is killed at the first periodic check after its
+        #: end + over_run (`kill_time`)
         self.over_run = float(over_run)
         #: job index -> the kill time (s) set at its last start (`on_start`)
         self.kill_at: dict[int, float] = {}
@@ -802,16 +806,20 @@ class ResvSet:
 
     def kill_time(self, now: float, j: int) -> float | None:
         """When job ``j`` of a reservation, starting at ``now``, is ended by ``job_time_limit``
-        (s): the first whole second with ``end + ResvOverRun < t``, i.e. ``end + over_run + 1``;
-        None for a job outside reservations, in a ``FLEX`` one, or in a recurring one with
-        ``ResvOverRun > 0`` (advanced to its next window first; see the module docstring)."""
+        (s): at the first of slurmctld's periodic checks with ``end + ResvOverRun < t``. The checks
+        run every ``PERIODIC_TIMEOUT`` (30 s, slurmctld.h) from the controller's start
+        (controller.c ``_slurmctld_background``: ``last_timelimit_time``); the twin puts them on the
+        log's clock, t = 0, 30, 60, ... (the phase of its PriorityCalcPeriod ticks too). None for a
+        job outside reservations, in a ``FLEX`` one, or in a recurring one with ``ResvOverRun > 0``
+        (advanced to its next window first; see the module docstring)."""
         q = int(self.jres[j])
         if q < 0:
             return None
         r = self.resv[q]
         if "FLEX" in r.flags or (r.spec.period and self.over_run > 0):
             return None
-        return self.window(r, now)[1] + self.over_run + 1.0
+        t = self.window(r, now)[1] + self.over_run
+        return (math.floor(t / PERIODIC_TIMEOUT) + 1.0) * PERIODIC_TIMEOUT
 
     def on_start(self, now: float, j: int, limit: float, control=None) -> None:
         """Job ``j`` starts at ``now`` with planning limit ``limit`` (s). A job with a reservation

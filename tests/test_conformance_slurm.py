@@ -86,8 +86,8 @@ def _jobs(rows):
 
 def test_assert_reservations_accepts_jobs_that_keep_out():
     """Job 1 on n3 ends exactly at the window's start (half-open); job 2 of proj on n3-n4 is killed at
-    1201 (end + 0 + 1); job 3 uses n1-n2 throughout."""
-    df = _jobs([(1, 0.0, 600.0, "2"), (2, 600.0, 1201.0, "2-3"), (3, 0.0, 5000.0, "0-1")])
+    1230 (end 1200 + 0 < the periodic check at 1230); job 3 uses n1-n2 throughout."""
+    df = _jobs([(1, 0.0, 600.0, "2"), (2, 600.0, 1230.0, "2-3"), (3, 0.0, 5000.0, "0-1")])
     checks.assert_reservations(df, RESV, IDX, {2: "proj"}, 5000.0)
 
 
@@ -95,7 +95,7 @@ def test_assert_reservations_accepts_jobs_that_keep_out():
     ([(1, 0.0, 601.0, "2")], {}, "job 1 \\(not in reservation proj\\) holds node\\(s\\) \\[2\\] over \\[0, 601\\) s"),
     ([(2, 600.0, 700.0, "1-2")], {2: "proj"}, "job 2 of reservation proj runs on nodes \\[1\\] outside it"),
     ([(2, 500.0, 700.0, "2")], {2: "proj"}, "job 2 of reservation proj starts at 500 s outside"),
-    ([(2, 700.0, 1202.0, "2")], {2: "proj"}, "ends at 1202 s, after the window's end 1200 s"),
+    ([(2, 700.0, 1231.0, "2")], {2: "proj"}, "ends at 1231 s, after the window's end 1200 s"),
 ])
 def test_assert_reservations_catches(rows, jr, msg):
     with pytest.raises(checks.ConformanceError, match=msg):

@@ -4,8 +4,9 @@ Slurm 22.05 (tag slurm-22-05-8-1): job_mgr.c ``job_time_limit`` ends a running j
 not FLEX when ``resv_ptr->end_time + ResvOverRun * 60 < now`` (``_job_timed_out``: state TIMEOUT, reason
 FAIL_TIMEOUT); ``UNLIMITED`` is YEAR_SECONDS; reservation.c ``job_test_resv`` lets a job start anywhere in
 ``[start, end]`` whatever its time limit; ``job_resv_check`` -> ``_advance_resv_time`` moves a recurring
-reservation to its next window at the first tick after its end. The twin kills at ``end + ResvOverRun +
-1`` s (the first whole second of the strict test) through `twin.control.EngineControl.kill_at`.
+reservation to its next window at the first tick after its end. Both run every ``PERIODIC_TIMEOUT`` (30 s,
+controller.c ``_slurmctld_background``), which the twin puts at t = 0, 30, 60, ... of the log clock: it
+kills at the first such tick with ``end + ResvOverRun < t`` through `twin.control.EngineControl.kill_at`.
 
 Common shape: 4 select/linear nodes, reservation ``proj`` on n[1-2] over [0, 600) s (Duration=10
 minutes) for alice; alice's job 1 asks 2 nodes in it for 3000 s and runs 2000 s.
@@ -46,34 +47,36 @@ def simulate(tmp_path, jobs: list[dict], resv: list[dict], extra_conf: str = "",
     return r.jobs.set_index("job_id"), r.summary
 
 
-def test_job_is_killed_one_second_after_the_reservation_end(tmp_path):
-    """End 600, ResvOverRun 0: ``600 + 0 < now`` first holds at 601; state TIMEOUT (_job_timed_out)."""
+def test_job_is_killed_at_the_first_periodic_check_after_the_reservation_end(tmp_path):
+    """End 600, ResvOverRun 0: ``600 + 0 < now`` holds at the check at 630 (the one at 600 does not);
+    state TIMEOUT (_job_timed_out)."""
     df, summ = simulate(tmp_path, [JOB1], [PROJ])
-    assert (df.loc[1, "start"], df.loc[1, "end"], df.loc[1, "state"]) == (0.0, 601.0, "TIMEOUT")
-    assert df.loc[1, "nodes"] == "0-1" and df.loc[1, "resv_kill_at"] == 601.0
+    assert (df.loc[1, "start"], df.loc[1, "end"], df.loc[1, "state"]) == (0.0, 630.0, "TIMEOUT")
+    assert df.loc[1, "nodes"] == "0-1" and df.loc[1, "resv_kill_at"] == 630.0
     sp = summ["scheduler_params"]
     assert sp["reservations_overrun"] == 1 and sp["resv_over_run_s"] == 0.0
     assert summ["accounting"]["simulated"] == {"TIMEOUT": 1}
 
 
 def test_resv_over_run_minutes(tmp_path):
-    """ResvOverRun=2 (minutes): killed at 600 + 120 + 1 = 721."""
+    """ResvOverRun=2 (minutes): 600 + 120 = 720 < now first at the check at 750."""
     df, summ = simulate(tmp_path, [JOB1], [PROJ], "ResvOverRun=2\n")
-    assert (df.loc[1, "end"], df.loc[1, "state"]) == (721.0, "TIMEOUT")
+    assert (df.loc[1, "end"], df.loc[1, "state"]) == (750.0, "TIMEOUT")
     assert summ["scheduler_params"]["resv_over_run_s"] == 120.0
 
 
 def test_resv_over_run_unlimited_is_a_year(tmp_path):
-    """UNLIMITED = YEAR_SECONDS: the kill time 600 + 31,536,000 + 1 is after the job's own end (2000)."""
+    """UNLIMITED = YEAR_SECONDS: the kill time (the check after 600 + 31,536,000, a multiple of 30) is
+    after the job's own end (2000)."""
     df, _ = simulate(tmp_path, [JOB1], [PROJ], "ResvOverRun=UNLIMITED\n")
     assert (df.loc[1, "end"], df.loc[1, "state"]) == (2000.0, "COMPLETED")
-    assert df.loc[1, "resv_kill_at"] == 600.0 + YEAR_SECONDS + 1.0 == 31_536_601.0
+    assert df.loc[1, "resv_kill_at"] == 600.0 + YEAR_SECONDS + 30.0 == 31_536_630.0
 
 
 def test_a_job_ending_before_the_kill_completes(tmp_path):
     df, summ = simulate(tmp_path, [dict(JOB1, run=100)], [PROJ])
     assert (df.loc[1, "end"], df.loc[1, "state"]) == (100.0, "COMPLETED")
-    assert df.loc[1, "resv_kill_at"] == 601.0                   # the time its reservation would end it
+    assert df.loc[1, "resv_kill_at"] == 630.0                   # the time its reservation would end it
     assert summ["scheduler_params"]["reservations_overrun"] == 1   # its planned run (3000 s) reached it
 
 
@@ -84,29 +87,29 @@ def test_flex_reservation_never_kills(tmp_path):
 
 
 def test_maint_reservation_kills_the_same_way(tmp_path):
-    """MAINT makes no difference to job_time_limit: root's job in it ends at 601."""
+    """MAINT makes no difference to job_time_limit: root's job in it ends at 630."""
     maint = dict(name="maint", start=0, duration=10, nodes="n[1-2]", users="root", flags="MAINT")
     df, _ = simulate(tmp_path, [dict(JOB1, resv="maint", user="root")], [maint])
-    assert (df.loc[1, "end"], df.loc[1, "state"]) == (601.0, "TIMEOUT")
+    assert (df.loc[1, "end"], df.loc[1, "state"]) == (630.0, "TIMEOUT")
 
 
 def test_a_job_may_start_late_in_its_reservation_whatever_its_limit(tmp_path):
     """job_test_resv checks only that the start lies in [start, end]: submitted at 500 with a 3000 s
-    limit it starts at 500 (event pass) and is killed at 601; submitted at exactly 600 (the end: not
-    ``when > end_time``) it still starts, and runs one second."""
+    limit it starts at 500 (event pass) and is killed at 630; submitted at exactly 600 (the end: not
+    ``when > end_time``) it still starts, and runs until the next check."""
     df, _ = simulate(tmp_path, [dict(JOB1, submit=500)], [PROJ])
-    assert (df.loc[1, "start"], df.loc[1, "end"], df.loc[1, "state"]) == (500.0, 601.0, "TIMEOUT")
+    assert (df.loc[1, "start"], df.loc[1, "end"], df.loc[1, "state"]) == (500.0, 630.0, "TIMEOUT")
     df, _ = simulate(tmp_path, [dict(JOB1, submit=600)], [PROJ])
-    assert (df.loc[1, "start"], df.loc[1, "end"], df.loc[1, "state"]) == (600.0, 601.0, "TIMEOUT")
+    assert (df.loc[1, "start"], df.loc[1, "end"], df.loc[1, "state"]) == (600.0, 630.0, "TIMEOUT")
 
 
 def test_recurring_reservation(tmp_path):
     """DAILY [0, 600): with ResvOverRun=0 the tick that kills (job_time_limit) comes before
-    job_resv_check advances it: killed at 601; with ResvOverRun=5 the reservation has moved to
+    job_resv_check advances it: killed at 630; with ResvOverRun=5 the reservation has moved to
     [86400, 87000) before 600 + 300 is reached: never killed (the job completes at 2000)."""
     daily = dict(PROJ, flags="DAILY")
     df, _ = simulate(tmp_path, [JOB1], [daily])
-    assert (df.loc[1, "end"], df.loc[1, "state"]) == (601.0, "TIMEOUT")
+    assert (df.loc[1, "end"], df.loc[1, "state"]) == (630.0, "TIMEOUT")
     df, _ = simulate(tmp_path, [JOB1], [daily], "ResvOverRun=5\n")
     assert (df.loc[1, "end"], df.loc[1, "state"]) == (2000.0, "COMPLETED")
     assert "resv_kill_at" not in df.columns
@@ -114,10 +117,10 @@ def test_recurring_reservation(tmp_path):
 
 def test_the_kill_frees_the_nodes_planning_is_unchanged(tmp_path):
     """Bob's job 2 (4 nodes, limit 100) may not use n[1-2] inside [0, 600) nor before job 1's planned
-    end (3000: Slurm plans with start + time limit, not the kill). Job 1's kill at 601 is an end: the
+    end (3000: Slurm plans with start + time limit, not the kill). Job 1's kill at 630 is an end: the
     event pass starts job 2 then."""
     df, _ = simulate(tmp_path, [JOB1, dict(submit=0, run=50, n=4, req=100)], [PROJ])
-    assert df.loc[1, "end"] == 601.0 and df.loc[2, "start"] == 601.0 and df.loc[2, "end"] == 651.0
+    assert df.loc[1, "end"] == 630.0 and df.loc[2, "start"] == 630.0 and df.loc[2, "end"] == 680.0
     assert math.isnan(df.loc[2, "resv_kill_at"])
 
 
@@ -136,7 +139,7 @@ def test_bad_resv_over_run(tmp_path, value, msg):
 
 def test_resv_over_run_as_an_option(tmp_path):
     df, _ = simulate(tmp_path, [JOB1], [PROJ], ResvOverRun=1)
-    assert df.loc[1, "end"] == 661.0
+    assert df.loc[1, "end"] == 690.0                # 660 < now: the check at 690 (not the one at 660)
 
 
 # ---------------------------------------------------------------------- the engine's kill_at

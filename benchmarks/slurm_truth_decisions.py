@@ -167,6 +167,9 @@ def decisions(folder: Path, k: int, extra: dict | None = None) -> dict:
                     eager[now].append((int(ids[j]), "main" if j in got else "bf"))
                 for j in set(want) - (got | bf):
                     lazy[now].append(int(ids[j]))
+                if cp.prio_calc.size_tested is not None:     # Slurm's select tests of this second
+                    self.prio_calc.size_tested = cp.prio_calc.size_tested
+                    self.prio_calc.size_total = cp.prio_calc.size_total
                 if ctl is not None:
                     for v in set(ctl.victims) - set(victims):
                         extra_victims[now].append(int(ids[v]))

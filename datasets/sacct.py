@@ -44,6 +44,9 @@ Conventions of this reader (also written to ``Workload.notes``):
   the typed ``gres/gpu:a100=N`` for the same GPUs); without it the typed ``gres/gpu:TYPE=N`` are
   summed. -> ``columns["gpus"]`` (per job, what ``--allocation gpu`` schedules) and
   ``columns["gpus_per_node"]`` (divided by NNodes).
+* **Requested CPUs**: ReqTRES ``cpu`` (what the job asked for; an ``--exclusive`` job's NCPUS counts its
+  whole nodes) -> ``columns["req_cpus"]`` (float; NaN where a line's ReqTRES is empty or names no
+  ``cpu``), whenever the dump has a ReqTRES field (read by the Slurm-like policy's job-size factor).
 * **Memory**: ReqTRES ``mem`` (a job total) divided by NNodes -> ``columns["mem_per_node"]`` (MB), when
   some line's ReqTRES names it (read by the Slurm-like policy under ``CR_*_Memory``).
 * **Names**: User -> ``user``, Account -> ``group`` (Slurm's account plays the SWF group role),
@@ -377,7 +380,8 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
     rec: dict[str, list] = {k: [] for k in (
         "job_id", "submit", "runtime", "req", "procs", "user", "account", "partition", "qos",
         "status", "state", "start", "eligible", "nnodes", "ncpus", "gpus", "gpn", "prio", "energy",
-        "array_job", "array_task", "line", "nodelist", "dependency", "job_name", "reservation", "req_mem")}
+        "array_job", "array_task", "line", "nodelist", "dependency", "job_name", "reservation", "req_mem",
+        "req_cpus")}
     throttles: dict[int, int] = {}     # array job id -> its %k throttle (from a JobID like 123_[5-9%2])
     skipped_steps = 0
     dropped_unstarted = 0
@@ -579,7 +583,9 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
                              "holds at least one)")
         g, g_alloc = job_gpus(values, lineno, nn, nc)
         rq = field(values, "reqtres")       # already checked by job_gpus; mem in bytes
-        rec["req_mem"].append(parse_tres(rq).get("mem", math.nan) if rq and rq.strip() else math.nan)
+        rq_tres = parse_tres(rq) if rq and rq.strip() else {}
+        rec["req_mem"].append(rq_tres.get("mem", math.nan))
+        rec["req_cpus"].append(float(rq_tres.get("cpu", math.nan)))
         if g_alloc is not None and g is not None and g_alloc > g:
             more_gpus += 1
         nl = field(values, "nodelist")
@@ -664,6 +670,9 @@ def read_sacct(path: str | os.PathLike, unit: str = "nodes", tz=None,
         # ReqTRES mem (a job total) per node, MB: what select/cons_tres's CR_*_Memory reads
         columns["mem_per_node"] = (np.array(rec["req_mem"], dtype=np.float64) / 2**20
                                    / np.maximum(np.array(rec["nnodes"], dtype=np.float64), 1.0))
+    if "reqtres" in col:
+        # ReqTRES cpu: the CPUs the job asked for (Slurm's details->min_cpus), NaN where absent
+        columns["req_cpus"] = np.array(rec["req_cpus"], dtype=np.float64)
     if "priority" in col:
         columns["recorded_priority"] = np.array(rec["prio"], dtype=np.int64)
     if "consumedenergyraw" in col:

@@ -450,6 +450,8 @@ class SlurmScheduler(TresPasses, PreemptPasses, Scheduler):
             prm, submit=self.submit, nodes=self.req, cpus=procs, time_limit=self.tl,
             part_factor=part_factor[jpart], qos_factor=qos_factor, assoc=jassoc,
             total_nodes=NN, total_cpus=total)
+        if self.shared:
+            self._tres_size_bind(cols)      # job size: requested CPUs until the first select test
         # a job held by a dependency ages from when it became eligible (priority_multifactor.c's age
         # counts from details->begin_time), read live from the run's dependency gate
         self.prio_calc.begin = ctx.eligible
@@ -801,6 +803,7 @@ class SlurmScheduler(TresPasses, PreemptPasses, Scheduler):
         if self.limits is not None:
             self.limits.requeued(job)       # waiting again: it holds a submit slot again
         self.applied.discard(job)
+        self.prio_calc.size_reset(job)      # batch_requeue_fini: total_cpus = 0
         self.n_pending += 1
         self.event_flag = True
         self._touch(now)
@@ -1569,8 +1572,8 @@ class SlurmScheduler(TresPasses, PreemptPasses, Scheduler):
              f"node choice: {self.cfg.select_type} approximated, node_order={self.node_order}")
             + "; no topology, node weights, features; GRES: gres/gpu only",
             "no SUSPEND/GANG preemption, nice, TRES/assoc factors; advance reservations: "
-            "jobs of a reservation are killed at its end + ResvOverRun + 1 s (job_time_limit's 30 s tick "
-            "not modelled)",
+            "jobs of a reservation are killed at the first 30 s job_time_limit check after its end + "
+            "ResvOverRun (checks at t = 0, 30, ... of the log clock)",
         ]
         return d
 

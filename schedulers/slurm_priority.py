@@ -14,8 +14,11 @@ with dependencies the time its dependency held (``MultifactorPriority.begin``, f
 Job size ``J`` (``PriorityFavorSmall=NO``) = (nodes/N + cpus/C)/2 with N, C the cluster's nodes and
 CPUs (allocation units); favour-small uses (N - nodes)/N and (C - cpus)/C; with
 ``SMALL_RELATIVE_TO_TIME``: J = max(nodes*C/N, cpus) / time_limit_minutes / C (1 - that when
-favouring small). ``part`` = partition PriorityJobFactor / max over partitions; ``qos`` = QOS
-priority / max QOS priority. Nice, TRES, association and site factors are not modelled.
+favouring small). ``cpus`` is the job's allocation; with `MultifactorPriority.use_requested_size`
+(cons_tres runs whose workload gives ``req_cpus``) it is the requested CPUs until the job's first
+select test and ``total_cpus`` from the next recalculation on (``_get_priority_internal``).
+``part`` = partition PriorityJobFactor / max over partitions; ``qos`` = QOS priority / max QOS
+priority. Nice, TRES, association and site factors are not modelled.
 
 **Usage** (``_apply_new_usage`` and the decay thread): with ``d = 1 - 0.693/half_life`` (Slurm's
 first-order approximation of 2^(-1/half_life), per second), at every calc tick T (previous tick L)
@@ -408,25 +411,19 @@ class MultifactorPriority:
         self.submit = np.asarray(submit, dtype=np.float64)
         self.assoc = np.asarray(assoc, dtype=np.int64)
         self.basic = prm.type == "priority/basic"
-        n_nodes = np.asarray(nodes, dtype=np.float64)
-        n_cpus = np.asarray(cpus, dtype=np.float64)
-        N, C = float(total_nodes), float(total_cpus)
-        if prm.small_relative_to_time:
-            tl_min = np.asarray(time_limit, dtype=np.float64) / 60.0
-            tl_min = np.where(np.isfinite(tl_min) & (tl_min > 0), tl_min, 525600.0)  # YEAR_MINUTES
-            js = np.maximum(n_nodes * C / N, n_cpus) / tl_min / C
-            if prm.favor_small:
-                js = 1.0 - js
-        elif prm.favor_small:
-            js = ((N - n_nodes) / N + (C - n_cpus) / C) / 2.0
-        else:
-            js = (n_nodes / N + n_cpus / C) / 2.0
-        self.job_size = np.clip(js, 0.0, 1.0)
+        self._n_nodes = np.asarray(nodes, dtype=np.float64)
+        self._N, self._C = float(total_nodes), float(total_cpus)
+        self._tl = time_limit
+        self.job_size = self._size_factor(np.arange(len(self._n_nodes)), np.asarray(cpus, dtype=np.float64))
+        self._w_part = prm.weight_partition * np.asarray(part_factor, dtype=np.float64)
+        self._w_qos = prm.weight_qos * np.asarray(qos_factor, dtype=np.float64)
         # static part of the priority (does not change with time)
-        self.static = (prm.weight_jobsize * self.job_size
-                       + prm.weight_partition * np.asarray(part_factor, dtype=np.float64)
-                       + prm.weight_qos * np.asarray(qos_factor, dtype=np.float64))
+        self.static = (prm.weight_jobsize * self.job_size + self._w_part) + self._w_qos
         self.time_varying = (prm.weight_age > 0) or (prm.weight_fairshare > 0)
+        #: the job-size CPU count's switch (`use_requested_size`): per job, the time (s) of its first
+        #: select test since submit or requeue (inf: none yet), and total_cpus as that test set it
+        self.size_tested: np.ndarray | None = None
+        self.size_total: np.ndarray | None = None
         #: each job's eligible time (s; NaN: not yet eligible, age 0 as Slurm's unset begin_time), a live
         #: array of the run's dependency gate, or None (eligible = submit)
         self.begin: np.ndarray | None = None
@@ -436,6 +433,63 @@ class MultifactorPriority:
         #: acct_policy.c ``_handle_add_accrue`` sets ``accrue_time = begin_time`` once that has
         #: passed, and ``_get_priority_internal``'s age is ``now - accrue_time``)
         self.accrue_from: np.ndarray | None = None
+
+    def _size_factor(self, idx: np.ndarray, n_cpus: np.ndarray) -> np.ndarray:
+        """Job-size factor J in [0, 1] (module docstring) of jobs ``idx`` counted as ``n_cpus`` CPUs
+        (allocation units) each."""
+        prm = self.prm
+        n_nodes = self._n_nodes[idx]
+        N, C = self._N, self._C
+        if prm.small_relative_to_time:
+            tl_min = np.asarray(self._tl, dtype=np.float64)[idx] / 60.0
+            tl_min = np.where(np.isfinite(tl_min) & (tl_min > 0), tl_min, 525600.0)  # YEAR_MINUTES
+            js = np.maximum(n_nodes * C / N, n_cpus) / tl_min / C
+            if prm.favor_small:
+                js = 1.0 - js
+        elif prm.favor_small:
+            js = ((N - n_nodes) / N + (C - n_cpus) / C) / 2.0
+        else:
+            js = (n_nodes / N + n_cpus / C) / 2.0
+        return np.clip(js, 0.0, 1.0)
+
+    def use_requested_size(self, req_cpus) -> bool:
+        """Count each job's requested CPUs (``req_cpus``, allocation units; NaN or <= 0: unknown, the
+        job keeps the count given at construction) in the job-size factor until its first select
+        test (`size_test`), as ``_get_priority_internal`` does: it counts ``job_ptr->total_cpus``
+        when set, else ``details->max_cpus`` / ``min_cpus`` ("On the initial run of this we don't
+        have total_cpus so go off the requesting"). Returns whether any job's request is known
+        (False: nothing changed)."""
+        req = np.asarray(req_cpus, dtype=np.float64)
+        known = np.isfinite(req) & (req > 0)
+        if not known.any():
+            return False
+        n = len(self._n_nodes)
+        cpus = np.where(known, req, np.nan)
+        js = self._size_factor(np.arange(n), np.where(known, cpus, 0.0))
+        self.job_size = np.where(known, js, self.job_size)
+        self.static = np.where(known, (self.prm.weight_jobsize * self.job_size + self._w_part) + self._w_qos,
+                               self.static)
+        self.size_known = known
+        self.size_tested = np.full(n, np.inf)
+        self.size_total = np.zeros(n)
+        return True
+
+    def size_test(self, j: int, now: float, total_cpus: float) -> None:
+        """Job ``j``'s select test succeeded at ``now`` (s), setting ``total_cpus`` (allocation
+        units): cons_common ``_job_test`` sets ``job_ptr->total_cpus`` on every successful test in
+        RUN_NOW or WILL_RUN mode (whole nodes' CPUs for ``--exclusive``, else the distributed
+        CPUs); the first since submit or requeue counts from the next recalculation (`compute` at
+        a tick after ``now``). No-op without `use_requested_size` or for a job without a request."""
+        if self.size_tested is None or not self.size_known[j] or self.size_tested[j] < math.inf:
+            return
+        self.size_tested[j] = now
+        self.size_total[j] = total_cpus
+
+    def size_reset(self, j: int) -> None:
+        """Job ``j`` was requeued: ``batch_requeue_fini`` zeroes ``total_cpus``, so its requested
+        CPUs count again until its next select test."""
+        if self.size_tested is not None:
+            self.size_tested[j] = math.inf
 
     def age_factor(self, now: float, idx: np.ndarray) -> np.ndarray:
         """Age factor in [0, 1] of jobs ``idx`` at ``now`` (s): time since the job's eligible time
@@ -457,6 +511,13 @@ class MultifactorPriority:
         if self.basic:
             return np.zeros(len(idx), dtype=np.int64)
         p = self.static[idx].copy()
+        if self.size_tested is not None:
+            # total_cpus counts once a recalculation (tick at ``now``) came after the job's test
+            m = self.size_tested[idx] < now
+            if m.any():
+                jm = idx[m]
+                js = self._size_factor(jm, self.size_total[jm])
+                p[m] = (self.prm.weight_jobsize * js + self._w_part[jm]) + self._w_qos[jm]
         if self.prm.weight_age:
             p += self.prm.weight_age * self.age_factor(now, idx)
         if self.prm.weight_fairshare and fs_factor is not None:

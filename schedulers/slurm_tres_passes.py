@@ -314,6 +314,30 @@ class TresPasses:
                 "would keep it pending forever: filter the workload or fix slurm.conf")
         self._tres_count_idle()
 
+    def _tres_size_bind(self, cols: dict) -> None:
+        """Job-size factor (``_get_priority_internal``): the requested CPUs (sacct ReqTRES ``cpu``,
+        column ``req_cpus``) count until the job's first successful select test, then
+        ``total_cpus`` as that test set it (`_tres_size_test`); without the column every job counts
+        its allocated CPUs (``procs``) throughout, as before."""
+        req = cols.get("req_cpus")
+        if req is None:
+            return
+        if self.prio_calc.use_requested_size(req):
+            self.notes.append("job-size factor: requested CPUs (ReqTRES cpu) until the job's first "
+                              "select test, then its total_cpus (whole nodes with --exclusive)")
+
+    def _tres_size_test(self, now: float, j: int, plan: list[tuple[int, int]]) -> None:
+        """A select test of job ``j`` succeeded at ``now`` (s) with ``plan`` [(node, CPUs)]:
+        cons_common ``_job_test`` sets ``total_cpus`` to the nodes' CPUs for a whole-node job
+        (``details->whole_node``), else to the CPUs it distributed."""
+        if self.prio_calc.size_tested is None:
+            return
+        if self.tj.excl[j]:
+            total = sum(self.tm.cores[n] for n, _c in plan)
+        else:
+            total = sum(c for _n, c in plan)
+        self.prio_calc.size_test(j, now, float(total))
+
     def _tres_count_idle(self) -> None:
         """``n_idle`` = nodes with a free core (what a start could use)."""
         led = self.led
@@ -323,6 +347,7 @@ class TresPasses:
     # ------------------------------------------------------------------ starts and ends
     def _tres_start(self, now: float, j: int, plan: list[tuple[int, int]]) -> Start:
         """Allocate ``plan`` to job ``j`` (ledger, QOS, fair-share bookkeeping)."""
+        self._tres_size_test(now, j, plan)      # the RUN_NOW test that starts it
         units = self.led.take(j, plan, now)
         self.run_end[j] = now + float(self.est[j])
         self.applied.add(j)
@@ -569,6 +594,7 @@ class TresPasses:
                     if later and not no_reserve:
                         continue
                     break
+                self._tres_size_test(now, j, wr[1])     # a WILL_RUN test that found a place
                 start = max(start_res, wr[0])
                 if start <= now:
                     # _start_job -> select_nodes on the nodes no reservation holds

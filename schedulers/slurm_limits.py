@@ -64,6 +64,7 @@ from pathlib import Path
 import numpy as np
 
 from .slurm_priority import ASSOC_KEYS, QOS_KEYS, TRES_NAMES, AccountsError, parse_tres
+from .slurm_sacctmgr import read_accounts_data
 from .slurm_priority import ASSOC_LIMITS as _ASSOC
 from .slurm_priority import QOS_LIMITS as _QOS
 
@@ -193,13 +194,13 @@ def load_limits(path: str | Path, account_parent: dict[str, str] | None = None) 
     """The limits of the accounts TOML file at ``path`` (see the module docstring); errors are
     `AccountsError` naming file, line and field."""
     p = Path(path)
-    text = p.read_text()
-    data = tomllib.loads(text)
+    data, text, script_lines = read_accounts_data(p, tomllib.loads)   # TOML or a sacctmgr script
     lines = text.splitlines()
     spec = LimitsSpec(path=str(p), parent=dict(account_parent or {}))
 
     def where(table: str, key: str) -> str:
-        return f"{p}:{_line_of(lines, table, key)}: {table}.{key}"
+        n = script_lines.get((table, key), 1) if script_lines is not None else _line_of(lines, table, key)
+        return f"{p}:{n}: {table}.{key}"
 
     for name, v in (data.get("qos") or {}).items():
         if not isinstance(v, dict):

@@ -77,8 +77,7 @@ except ModuleNotFoundError:  # pragma: no cover - python < 3.11
     import tomli as tomllib  # type: ignore
 
 
-class AccountsError(ValueError):
-    """A malformed accounts file (names the file and the key)."""
+from .slurm_sacctmgr import AccountsError, read_accounts_data  # noqa: E402 - the accounts file's reader
 
 
 @dataclass
@@ -121,14 +120,15 @@ ASSOC_KEYS = frozenset(ASSOC_LIMITS) | frozenset(ASSOC_LIMITS.values())
 
 
 def load_accounts(path: str | Path) -> AccountsSpec:
-    """Read an accounts TOML file into an `AccountsSpec`."""
+    """Read an accounts file (TOML, or a sacctmgr command script: `schedulers.slurm_sacctmgr`) into an
+    `AccountsSpec`."""
     p = Path(path)
     if not p.exists():
         raise AccountsError(f"{p}: file not found")
     try:
-        data = tomllib.loads(p.read_text())
+        data, _, _ = read_accounts_data(p, tomllib.loads)     # the TOML, or a sacctmgr command script
     except tomllib.TOMLDecodeError as e:
-        raise AccountsError(f"{p}: {e}") from None
+        raise AccountsError(f"{p}: {e} (expected the accounts TOML or a sacctmgr command script)") from None
     spec = AccountsSpec(path=str(p))
     unknown = set(data) - {"accounts", "users", "qos"}
     if unknown:

@@ -12,9 +12,16 @@ Needs root, Debian's Slurm 22.05 with slurmdbd (``slurm_ctl.sh install --dbd``) 
    * drops ``--exclusive`` from the sbatch commands unless the case is exclusive (replay.py of the
      lab appends it to every job although its help says sharing happens without it), and
    * adds ``--mem=<mem_mb>`` where the trace has a ``mem_mb`` column (case gpu_mem),
-4. checks that Slurm's recorded submit second of every job is its target second and that the
-   submit lag was below 0.2 s (fails otherwise: use a gentler --scale),
-5. copies into the case folder: real-<N>.csv, real-<N>.sacct.txt, real-<N>.meta.json (+ .resv.txt),
+   * creates the case's reservation for its users (slurm_truth_traces.RESVS; replay.py writes
+     ``Users=root``), and for cases with a reservation adds ResvOverRun, KillWait and OverTimeLimit
+     to real-<N>.meta.json and writes real-<N>.resvlog.txt (slurmctld log lines on reservations,
+     time limits and job ends, with their trace time),
+4. checks that Slurm's recorded submit second of every job is its target second, that the
+   submit lag was below 0.2 s (fails otherwise: use a gentler --scale) and that every job
+   COMPLETED, except in case resv_end a job of the reservation that was still running at its end
+   (state TIMEOUT, CANCELLED or DEADLINE, ended at or after the reservation's end),
+5. copies into the case folder: real-<N>.csv, real-<N>.sacct.txt, real-<N>.meta.json (+ .resv.txt,
+   .resvlog.txt),
    slurm.conf and gres.conf (the run directory replaced by /RUN), sacctmgr.txt,
 6. stops the daemons (``slurm_ctl.sh stop``), also on failure.
 
@@ -57,8 +64,13 @@ CASES = {
     "deps_resv": {"exclusive": False, "resv": True,
                   "template_edits": [("MinJobAge=2\n", "MinJobAge=900\n")]},
     "preempt": {"exclusive": False, "template": "prio.conf.in", "sacctmgr": "prio.sacctmgr"},
+    # jobs killed at the reservation's end are expected here (not_completed > 0); a job still pending
+    # in the reservation at its end would never start: give up 15 real minutes after the last submit
+    "resv_end": {"exclusive": False, "resv": True, "killed_at_resv_end": True, "timeout": 900},
 }
 MAX_LAG_S = 0.2
+#: the states a job of the reservation may end in when it still ran at the reservation's end
+RESV_END_STATES = ("TIMEOUT", "CANCELLED", "DEADLINE")
 
 
 def _sh(cmd: list[str], env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
@@ -101,9 +113,12 @@ def _trace(case: str, spec: dict, folder: Path) -> Path:
 def replay_wrapper(argv: list[str]) -> int:
     """Run the lab's replay.py main() with sbatch commands adjusted (see the module docstring).
 
-    argv: ``EXCLUSIVE(0|1) TRACE REPLAY_ARGS...``.
+    argv: ``EXCLUSIVE(0|1) RESV_USERS TRACE REPLAY_ARGS...`` (RESV_USERS: the ``Users=`` of the
+    reservations replay.py creates, e.g. ``daemon,bin``; ``root`` keeps replay.py's).
     """
     exclusive = argv[0] == "1"
+    resv_users = argv[1]
+    argv = [argv[0], *argv[2:]]
     trace = argv[1]
     with open(trace, newline="") as f:
         mem = {r["job_id"].strip(): (r.get("mem_mb") or "").strip() for r in csv.DictReader(f)}
@@ -112,6 +127,9 @@ def replay_wrapper(argv: list[str]) -> int:
     orig = replay.run
 
     def run(cmd, **kw):
+        if cmd[:3] == ["scontrol", "create", "reservation"] and "Users=root" in cmd:
+            # in place: replay.py logs (and writes to .resv.txt) the list it built
+            cmd[cmd.index("Users=root")] = f"Users={resv_users}"
         if "sbatch" in cmd:
             cmd = [c for c in cmd if exclusive or c != "--exclusive"]
             name = cmd[cmd.index("-J") + 1]
@@ -126,8 +144,39 @@ def replay_wrapper(argv: list[str]) -> int:
         meta = json.loads(meta_path.read_text())
         meta["exclusive"] = exclusive
         meta["mem_per_node"] = any(mem.values())
+        if meta.get("resv"):
+            cfg = replay.scontrol_config()
+            for k in ("ResvOverRun", "KillWait", "OverTimeLimit"):
+                meta[k] = cfg.get(k)
+            meta["resv_users"] = resv_users
+            write_resv_log(Path(cfg["SlurmctldLogFile"]), out.with_suffix(".resvlog.txt"),
+                           meta["t0_epoch"], meta["scale"])
         meta_path.write_text(json.dumps(meta, indent=1) + "\n")
     return rc
+
+
+#: slurmctld log lines kept in real-<N>.resvlog.txt
+RESV_LOG_PATTERN = r"[Rr]eserv|resv|time limit|TIMEOUT|[Tt]imelimit|_job_complete|kill|[Cc]ancel|purg"
+
+
+def write_resv_log(logfile: Path, dest: Path, t0: int, scale: float) -> int:
+    """Copy slurmctld log lines matching RESV_LOG_PATTERN into dest, each prefixed ``t=<trace s>``
+    (its timestamp - t0, Unix s, times scale); returns the number of lines written."""
+    import re  # noqa: PLC0415
+    pat = re.compile(RESV_LOG_PATTERN)
+    stamp = re.compile(r"\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\]")
+    from datetime import datetime  # noqa: PLC0415
+    n = 0
+    with open(logfile, errors="replace") as f, open(dest, "w") as g:
+        g.write(f"# slurmctld log lines matching /{RESV_LOG_PATTERN}/; t = (epoch - {t0}) * {scale:g} trace s\n")
+        for line in f:
+            if not pat.search(line):
+                continue
+            m = stamp.match(line)
+            tt = f"t={(datetime.fromisoformat(m.group(1)).timestamp() - t0) * scale:g} " if m else ""
+            g.write(tt + line)
+            n += 1
+    return n
 
 
 def check_submits(real_csv: Path, scale: float) -> list[str]:
@@ -143,6 +192,22 @@ def check_submits(real_csv: Path, scale: float) -> list[str]:
             if want is None or abs(float(r["real_submit"]) - round(want)) > 1e-9:
                 bad.append(f"job {r['job_id']}: Slurm submit {r['real_submit']} s, target {want} s")
     return bad
+
+
+def killed_at_resv_end(real_csv: Path, resv_end_s: float) -> tuple[list[str], list[str]]:
+    """(jobs of the reservation that ended at or after its end, trace s, in a RESV_END_STATES state;
+    every other job not COMPLETED, as ``job <id>: <why>``) of a replay's CSV."""
+    killed, bad = [], []
+    with open(real_csv, newline="") as f:
+        for r in csv.DictReader(f):
+            if r["state"] == "COMPLETED":
+                continue
+            ok = (r["reservation"] and r["state"] in RESV_END_STATES and r["end"] != ""
+                  and float(r["end"]) >= resv_end_s)
+            (killed if ok else bad).append(r["job_id"] if ok else
+                                           f"job {r['job_id']}: state {r['state'] or 'none'}, end {r['end'] or 'none'}"
+                                           f" (reservation {r['reservation'] or 'none'})")
+    return killed, bad
 
 
 def record(case: str, rep: int, scale: float) -> int:
@@ -162,12 +227,13 @@ def record(case: str, rep: int, scale: float) -> int:
     _sh(["nice", "-n", "-10", ctl, "start", *START_OPTS], env=env)
     try:
         env["SLURM_CONF"] = str(RUN_DIR / "slurm.conf")
+        resv, users = _resv(case)
         args = ["nice", "-n", "-10", sys.executable, __file__, "_replay", "1" if spec["exclusive"] else "0",
-                str(trace), "--scale", f"{scale:g}", "--out", str(out), *ALIGN]
-        if spec.get("resv"):
-            sys.path.insert(0, str(HERE))
-            import slurm_truth_traces as T  # noqa: PLC0415
-            args += ["--resv", T.RESV]
+                users, str(trace), "--scale", f"{scale:g}", "--out", str(out), *ALIGN]
+        if resv:
+            args += ["--resv", resv]
+        if spec.get("timeout"):
+            args += ["--timeout", str(spec["timeout"])]
         _sh(args, env=env, check=False)
         sacct_cmds = (RUN_DIR / "sacctmgr-commands.txt").read_text()
         conf = (RUN_DIR / "slurm.conf").read_text().replace(str(RUN_DIR), NEUTRAL_RUN)
@@ -179,13 +245,20 @@ def record(case: str, rep: int, scale: float) -> int:
     lag = meta.get("submit_lag_max_s")
     print(f"{case} rep {rep}: submit lag max {lag} s, mean {meta.get('submit_lag_mean_s')} s; "
           f"{len(bad)} jobs off their target second; {meta.get('not_completed')} not COMPLETED")
+    not_completed = meta.get("not_completed")
+    if spec.get("killed_at_resv_end"):
+        _, st, du, *_ = _resv(case)[0].split(":")
+        killed, wrong = killed_at_resv_end(out, float(st) + float(du))
+        print(f"  killed at the reservation's end ({float(st) + float(du):g} trace s): jobs {', '.join(killed) or 'none'}")
+        bad += wrong
+        not_completed = len(wrong)
     for b in bad[:10]:
         print("  " + b)
-    if bad or lag is None or lag > MAX_LAG_S or meta.get("not_completed"):
+    if bad or lag is None or lag > MAX_LAG_S or not_completed:
         print(f"NOT STORED: results kept in {out.parent}; re-run (or use a gentler --scale)")
         return 1
     stem = f"real-{rep}"
-    for suffix in (".csv", ".sacct.txt", ".meta.json", ".resv.txt") + ((".preempt.txt",) if case == "preempt" else ()):
+    for suffix in (".csv", ".sacct.txt", ".meta.json", ".resv.txt", ".resvlog.txt") + ((".preempt.txt",) if case == "preempt" else ()):
         src = out.with_name(stem + suffix)
         if src.exists():
             text = src.read_text().replace(str(RUN_DIR), NEUTRAL_RUN)
@@ -213,6 +286,34 @@ CASE_TEXT = {
     "preempt": "60 jobs of the gpu_share mix on the lab's `conf/prio.conf.in` (PreemptType=preempt/"
                "partition_prio, PreemptMode=REQUEUE): jobs of partition urgent (PriorityTier 10) requeue "
                "gpu / cpu jobs; sacct rows per segment (`-D`).",
+    "resv_end": "a user reservation `userres` (Users=daemon,bin; n[001-004]; trace 600-7800 s; no flags; "
+                "ResvOverRun 0, the default; replay.py creates it for Users=root, the recorder substitutes the users) "
+                "created before the first submission, 6 jobs submitted into it "
+                "with `--reservation=userres` (4 of them with runtimes and limits past its end) and 24 jobs "
+                "outside it on partitions gpu / short competing for the GPU nodes. What Slurm did to the jobs "
+                "still running at the reservation's end is in real-<k>.csv (`state`, `end`), real-<k>.sacct.txt "
+                "(State, End) and the controller's log lines in real-<k>.resvlog.txt; the recorder accepted "
+                "a reservation job that was not COMPLETED only if it ended at or after the reservation's end "
+                "in state TIMEOUT, CANCELLED or DEADLINE.",
+}
+
+#: what the replays of a case showed (README section "What Slurm did"), where there is more to say
+CASE_FINDINGS = {
+    "resv_end": "In both replays the reservation ended at t0 + 130 real s (7800 trace s), and the jobs still "
+                "running in it (1, 4, 29) were not stopped then but 20 real s later, at t0 + 150 s (9000 trace "
+                "s): slurmctld logged `Reservation ended for JobId=<id>` and they ended in state TIMEOUT (End "
+                "= that second; ResvOverRun = 0). That is consistent with slurmctld's periodic time-limit "
+                "check (every 30 real s, PERIODIC_TIMEOUT), not a timer at the reservation's end. Job 12 "
+                "(in the reservation, runtime to 8400 trace s) ran past the end and COMPLETED before the "
+                "check; jobs 3 and 24 COMPLETED inside it. Slurm started every job of the reservation "
+                "although its time limit reached past the end (job 29: submitted 20 trace min before the "
+                "end with a 1 h limit). No job outside the reservation ran on n[001-004] before the kill "
+                "second; the first ones (16, 19) started there at it (replay 2's controller log, not stored, showed "
+                "the backfill planning outside jobs 7 and 9 on n004 from one second after the reservation's "
+                "end: it expected the reservation's jobs to end with it). sacct's "
+                "`Reservation` is empty for jobs 1, 3 and 4 (submitted before the reservation started) "
+                "and `userres` for 12, 24 and 29: the trace's reservation of every job is in real-<k>.csv "
+                "(`reservation`). The two replays started every job at the same second.",
 }
 
 
@@ -242,6 +343,10 @@ def write_readme(case: str) -> Path:
              "| `real-<k>.csv` | replay.py's output: per trace job submit/start/end (trace s), Slurm id, nodes, AllocTRES |",
              "| `real-<k>.sacct.txt` | `sacct -P -X -D -a` of the replay (real times, 1 s resolution) |",
              "| `real-<k>.meta.json` | replay settings, Slurm version, submit lag |",
+             *(["| `real-<k>.resv.txt` | the `scontrol create reservation` command, its real times and "
+                "`scontrol show reservation` right after |"] if case == "resv_end" else []),
+             *(["| `real-<k>.resvlog.txt` | slurmctld log lines on reservations, time limits, kills and job "
+                "ends (`t=` trace s) |"] if case == "resv_end" else []),
              "", "## How", "",
              "    sudo python benchmarks/slurm_truth_record.py " + case + " --rep K   # K = 1, 2",
              "",
@@ -250,14 +355,16 @@ def write_readme(case: str) -> Path:
              "    nice -n -10 slurm_ctl.sh start " + " ".join(START_OPTS),
              "    nice -n -10 python3 replay.py trace.csv --scale 60 --out real-K.csv "
              + " ".join(f"'{x}'" if " " in x or "\\" in x else x for x in ALIGN)
-             + (" --resv " + _resv() if spec.get("resv") else ""),
+             + (" --resv " + _resv(case)[0] if spec.get("resv") else "")
+             + (f" --timeout {spec['timeout']}" if spec.get("timeout") else ""),
              "    slurm_ctl.sh stop", "",
              "Each job was submitted at t0 + submit_s / 60 (real s) as its Unix user with",
              "",
              "    runuser -u USER -- sbatch -p PART --qos QOS -N NODES --ntasks-per-node CORES "
              "[--gpus-per-node G] " + ("--exclusive " if spec["exclusive"] else "")
              + ("[--mem MB] " if case == "gpu_mem" else "")
-             + ("[--dependency=KIND:SLURMID] " if spec.get("resv") else "")
+             + ("[--dependency=KIND:SLURMID] " if case == "deps_resv" else "")
+             + (f"[--reservation={_resv(case)[0].split(':')[0]}] " if case == "resv_end" else "")
              + "-t WALLTIME_S/3600 -J ID -D /tmp -o /dev/null --wrap '<sleep until Slurm's StartTime + runtime>'",
              "",
              ("Every job was `--exclusive`." if spec["exclusive"] else
@@ -279,16 +386,19 @@ def write_readme(case: str) -> Path:
                   f"pairwise start order {100 * m['pairwise']:.1f} %, mean wait {m['wait_a_s']:.0f} vs "
                   f"{m['wait_b_s']:.0f} trace s ({m['dwait_pct']:+.1f} %), starts within 60 trace s "
                   f"{100 * m['within']:.1f} %.", ""]
+    if case in CASE_FINDINGS:
+        lines += ["## What Slurm did", "", CASE_FINDINGS[case], ""]
     lines += ["Figures (twin vs real, real vs real): `python benchmarks/slurm_truth.py --cases " + case + "`.", ""]
     path = folder / "README.md"
     path.write_text("\n".join(lines))
     return path
 
 
-def _resv() -> str:
+def _resv(case: str) -> tuple[str, str]:
+    """(replay.py ``--resv`` spec or "", the reservation's Users=) of a case (slurm_truth_traces.RESVS)."""
     sys.path.insert(0, str(HERE))
     import slurm_truth_traces as T  # noqa: PLC0415
-    return T.RESV
+    return T.RESVS.get(CASES[case].get("trace_case", case), ("", "root"))
 
 
 def main(argv: list[str] | None = None) -> int:

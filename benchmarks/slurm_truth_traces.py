@@ -24,6 +24,11 @@ Cases (``--case``):
                  with a maintenance reservation on n[001-004] (see RESV below)
   preempt        60 jobs of gpu_share's mix with partition short renamed urgent, for the lab's
                  conf/prio.conf.in (urgent: PriorityTier 10, preempts gpu / cpu jobs by REQUEUE)
+  resv_end       a user reservation (RESV_END: users daemon and bin, n[001-004], trace 600-7800 s)
+                 with 6 jobs submitted into it (4 of them still running at its end: their runtimes
+                 and limits run past it) and 24 seeded jobs outside it (users sys, games, man,
+                 partitions gpu / short, 2-4 GPUs per node) competing for the GPU nodes; the one
+                 case whose jobs may end before their runtime (what Slurm does at a reservation's end)
 
     python benchmarks/slurm_truth_traces.py --case gpu_share --out /tmp/gpu_share.csv
 """
@@ -43,7 +48,13 @@ FIELDS = ("job_id", "submit_s", "nodes", "runtime_s", "walltime_s", "user", "par
           "gpus_per_node", "cores_per_node", "dependency", "reservation", "mem_mb")
 #: the maintenance reservation of case deps_resv: replay.py --resv NAME:START:DURATION:NODES:FLAGS
 RESV = "maint:7200:7200:n[001-004]:MAINT"
-SEEDS = {"gpu_share": 27001, "deps_resv": 27004, "preempt": 27005}
+#: the user reservation of case resv_end (NAME:START:DURATION:NODES:FLAGS, trace s: 600-7800 s, no
+#: flags) and its users (replay.py creates reservations for Users=root; the recorder substitutes these)
+RESV_END = "userres:600:7200:n[001-004]:"
+RESV_END_USERS = "daemon,bin"
+#: the reservation (replay.py --resv) and its users per case; other cases have none
+RESVS = {"deps_resv": (RESV, "root"), "resv_end": (RESV_END, RESV_END_USERS)}
+SEEDS = {"gpu_share": 27001, "deps_resv": 27004, "preempt": 27005, "resv_end": 27006}
 
 
 def _runtime(rng: random.Random, walltime_s: int) -> int:
@@ -114,8 +125,49 @@ def preempt(seed: int = SEEDS["preempt"], n: int = 60) -> list[dict]:
     return jobs
 
 
+#: the jobs submitted into resv_end's reservation (trace s): (submit, nodes, cores and GPUs per node,
+#: limit, runtime, user); from the reservation's start at 600 s: job 1 runs 600-9600 (killed at the
+#: end, 7800?), 2 completes at 3000 (limit exactly to the end), 3 runs past the end, 4 starts at 2400
+#: and runs past the end, 5 completes at 7200 although its limit reaches 9000, 6 starts at 6600 and
+#: runs past the end. At most 4 of the 4-core jobs share the two nodes job 1 leaves, so every job
+#: can start before the end (a job still pending then would wait for a deleted reservation).
+RESV_END_JOBS = ((0, 2, 8, 4, 3 * HOUR, 150 * MINUTE, "daemon"),
+                 (60, 1, 4, 2, 2 * HOUR, 40 * MINUTE, "bin"),
+                 (120, 1, 4, 2, 3 * HOUR, 170 * MINUTE, "daemon"),
+                 (2400, 1, 4, 2, 2 * HOUR, 100 * MINUTE, "bin"),
+                 (5400, 1, 4, 2, 1 * HOUR, 30 * MINUTE, "daemon"),
+                 (6600, 1, 4, 1, 1 * HOUR, 50 * MINUTE, "bin"))
+
+
+def resv_end(seed: int = SEEDS["resv_end"], n_outside: int = 24) -> list[dict]:
+    """RESV_END_JOBS in the reservation (partition gpu, QOS normal) and n_outside seeded jobs
+    outside it (users sys / games / man, partition gpu or short, 1-2 nodes, 2-4 GPUs and 2-8 cores
+    per node, limits 1-3 h (short: 1-2 h), arrivals every 2-8 trace minutes from 0), ordered by
+    submit time (reservation jobs first at equal times) and numbered from 1."""
+    rng = random.Random(seed)
+    jobs = []
+    for sub, nodes, cores, gpn, wall, rt, user in RESV_END_JOBS:
+        jobs.append({"submit_s": sub, "nodes": nodes, "cores_per_node": cores, "gpus_per_node": gpn,
+                     "walltime_s": wall, "runtime_s": rt, "user": user, "partition": "gpu",
+                     "qos": "normal", "reservation": RESV_END.split(":")[0]})
+    t = 0
+    for _ in range(n_outside):
+        part = rng.choices(("gpu", "short"), weights=(75, 25))[0]
+        wall = rng.choice((1, 2, 3) if part == "gpu" else (1, 2)) * HOUR
+        jobs.append({"submit_s": t, "nodes": rng.choices((1, 2), weights=(70, 30))[0],
+                     "cores_per_node": rng.randint(2, 8), "gpus_per_node": rng.choice((2, 3, 4)),
+                     "walltime_s": wall, "runtime_s": _runtime(rng, wall),
+                     "user": rng.choice(("sys", "games", "man")), "partition": part,
+                     "qos": rng.choices(("normal", "high"), weights=(80, 20))[0], "reservation": ""})
+        t += rng.randint(2, 8) * MINUTE
+    jobs.sort(key=lambda j: (j["submit_s"], j["reservation"] == ""))
+    for i, j in enumerate(jobs, 1):
+        j.update(job_id=i, dependency="", mem_mb="")
+    return jobs
+
+
 CASES = {"gpu_share": gpu_share, "gpu_exclusive": gpu_share, "gpu_mem": gpu_mem,
-         "deps_resv": deps_resv, "preempt": preempt}
+         "deps_resv": deps_resv, "preempt": preempt, "resv_end": resv_end}
 
 
 def write_trace(jobs: list[dict], path: str | Path) -> None:

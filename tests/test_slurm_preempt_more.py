@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from hpctwin.schedulers.slurm import make_slurm_scheduler
+from hpctwin.twin.contract import RunModel
 from hpctwin.twin.run import RunConfig, run, simulate
 from hpctwin.twin.workload import Workload
 
@@ -136,7 +137,7 @@ PartitionName=urgent Nodes=n[1-2] PriorityTier=10 PreemptMode=OFF
 """
 
 
-class _Probe:
+class _Probe(RunModel):
     """A run model calling the policy's `_preempt_tres_backfill` at t=101 (where backfill.c's
     ``_try_sched`` would), for U1 (index 2) and U2 (index 3) of partition ``urgent`` (index 2)."""
 
@@ -156,24 +157,6 @@ class _Probe:
         s = self.s
         self.out["U1"] = s._preempt_tres_backfill(now, 2, 2, 0b11, s._tres_running(), None, now)
         self.out["U2"] = s._preempt_tres_backfill(now, 3, 2, 0b11, s._tres_running(), None, now)
-
-    def on_start(self, now, job, nodes):
-        return None
-
-    def on_finish(self, now, job):
-        return None
-
-    def finalize(self, end):
-        pass
-
-    def job_columns(self):
-        return {}
-
-    def timeseries(self, grid, dt):
-        return {}
-
-    def summary(self):
-        return {}
 
 
 def test_shared_backfill_preemption(tmp_path):

@@ -22,6 +22,7 @@ from hpctwin.schedulers.slurm import make_slurm_scheduler
 from hpctwin.schedulers.slurm_conf import SlurmConfError
 from hpctwin.schedulers.slurm_resv import YEAR_SECONDS
 from hpctwin.twin.guards import SimulationError
+from hpctwin.twin.contract import RunModel
 from hpctwin.twin.run import RunConfig, run
 from hpctwin.twin.workload import Workload
 
@@ -143,7 +144,7 @@ def test_resv_over_run_as_an_option(tmp_path):
 
 
 # ---------------------------------------------------------------------- the engine's kill_at
-class _Killer:
+class _Killer(RunModel):
     """A run model: at t=50 sets job 0's kill time to 80 and job 1's to 80; at t=60 interrupts job 1
     and requeues it (its next segment has its requested limit again)."""
 
@@ -167,24 +168,6 @@ class _Killer:
                 control.kill_at(2, 100.0)
         else:
             control.interrupt(1, 100.0, "back")
-
-    def on_start(self, now, job, nodes):
-        return None
-
-    def on_finish(self, now, job):
-        return None
-
-    def finalize(self, end):
-        pass
-
-    def job_columns(self):
-        return {}
-
-    def timeseries(self, grid, dt):
-        return {}
-
-    def summary(self):
-        return {}
 
 
 def test_engine_kill_at(tmp_path):

@@ -254,7 +254,16 @@ def eval_nodes_busy(led: Ledger, j: int, cand: int, idle_now: int) -> list[tuple
     """cons_tres ``_eval_nodes_busy`` (``SchedulerParameters=bf_busy_nodes``, the will-run test's
     future states): by increasing node weight, first the usable nodes that are busy now (not in
     ``idle_now``, slurmctld's idle node bitmap), then the idle ones, each in index order, until
-    the job has its nodes and CPUs (no best fit)."""
+    the job has its nodes and CPUs (no best fit).
+
+    As 22.05 loops: a success (or ``max_nodes`` reaching 0) ends only the inner node loop
+    (``all_done = true; break``); the ``idle_test`` loop is not left, so when the busy nodes
+    satisfied the job, the idle pass of the same weight still adds the first usable idle node
+    (checked again right after it: success) and the plan holds one node more than the job asks.
+    backfill.c reserves every node of the plan (``_add_reservation`` on ``avail_bitmap``), and
+    cons_common ``_job_test`` counts them all in ``total_cpus``. (Seen in slurmctld's
+    ``_dump_job_sched`` lines of the recorded gpu_exclusive replay: every multi-node job planned
+    on busy nodes had one idle node more, e.g. job 19, -N 2, at n[003-005].)"""
     jb, m = led.jobs, led.m
     fixed = int(jb.nodes[j])
     rem_cpus = int(jb.cpus[j])
@@ -271,19 +280,34 @@ def eval_nodes_busy(led: Ledger, j: int, cand: int, idle_now: int) -> list[tuple
         if a > 0:
             avail[n] = a
     plan: list[tuple[int, int]] = []
+    done = ok = False
     for w in sorted({m.weight[n] for n in avail}):
-        for idle_test in (0, 1):
+        if done:                            # while (!all_done && (nwt = list_next(iter)))
+            break
+        for idle_test in (0, 1):            # no all_done test between the two passes (22.05)
             for n in sorted(avail):
                 if m.weight[n] != w or bool(idle_now >> n & 1) != bool(idle_test):
                     continue
-                use = cpn if fixed else (min(m.cores[n], rem_cpus) if jb.excl[j]
-                                         else min(avail[n], rem_cpus))
+                if n in (p for p, _c in plan):
+                    continue                # "already selected"
+                if fixed:
+                    use = cpn
+                elif rem_cpus > 0:
+                    use = min(m.cores[n], rem_cpus) if jb.excl[j] else min(avail[n], rem_cpus)
+                else:                       # _cpus_to_use: whole node, else pn_min_cpus (1 CPU)
+                    use = m.cores[n] if jb.excl[j] else 1
                 plan.append((n, use))
                 rem_cpus -= use
                 rem_nodes -= 1
                 max_nodes -= 1
-                if (rem_nodes <= 0 and rem_cpus <= 0) or max_nodes == 0:
-                    return plan if rem_nodes <= 0 and rem_cpus <= 0 else None
+                if rem_nodes <= 0 and rem_cpus <= 0:
+                    done = ok = True
+                    break
+                if max_nodes == 0:
+                    done = True
+                    break
+    if ok or (rem_cpus <= 0 and rem_nodes <= 0):
+        return plan
     return None
 
 

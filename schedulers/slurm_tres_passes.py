@@ -192,6 +192,11 @@ class BackfillMap:
 class TresPasses:
     """Per-node resource scheduling of `SlurmScheduler` (see the module docstring)."""
 
+    #: when a list: every backfill start and reservation is appended as (job index, "start" or
+    #: "resv", start s, end_reserve s (floored to bf_resolution), node bitset): backfill.c's
+    #: ``_dump_job_sched`` lines, for `benchmarks/slurm_truth_plans.py`; None (default): nothing kept
+    plan_log: list | None = None
+
     # ------------------------------------------------------------------ bind
     def _all_whole(self, cols: dict, jpart: np.ndarray) -> bool:
         """Whether every job holds whole nodes (``exclusive`` column, or its partition has
@@ -605,6 +610,9 @@ class TresPasses:
                     self._pre_started(j, k)                 # part_ptr: the record's partition
                     started.add(j)
                     running = self._tres_running()
+                    if self.plan_log is not None:
+                        self.plan_log.append((j, "start", now, math.floor((now + tlj) / res) * res,
+                                              led.nodes_of(j)))
                     if self.tj.excl[j] and not (self.pre_on and self._pre_preemptable(j)):
                         # _bf_reserve_running: whole-node jobs only, not preemptable ones
                         nodes = led.nodes_of(j)
@@ -631,6 +639,8 @@ class TresPasses:
                     break
                 part_resv[k] += 1
                 nsm.reserve(st_slot, en_slot, nodes)
+                if self.plan_log is not None:
+                    self.plan_log.append((j, "resv", start, en_slot, nodes))
                 self.stats["reservations"] += 1
                 break
         return starts

@@ -365,12 +365,53 @@ def test_gpu_job_counts_only_its_cpus_per_node():
 
 def test_busy_nodes_first_in_future_tests():
     """bf_busy_nodes: _eval_nodes_busy takes the nodes busy now first (index order), then the idle
-    ones."""
+    ones. When the busy nodes already hold the job, 22.05's idle pass still adds the first idle
+    node (its success ends only the node loop, not the idle_test loop): 3 nodes for a 2-node job."""
     from hpctwin.schedulers.slurm_tres import eval_nodes_busy
     led = _ledger([8, 8, 8], nodes=2, cpn=4, cpus=8)
-    assert eval_nodes_busy(led, 0, 0b111, idle_now=0b001) == [(1, 4), (2, 4)]
+    assert eval_nodes_busy(led, 0, 0b111, idle_now=0b001) == [(1, 4), (2, 4), (0, 4)]
     assert eval_nodes_busy(led, 0, 0b111, idle_now=0b110) == [(0, 4), (1, 4)]
+    assert eval_nodes_busy(led, 0, 0b111, idle_now=0b000) == [(0, 4), (1, 4)]   # no idle node
     assert eval_nodes(led, 0, 0b111) == [(0, 4), (1, 4)]
+
+
+def test_busy_nodes_extra_idle_node_rules():
+    """The extra node of _eval_nodes_busy: only one (the success test runs again right after it),
+    the lowest idle index, from the same weight only (the weight loop stops at all_done); a 1-node
+    job gets one too (in backfill its future tests see no idle usable node: it would start now);
+    a CPU-count job's extra node counts 1 CPU (_cpus_to_use: pn_min_cpus), an --exclusive one's
+    the whole node."""
+    from hpctwin.schedulers.slurm_tres import eval_nodes_busy
+    led = _ledger([8] * 5, nodes=2, cpn=4, cpus=8)
+    assert eval_nodes_busy(led, 0, 0b11111, idle_now=0b11000) == [(0, 4), (1, 4), (3, 4)]
+    led.m.weight[3] = 2                                 # node 3 in a heavier set: node 4 is taken
+    assert eval_nodes_busy(led, 0, 0b11111, idle_now=0b11000) == [(0, 4), (1, 4), (4, 4)]
+    led.m.weight[4] = 2                                 # no idle node of weight 1: no extra node
+    assert eval_nodes_busy(led, 0, 0b11111, idle_now=0b11000) == [(0, 4), (1, 4)]
+    one = _ledger([8, 8], nodes=1, cpn=8, cpus=8)
+    assert eval_nodes_busy(one, 0, 0b11, idle_now=0b10) == [(0, 8), (1, 8)]
+    cpu = _ledger([8, 8], nodes=0, cpn=1, cpus=8)
+    assert eval_nodes_busy(cpu, 0, 0b11, idle_now=0b10) == [(0, 8), (1, 1)]
+    cpu.jobs.excl[0] = True
+    assert eval_nodes_busy(cpu, 0, 0b11, idle_now=0b10) == [(0, 8), (1, 8)]
+
+
+def test_busy_nodes_extra_node_is_reserved_by_backfill(tmp_path):
+    """Hand-checked run (bf_busy_nodes, CR_Core, 3 nodes x 4 cores, bf_interval 30 s): A and B
+    (1 node each, 0-100, limit 100) on nodes 0 and 1; node 2 idle. At t=1 C (2 nodes, limit 100)
+    fails the event pass, which fails the partition for D (1 node, run and limit 150). The
+    backfill cycle at t=30 plans C at 100 on the busy nodes 0-1 *and* the idle node 2 (22.05's
+    extra node), so its reservation holds node 2 over [100, 200) and D's window [30, 180]
+    overlaps it: D is not backfilled on node 2. At 100 A and B end and the main pass starts C on
+    nodes 0-1 (units 0-7) and D on node 2 (units 8-11). Without the extra node D would start at 30."""
+    jobs = [dict(submit=0, run=100, c=4), dict(submit=0, run=100, c=4),
+            dict(submit=1, run=100, n=2, c=4), dict(submit=1, run=150, c=4)]
+    extra = "SchedulerParameters=bf_resolution=1,bf_busy_nodes"
+    st, un, s, _ = simulate(tmp_path, "NodeName=n[0-2] CPUs=4", jobs, 12, extra=extra)
+    assert st == {1: 0.0, 2: 0.0, 3: 100.0, 4: 100.0}
+    assert un[3] == "0-7" and un[4] == "8-11"
+    st, _, _, _ = simulate(tmp_path, "NodeName=n[0-2] CPUs=4", jobs, 12)   # no bf_busy_nodes
+    assert st[4] == 30.0
 
 
 def test_sacct_dump_in_node_units_shares_nodes(tmp_path, capsys):
@@ -610,3 +651,33 @@ def test_backfill_map_holds_the_same_nodes_as_the_node_set_map():
         q = int(rng.integers(1, 64))
         s0 = float(rng.integers(10, 290))
         assert a.overlap(q, s0, s0 + 20.0) == (not b.fits(s0, s0 + 20.0, q))
+
+
+def test_plan_tool_reads_backfill_cycles_from_a_slurmctld_log(tmp_path, monkeypatch):
+    """benchmarks/slurm_truth_plans.py: a cycle's reservations (_dump_job_sched: start, end_reserve,
+    nodes), its starts and the main scheduler's starts, in s from the dump's first Submit; a line
+    that is not a log line is one error naming file and line."""
+    import importlib.util
+    from datetime import datetime
+    from pathlib import Path
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "slurm_truth_plans.py"
+    spec = importlib.util.spec_from_file_location("slurm_truth_plans", path)
+    mod = importlib.util.module_from_spec(spec)
+    import sys
+    monkeypatch.setitem(sys.modules, "slurm_truth_plans", mod)      # its dataclass needs the module
+    spec.loader.exec_module(mod)
+    log = tmp_path / "slurmctld.log"
+    log.write_text(
+        "[2026-12-03T11:42:20.433] sched/backfill: _attempt_backfill: beginning\n"
+        "[2026-12-03T11:42:20.433] sched/backfill: _dump_job_sched: JobId=19 to start at "
+        "2026-12-03T11:44:23, end at 2026-12-03T11:45:23 on nodes n[003-005] in partition short\n"
+        "[2026-12-03T11:42:20.434] sched/backfill: _start_job: Started JobId=13 in cpu on n005\n"
+        "[2026-12-03T11:42:21.060] sched: Allocate JobId=20 NodeList=n[010-011] #CPUs=16 Partition=cpu\n")
+    cycles, main = mod.parse_log(log, datetime.fromisoformat("2026-12-03T11:40:59"))
+    assert len(cycles) == 1 and cycles[0].t == 81.0 and cycles[0].order == [19, 13]
+    assert cycles[0].plans == {19: (204.0, 264.0, ["n003", "n004", "n005"], "short")}
+    assert cycles[0].started == {13: (["n005"], "cpu")}
+    assert main == [(pytest.approx(82.06), 20, ["n010", "n011"], "cpu")]
+    log.write_text("[2026-12-03T11:42:20.433] sched/backfill: _attempt_backfill: beginning\ngarbage\n")
+    with pytest.raises(SystemExit, match=r"slurmctld.log:2: not a slurmctld log line"):
+        mod.parse_log(log, datetime.fromisoformat("2026-12-03T11:40:59"))

@@ -114,6 +114,26 @@ def conf_nodes(conf: Path) -> tuple[int, int]:
     return len(names), max(cpus.values())
 
 
+def case_inputs(folder: Path, k: int, units: str, extra: dict | None = None) -> tuple:
+    """(workload, scheduler options) of real-<k> of a case, as every tool here gives them to the
+    Slurm-like policy: the sacct dump read with ``unit=units`` (requeued runs merged by the reader),
+    the dependencies and per-job reservations Slurm got (from real-<k>.csv), slurm.conf, the accounts
+    file when the case has one, the advance reservations replay.py created, then ``extra``. Slurm's
+    clock comes from the dump's UnixStartTime at bind, as in any run."""
+    from hpctwin.datasets.sacct import read_sacct  # noqa: PLC0415
+    wl = read_sacct(folder / f"real-{k}.sacct.txt", unit=units)
+    options = {"slurm_conf": str(folder / "slurm.conf")}
+    if (folder / "accounts.toml").exists():
+        options["accounts"] = str(folder / "accounts.toml")
+    _add_dependencies(wl, folder / f"real-{k}.csv")
+    _add_job_reservations(wl, folder / f"real-{k}.csv")
+    resv = reservations(folder / f"real-{k}.resv.txt", float(wl.header["UnixStartTime"]))
+    if resv:
+        options["reservations"] = resv
+    options.update(extra or {})
+    return wl, options
+
+
 def twin_schedule(folder: Path, k: int, units: str = "nodes", extra: dict | None = None
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
     """Run the Slurm-like policy on real-<k>.sacct.txt of a case.
@@ -123,21 +143,9 @@ def twin_schedule(folder: Path, k: int, units: str = "nodes", extra: dict | None
     per NodeName node, the sacct dump read with unit=nodes: whole-node jobs of NNodes nodes) or
     ``cpus`` (nodes x CPUs units, the dump read with unit=cpus). ``extra``: more scheduler options.
     """
-    from hpctwin.datasets.sacct import read_sacct  # noqa: PLC0415
     from hpctwin.twin.run import RunConfig, run  # noqa: PLC0415
-    conf = folder / "slurm.conf"
-    n, cpn = conf_nodes(conf)
-    wl = read_sacct(folder / f"real-{k}.sacct.txt", unit=units)   # requeued runs: the reader merges them
-    options = {"slurm_conf": str(conf)}
-    if (folder / "accounts.toml").exists():
-        options["accounts"] = str(folder / "accounts.toml")
-    _add_dependencies(wl, folder / f"real-{k}.csv")
-    _add_job_reservations(wl, folder / f"real-{k}.csv")
-    t0 = float(wl.header["UnixStartTime"])
-    resv = reservations(folder / f"real-{k}.resv.txt", t0)
-    if resv:
-        options["reservations"] = resv
-    options.update(extra or {})
+    n, cpn = conf_nodes(folder / "slurm.conf")
+    wl, options = case_inputs(folder, k, units, extra)
     # the policy prints what it read (units, priority) on stdout: keep stdout for the table / JSON
     with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
         warnings.simplefilter("ignore")
@@ -169,34 +177,6 @@ def _first_starts(folder: Path, k: int, ids: np.ndarray, real: np.ndarray, t0: f
     if not first:
         return real
     return np.array([first.get(str(int(i)), x) for i, x in zip(ids, real)])
-
-
-def one_row_per_job(dump: Path) -> Path:
-    """A dump with one row per job: the dump itself, or for a ``sacct -D`` dump of requeued
-    (preempted) jobs a copy (same name, in a temporary folder) whose row per job is the last segment's
-    with Submit (and Eligible) of the first: the job as it was submitted; the reader would otherwise
-    drop the REQUEUED segments and take the requeue time as the submit time."""
-    lines = dump.read_text().splitlines()
-    head = lines[0].split("|")
-    rows = [ln.split("|") for ln in lines[1:] if ln.strip()]
-    col = {c: i for i, c in enumerate(head)}
-    first: dict[str, list[str]] = {}
-    last: dict[str, list[str]] = {}
-    for r in rows:
-        first.setdefault(r[col["JobIDRaw"]], r)
-        last[r[col["JobIDRaw"]]] = r
-    if len(last) == len(rows):
-        return dump
-    import tempfile  # noqa: PLC0415
-    out = []
-    for jid, r in last.items():
-        r = list(r)
-        for f in ("Submit", "Eligible"):
-            r[col[f]] = first[jid][col[f]]
-        out.append("|".join(r))
-    path = Path(tempfile.mkdtemp(prefix="slurm_truth_")) / dump.name
-    path.write_text("\n".join([lines[0], *out]) + "\n")
-    return path
 
 
 def _add_dependencies(wl, real_csv: Path) -> None:

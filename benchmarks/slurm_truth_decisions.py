@@ -64,6 +64,35 @@ def segments(dump: Path, ids: np.ndarray, last_start: np.ndarray) -> list[list[t
     return out
 
 
+def forced_inputs(folder: Path, k: int, extra: dict | None = None) -> tuple:
+    """What a forced replay of real-<k> needs: (workload, job ids, each job's recorded runs
+    (`segments`), the policy (Python passes), {t:
+    [(job index, Slurm's node indices)]} of the recorded run starts, {t: [job index]} of the recorded
+    preemptions). The workload and options are `slurm_truth.case_inputs`' (CPU units); a run that
+    ended other than PREEMPTED/REQUEUED before a later run of its job is refused."""
+    from hpctwin.datasets.hostlist import expand_hostlist  # noqa: PLC0415
+    from hpctwin.schedulers.slurm import make_slurm_scheduler  # noqa: PLC0415
+    from slurm_truth import case_inputs  # noqa: PLC0415  (this folder)
+    wl, opts = case_inputs(folder, k, "cpus", {"compiled": "false", **(extra or {})})
+    dump = folder / f"real-{k}.sacct.txt"
+    ids = np.asarray(wl.job_id)
+    segs = segments(dump, ids, np.asarray(wl.columns["recorded_start"], dtype=float))
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        pol = make_slurm_scheduler(opts["slurm_conf"], opts)
+    starts_at: dict[float, list[tuple[int, list[int]]]] = defaultdict(list)
+    preempt_at: dict[float, list[int]] = defaultdict(list)
+    for j, runs in enumerate(segs):
+        for q, (a, b, nodes, state) in enumerate(runs):
+            starts_at[float(a)].append((j, [int(h[1:]) - 1 for h in expand_hostlist(nodes)]))
+            if q + 1 < len(runs):
+                if state not in ("PREEMPTED", "REQUEUED"):
+                    raise SystemExit(f"{dump}: job {int(ids[j])} run {q + 1} ended {state}, not PREEMPTED "
+                                     "or REQUEUED; only preemption requeues are replayed")
+                preempt_at[float(b)].append(j)
+    return wl, ids, segs, pol, starts_at, preempt_at
+
+
 class _CopyControl:
     """The engine control of the policy's copy: a preemption the copy decides is only recorded and
     told to the copy (``on_finish`` as the engine's ``on_interrupt`` default, then ``on_requeue``)."""
@@ -89,42 +118,12 @@ def decisions(folder: Path, k: int, extra: dict | None = None) -> dict:
     A job requeued by preemption (case preempt) is forced run by run: each run starts at its recorded
     second on its recorded nodes and a run that ended PREEMPTED is preempted (requeued, the policy's
     own `_pre_apply`) at its recorded end, before that second's starts."""
-    from hpctwin.datasets.hostlist import expand_hostlist  # noqa: PLC0415
-    from hpctwin.datasets.sacct import read_sacct  # noqa: PLC0415
-    from hpctwin.schedulers.slurm import SlurmScheduler, make_slurm_scheduler  # noqa: PLC0415
+    from hpctwin.schedulers.slurm import SlurmScheduler  # noqa: PLC0415
     from hpctwin.twin.run import RunConfig, run  # noqa: PLC0415
 
-    dump = folder / f"real-{k}.sacct.txt"
-    wl = read_sacct(dump, unit="cpus")
     with open(folder / f"real-{k}.csv", newline="") as f:
         real = {r["slurm_job_id"]: r for r in csv.DictReader(f)}
-    ids = np.asarray(wl.job_id)
-    rstart = np.asarray(wl.columns["recorded_start"], dtype=float)
-    segs = segments(dump, ids, rstart)
-    opts = {"slurm_conf": str(folder / "slurm.conf"), "compiled": "false",
-            "log_start": float(wl.header["UnixStartTime"])}     # Slurm's Unix clock
-    if (folder / "accounts.toml").exists():
-        opts["accounts"] = str(folder / "accounts.toml")
-    # the dependencies and advance reservations Slurm had, as slurm_truth.py gives them to a run
-    from slurm_truth import _add_dependencies, reservations  # noqa: PLC0415  (this folder)
-    _add_dependencies(wl, folder / f"real-{k}.csv")
-    resv = reservations(folder / f"real-{k}.resv.txt", float(wl.header["UnixStartTime"]))
-    if resv:
-        opts["reservations"] = resv
-    opts.update(extra or {})
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-        warnings.simplefilter("ignore")
-        pol = make_slurm_scheduler(opts["slurm_conf"], opts)
-    starts_at: dict[float, list[tuple[int, list[int]]]] = defaultdict(list)
-    preempt_at: dict[float, list[int]] = defaultdict(list)
-    for j, runs in enumerate(segs):
-        for q, (a, b, nodes, state) in enumerate(runs):
-            starts_at[float(a)].append((j, [int(h[1:]) - 1 for h in expand_hostlist(nodes)]))
-            if q + 1 < len(runs):
-                if state not in ("PREEMPTED", "REQUEUED"):
-                    raise SystemExit(f"{dump}: job {int(ids[j])} run {q + 1} ended {state}, not PREEMPTED "
-                                     "or REQUEUED; only preemption requeues are replayed")
-                preempt_at[float(b)].append(j)
+    wl, ids, segs, pol, starts_at, preempt_at = forced_inputs(folder, k, extra)
     times = sorted(set(starts_at) | set(preempt_at))
     eager: dict[float, list] = defaultdict(list)
     lazy: dict[float, list] = defaultdict(list)

@@ -119,38 +119,13 @@ def twin_plans(folder: Path, k: int, cycles: list[Cycle], main: list, extra: dic
                ) -> dict[float, dict[int, tuple]]:
     """The twin's backfill plan at the second of every cycle: {t: {job id: ("start"|"resv", start
     s, end_reserve s, node names)}} on Slurm's state (see the module docstring)."""
-    from hpctwin.datasets.sacct import read_sacct  # noqa: PLC0415
-    from hpctwin.schedulers.slurm import SlurmScheduler, make_slurm_scheduler  # noqa: PLC0415
+    from hpctwin.schedulers.slurm import SlurmScheduler  # noqa: PLC0415
     from hpctwin.twin.run import RunConfig, run  # noqa: PLC0415
-    from slurm_truth import _add_dependencies, conf_nodes, reservations  # noqa: PLC0415
-    from slurm_truth_decisions import segments  # noqa: PLC0415
+    from slurm_truth import conf_nodes  # noqa: PLC0415
+    from slurm_truth_decisions import forced_inputs  # noqa: PLC0415
 
-    dump = folder / f"real-{k}.sacct.txt"
-    wl = read_sacct(dump, unit="cpus")
-    ids = np.asarray(wl.job_id)
+    wl, ids, _segs, pol, starts_at, preempt_at = forced_inputs(folder, k, extra)
     idx_of = {int(i): q for q, i in enumerate(ids.tolist())}
-    rstart = np.asarray(wl.columns["recorded_start"], dtype=float)
-    segs = segments(dump, ids, rstart)
-    opts = {"slurm_conf": str(folder / "slurm.conf"), "compiled": "false",
-            "log_start": float(wl.header["UnixStartTime"])}
-    if (folder / "accounts.toml").exists():
-        opts["accounts"] = str(folder / "accounts.toml")
-    _add_dependencies(wl, folder / f"real-{k}.csv")
-    resv = reservations(folder / f"real-{k}.resv.txt", float(wl.header["UnixStartTime"]))
-    if resv:
-        opts["reservations"] = resv
-    opts.update(extra or {})
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-        warnings.simplefilter("ignore")
-        pol = make_slurm_scheduler(opts["slurm_conf"], opts)
-    starts_at: dict[float, list[tuple[int, list[int]]]] = defaultdict(list)
-    preempt_at: dict[float, list[int]] = defaultdict(list)
-    from hpctwin.datasets.hostlist import expand_hostlist  # noqa: PLC0415
-    for j, runs in enumerate(segs):
-        for q, (a, b, nodes, _state) in enumerate(runs):
-            starts_at[float(a)].append((j, [int(h[1:]) - 1 for h in expand_hostlist(nodes)]))
-            if q + 1 < len(runs):
-                preempt_at[float(b)].append(j)
     cyc_at = {c.t: c.at for c in cycles}
     main_before: dict[float, list[int]] = defaultdict(list)   # main-scheduler starts before the cycle
     for at, jid, _nodes, _p in main:

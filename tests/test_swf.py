@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import gzip
+import io
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from hpctwin.datasets import swf
 from hpctwin.datasets.registry import default_data_dir, load_registry
 from hpctwin.datasets.swf import SWFError, read_swf, write_swf
 
@@ -146,3 +148,36 @@ def test_alea_hosts_become_recorded_placements(tmp_path):
     assert s["placement"] == {"name": "recorded", "recorded_used": 3, "fallbacks": 0}
     nodes = pd.read_csv(out / "jobs.csv")["nodes"].tolist()
     assert nodes == ["0-3", "16-17", "4-6,18-19"]     # the free CPUs of the recorded hosts
+
+
+@pytest.mark.parametrize("row, integer_parse", [
+    ("1 0 5 100 4 -1 -1 4 200 -1 1 3 3 -1 1 -1 -1 -1", True),
+    ("1 0 5 100 4 12.5 -1 4 200 -1 1 3 3 -1 1 -1 -1 -1", False),      # a fraction: the float parser
+    ("1 -0 5 100 4 -1 -1 4 200 -1 1 3 3 -1 1 -1 -1 -1", False),       # -0 stays -0.0, as the float parse keeps it
+    ("1 0 5 100 4 -1 -1 4 200 -1 1 3 3 -1 1 -1 -1 9007199254740993", False),   # > 2**53: float64 rounds it
+])
+def test_integer_fast_parse_gives_the_float_parse_values(row, integer_parse):
+    text = f"; MaxProcs: 8\n{row}\n{row.replace('1 ', '2 ', 1)}\n"
+    want = np.loadtxt(io.StringIO(text), dtype=np.float64, comments=";", ndmin=2)
+    ints = swf._loadtxt_integers(text)
+    assert (ints is not None) == integer_parse
+    if ints is not None:
+        assert ints.dtype == np.float64 and np.array_equal(ints, want)
+    cols = swf._parse_fast(text, 2)
+    if "9007199254740993" in row:              # an integer field beyond 2**53: the exact parser decides
+        assert cols is None
+        return
+    for k, name in enumerate(swf.FIELDS):
+        got = cols[name].astype(np.float64)
+        assert np.array_equal(got, want[:, k]) and np.array_equal(np.signbit(got), np.signbit(want[:, k])), name
+
+
+@pytest.mark.parametrize("lines", [
+    ["; a: 1", "1 2", "", "  ", "3 4 ; note", "  ; c", " ;", "\t", "5 6"],
+    [], [";"], ["x;"], ["\r"],
+])
+def test_line_kinds(lines):
+    comments, data = swf._line_kinds(lines)
+    assert comments == [i for i, ln in enumerate(lines) if ln.lstrip().startswith(";")]
+    assert data.tolist() == [i + 1 for i, ln in enumerate(lines)
+                             if ln.split(";", 1)[0].strip() and not ln.lstrip().startswith(";")]

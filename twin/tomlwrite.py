@@ -1,51 +1,37 @@
-"""A small TOML writer for run configurations (tables of scalars, lists and nested tables).
+"""TOML text of run configurations, written by tomli-w (the TOML writer that pairs with tomllib).
 
-Only what `config.toml` needs: str, int, float, bool, None (written as a comment-free empty string
-is avoided: None values are omitted), lists of scalars, and nested dicts as tables. Keys are
-written in insertion order, so the same config gives the same bytes.
+`dumps` first turns the configuration into what TOML can hold: None values are omitted (TOML has no
+null), tuples become lists, numpy scalars Python booleans and numbers, and anything else (paths, names) its ``str``.
+tomli-w does the rest (escaping of every control character, quoted keys, table headers), and keys keep
+their insertion order, so the same configuration gives the same bytes.
 """
 from __future__ import annotations
 
-import math
+import numbers
 from typing import Any
 
+import numpy as np
+import tomli_w
 
-def _scalar(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        if math.isnan(v):
-            return "nan"
-        if math.isinf(v):
-            return "inf" if v > 0 else "-inf"
-        return repr(v)
+
+def _plain(v: Any) -> Any:
+    """``v`` as TOML values: dicts without None values, lists, bool, int, float, str."""
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items() if x is not None}
     if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_scalar(x) for x in v) + "]"
-    s = str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{s}"'
-
-
-def _key(k: str) -> str:
-    return k if k.replace("_", "").replace("-", "").isalnum() else _scalar(k)
+        return [_plain(x) for x in v if x is not None]
+    if isinstance(v, (bool, str)):
+        return v
+    if isinstance(v, np.bool_):
+        return bool(v)
+    if isinstance(v, numbers.Integral):
+        return int(v)
+    if isinstance(v, numbers.Real):
+        return float(v)
+    return str(v)
 
 
 def dumps(data: dict[str, Any]) -> str:
-    """Serialise a dict to TOML text."""
-    lines: list[str] = []
+    """Serialise a configuration dict to TOML text (see the module docstring for the conversions)."""
+    return tomli_w.dumps(_plain(data))
 
-    def table(d: dict[str, Any], prefix: str) -> None:
-        scalars = [(k, v) for k, v in d.items() if not isinstance(v, dict) and v is not None]
-        subs = [(k, v) for k, v in d.items() if isinstance(v, dict)]
-        if prefix and (scalars or not subs):
-            lines.append(f"[{prefix}]")
-        for k, v in scalars:
-            lines.append(f"{_key(k)} = {_scalar(v)}")
-        if scalars:
-            lines.append("")
-        for k, v in subs:
-            table(v, f"{prefix}.{_key(k)}" if prefix else _key(k))
-
-    table(data, "")
-    return "\n".join(lines).rstrip() + "\n"

@@ -71,10 +71,21 @@ class DatasetEntry:
         return [u for u in (self.archive_url, self.url) if u]
 
 
+#: the last registry parsed: ((path, mtime in ns, size in bytes), entries by name)
+_PARSED: tuple[tuple[str, int, int], dict[str, DatasetEntry]] | None = None
+
+
 def load_registry() -> dict[str, DatasetEntry]:
-    """All known logs, by name."""
-    raw = tomllib.loads(REGISTRY_FILE.read_text())
-    return {name: DatasetEntry(name=name, **fields) for name, fields in raw.items()}
+    """All known logs, by name: a new dict each call (the caller may change it) of the immutable
+    entries of ``registry.toml``, parsed once per process (again when the file's path, modification
+    time or size changes)."""
+    global _PARSED
+    st = os.stat(REGISTRY_FILE)
+    key = (str(REGISTRY_FILE), st.st_mtime_ns, st.st_size)
+    if _PARSED is None or _PARSED[0] != key:
+        raw = tomllib.loads(REGISTRY_FILE.read_text())
+        _PARSED = key, {name: DatasetEntry(name=name, **fields) for name, fields in raw.items()}
+    return dict(_PARSED[1])
 
 
 def user_cache_dir() -> Path:

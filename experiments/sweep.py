@@ -437,7 +437,7 @@ def preflight(sw: Sweep) -> None:
         if ("wl", c["workload"]) not in checked:
             checked.add(("wl", c["workload"]))
             errors += _check_workload(c, where)
-        if c["sample_dt"] <= 0:
+        if c["sample_dt"] is not None and c["sample_dt"] <= 0:
             errors.append(f"{where}: sample_dt must be > 0 s, got {c['sample_dt']}")
     for wl_name, why in need_users.items():
         try:

@@ -251,8 +251,9 @@ def _pycc_missing() -> str | None:
 
 
 def _numba_version() -> str:
-    from importlib.metadata import version  # noqa: PLC0415  (cheap; numba itself is not imported)
-    return version("numba")
+    """numba's installed version, read from its metadata (numba itself is not imported)."""
+    from .plugins import distribution_version  # noqa: PLC0415
+    return distribution_version("numba")
 
 
 def _build_in_child(module_name: str, kernel_module: str, exports: dict[str, tuple[str, str]],

@@ -194,7 +194,7 @@ def default_run_name(a: argparse.Namespace, options: dict) -> str:
             parts.append(flag)
     if not getattr(a, "kill_at_walltime", True):
         parts.append("nokill")
-    if getattr(a, "sample_dt", 15.0) != 15.0:
+    if getattr(a, "sample_dt", None) not in (None, 15.0):
         parts.append(f"dt{_slug(str(a.sample_dt))}")
     if options:
         blob = json.dumps(options, sort_keys=True, default=str).encode()
@@ -414,7 +414,29 @@ DELEGATES["doctor"] = "hpctwin.twin.doctor"      # hpctwin doctor [--build-kerne
 DELEGATES["view"] = "hpctwin.twin.view"          # hpctwin view RUN: interactive HTML view (issue 26)
 
 
+#: the variables that set the BLAS thread pool's size (OpenBLAS reads the first two, MKL/BLIS the others)
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+
+
+def start_numpy_single_threaded() -> bool:
+    """Import numpy with a one-thread OpenBLAS pool unless the environment sizes it (`BLAS_THREAD_VARIABLES`)
+    or numpy is already loaded; True when it did. A command-line run does no large linear algebra, and
+    OpenBLAS starts one spinning thread per core when it loads: ~0.1 CPU s a process on 2 cores, more on
+    more, paid again by every process of a sweep. The variable is removed once numpy is loaded, so processes
+    the run starts (``exec:`` schedulers, sweep workers, ``mpirun``) see the user's environment unchanged."""
+    import os  # noqa: PLC0415
+    if "numpy" in sys.modules or any(v in os.environ for v in BLAS_THREAD_VARIABLES):
+        return False
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        import numpy  # noqa: F401, PLC0415
+    finally:
+        del os.environ["OPENBLAS_NUM_THREADS"]
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
+    start_numpy_single_threaded()
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and (argv[0] in DELEGATES or argv[0] == "collectives"):

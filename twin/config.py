@@ -111,8 +111,11 @@ class RunConfig:
                             help="network contention model (needs a --system with a [network] table)")
     power: bool = setting(False, key=Key(bool), flags=("--power",), type=on_off, metavar="on|off",
                           help="power and cooling models (needs a --system with a [power] table)")
-    sample_dt: float = setting(15.0, key=Key(float, 0.0, exclusive_min=True), flags=("--sample-dt",), type=float,
-                               help="time-series sampling step in seconds (default 15)")
+    sample_dt: float | None = setting(
+        None, key=Key(float, 0.0, exclusive_min=True, nullable=True), flags=("--sample-dt",), type=float,
+        help="time-series sampling step in seconds (default 15; a run without physics models whose series would "
+             "exceed 131,072 samples uses the first of 30 s, 1, 2, 5, 10, 15, 30 min, 1, 2, 3, 6, 12 h, "
+             "whole days that keeps them under)")
     out: str | None = setting(
         None, key=Key(str, nullable=True), flags=("--out", "-o"), record=False,
         help="run folder to write (default: runs/<workload>-<scheduler>[-<options that change "

@@ -172,6 +172,50 @@ def seeded_rng(seed: int, name: str) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(key)))
 
 
+class LazyGenerator:
+    """`seeded_rng` ``(seed, name)``, built on first use: importing ``numpy.random`` costs ~7 ms, and a
+    stream handed to a plug-in that never draws (the engine's first-fit placement) need not pay it.
+
+    Every attribute (``choice``, ``integers``, ``bit_generator``...) is the real Generator's, so the
+    draws are those of ``seeded_rng(seed, name)``; ``isinstance(x, numpy.random.Generator)`` holds,
+    and copying or pickling it gives a real Generator in the same state."""
+
+    __slots__ = ("_seed", "_name", "_rng")
+
+    def __init__(self, seed: int, name: str):
+        object.__setattr__(self, "_seed", seed)
+        object.__setattr__(self, "_name", name)
+        object.__setattr__(self, "_rng", None)
+
+    def _generator(self) -> np.random.Generator:
+        """The real Generator (built now if not yet)."""
+        if self._rng is None:
+            object.__setattr__(self, "_rng", seeded_rng(self._seed, self._name))
+        return self._rng
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._generator(), attr)
+
+    def __setattr__(self, attr: str, value: Any) -> None:
+        setattr(self._generator(), attr, value)
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:          # isinstance(x, numpy.random.Generator) is True
+        return type(self._generator())
+
+    def __repr__(self) -> str:
+        return repr(self._generator())
+
+    def __reduce_ex__(self, protocol: Any) -> Any:     # copy, deepcopy and pickle: the real Generator
+        return self._generator().__reduce_ex__(protocol)
+
+
+def lazy_seeded_rng(seed: int, name: str) -> np.random.Generator:
+    """`seeded_rng` ``(seed, name)`` built on first attribute access (a `LazyGenerator`): the same
+    draws, without importing ``numpy.random`` for a stream nobody draws from."""
+    return LazyGenerator(seed, name)  # type: ignore[return-value]
+
+
 class ModelView:
     """Read-only view of a physics model for policies and gates: reads public attributes and calls
     public query methods; the model's engine hooks (``bind``, ``on_*``, ``finalize``) and attribute

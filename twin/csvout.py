@@ -33,6 +33,11 @@ def _quote(s: str) -> str:
     return s
 
 
+def _all_str(values: list) -> bool:
+    """Every value is exactly a ``str`` (a subclass is not), checked at C speed."""
+    return not values or set(map(type, values)) == {str}
+
+
 class _Unsupported(Exception):
     pass
 
@@ -79,12 +84,14 @@ def _column_texts(values: Any) -> list[str]:
         return list(map(str, a.tolist()))
     if kind in "OU":
         vals = a.tolist()
-        if all(type(v) is str for v in vals):
+        if _all_str(vals):
             joined = "\x00".join(vals)
             if "\r" in joined:
                 raise _Unsupported("carriage return")
             if "," not in joined and '"' not in joined and "\n" not in joined:
                 return vals
+            if '"' not in joined and "\n" not in joined:      # commas only: quote the fields holding one
+                return ['"' + v + '"' if "," in v else v for v in vals]
             return [_quote(v) for v in vals]
         out = []
         for v in vals:
@@ -104,7 +111,7 @@ def _column_texts(values: Any) -> list[str]:
 
 #: rows formatted at a time: the cells of a chunk exist as Python strings only while it is written
 #: (a 448k-row table would otherwise hold ~7 M strings, ~400 MB, at once)
-CHUNK_ROWS = 20_000
+CHUNK_ROWS = 4096
 
 
 def _frame_arrays(df) -> tuple[list[str], list[np.ndarray]]:
@@ -198,11 +205,11 @@ def plain_columns(columns: dict[str, Any]) -> bool:
                 return False
             if v.dtype.kind in "fiubU":
                 continue
-            if v.dtype.kind == "O" and all(type(x) is str for x in v.tolist()):
+            if v.dtype.kind == "O" and _all_str(v.tolist()):
                 continue
             return False
         if isinstance(v, list):
-            if all(type(x) is str for x in v):
+            if _all_str(v):
                 continue
             if all(type(x) is int for x in v) and all(-2 ** 63 <= x < 2 ** 63 for x in v):
                 continue

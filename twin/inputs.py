@@ -335,18 +335,62 @@ def _package_dirs() -> list[Path]:
 
 
 def _files_identity(dirs: list[Path]) -> str:
-    """``files-<16 hex>``: SHA-256 of the packages' .py files (and package data), names and contents."""
+    """``files-<16 hex>``: SHA-256 of the packages' .py files (and package data), names and contents.
+
+    Per folder ``d``: every ``*.py`` below it outside ``__pycache__`` folders (`_py_files`), then for
+    ``twin`` the ``systems/*.toml`` files and for ``datasets`` its ``*.toml`` files (`_matching`); each
+    file adds ``"<d.name>/<path relative to d>\\0"`` and its bytes. Files are hashed in the order
+    ``sorted(Path.rglob(...))`` / ``sorted(Path.glob(...))`` give (paths compared part by part)."""
     h = hashlib.sha256()
     for d in dirs:
-        files = sorted(p for p in d.rglob("*.py") if "__pycache__" not in p.parts)
+        root = str(d)
+        files = _py_files(root) if "__pycache__" not in d.parts else []
         if d.name == "twin":
-            files += sorted((d / "systems").glob("*.toml"))
+            files += [("systems", n) for n in _matching(os.path.join(root, "systems"), ".toml")]
         if d.name == "datasets":
-            files += sorted(d.glob("*.toml"))
-        for p in files:
-            h.update(f"{d.name}/{p.relative_to(d).as_posix()}\0".encode())
-            h.update(p.read_bytes())
+            files += [(n,) for n in _matching(root, ".toml")]
+        for parts in files:
+            rel = "/".join(parts)
+            h.update(f"{d.name}/{rel}\0".encode())
+            with open(os.path.join(root, *parts), "rb") as f:
+                h.update(f.read())
     return f"files-{h.hexdigest()[:16]}"
+
+
+def _py_files(root: str) -> list[tuple[str, ...]]:
+    """The parts (relative to ``root``) of the entries named ``*.py`` below ``root``, sorted as
+    ``sorted(Path(root).rglob("*.py"))`` sorts them, none inside a ``__pycache__`` folder: like
+    ``rglob``, any entry whose name matches counts, and folders are entered unless they are symbolic
+    links (a folder that cannot be read is skipped)."""
+    out: list[tuple[str, ...]] = []
+    todo: list[tuple[str, tuple[str, ...]]] = [(root, ())]
+    while todo:
+        path, rel = todo.pop()
+        try:
+            with os.scandir(path) as it:
+                entries = list(it)
+        except PermissionError:
+            continue
+        for e in entries:
+            if e.name.endswith(".py"):
+                out.append((*rel, e.name))
+            try:
+                is_dir = e.is_dir() and not e.is_symlink()
+            except OSError:
+                is_dir = False
+            if is_dir and e.name != "__pycache__":
+                todo.append((e.path, (*rel, e.name)))
+    out.sort()
+    return out
+
+
+def _matching(folder: str, suffix: str) -> list[str]:
+    """Sorted names of the entries of ``folder`` ending in ``suffix`` (``sorted(Path(folder).glob("*" +
+    suffix))``'s names; none when ``folder`` is not a folder)."""
+    if not os.path.isdir(folder):
+        return []
+    with os.scandir(folder) as it:
+        return sorted(e.name for e in it if e.name.endswith(suffix))
 
 
 def code_identity() -> str:

@@ -21,6 +21,53 @@ def bounded_slowdown(wait: np.ndarray, run: np.ndarray, tau: float = TAU) -> np.
     return np.maximum(1.0, (wait + run) / np.maximum(run, tau))
 
 
+def median(x: np.ndarray) -> float | np.floating:
+    """``np.median(x)`` of a 1-D array, bit for bit, without importing ``numpy.ma`` (~9 ms, which
+    ``np.median``'s NaN check does): the middle value (odd length) or the `np.mean` of the two middle
+    values (even length) of a partitioned copy, in the unit of ``x``; NaN when ``x`` holds a NaN (the
+    NaN itself, as ``np.median`` gives it) or is empty."""
+    a = np.asarray(x)
+    n = a.size
+    if n == 0:
+        return float("nan")
+    half = n // 2
+    kth = [half] if n % 2 else [half - 1, half]
+    nans = np.issubdtype(a.dtype, np.inexact) or a.dtype.kind in "Mm"
+    if nans:
+        kth.append(-1)                   # NaNs sort last: the last value says whether there is one
+    part = np.partition(a.ravel(), kth)
+    mid = np.mean(part[half:half + 1] if n % 2 else part[half - 1:half + 1], axis=0)
+    if nans and np.isnan(part[-1]):
+        return part[-1]
+    return mid
+
+
+def percentile(x: np.ndarray, q: float) -> float | np.floating:
+    """``np.percentile(x, q)`` (its default linear method) of a 1-D array, bit for bit: for float64 data
+    and a scalar ``q`` in [0, 100] the same partition and interpolation without ``np.unique`` (which
+    imports ``numpy.ma``, ~9 ms); otherwise ``np.percentile`` itself. In the unit of ``x``; NaN when
+    ``x`` holds a NaN (the NaN itself, as ``np.percentile`` gives it)."""
+    a = np.asarray(x)
+    if a.dtype != np.float64 or a.size == 0 or type(q) not in (int, float) or not 0 <= q <= 100:
+        return np.percentile(a, q)
+    n = a.size
+    at = (n - 1) * np.true_divide(q, 100)           # the virtual index
+    lo = int(np.floor(at))
+    hi = lo + 1
+    if at >= n - 1:
+        lo = hi = -1
+    part = np.partition(a.ravel(), sorted({0, -1, lo, hi}))     # np.unique's kth array
+    if np.isnan(part[-1]):
+        return part[-1]
+    below, above = part[lo], part[hi]
+    t = float(at - lo)
+    diff = above - below
+    out = np.add(below, diff * t)                   # numpy's _lerp: both forms, the second from t = 0.5 on
+    if t >= 0.5:
+        out = np.subtract(above, diff * (1 - t))
+    return out
+
+
 def utilisation_window(start: np.ndarray, end: np.ndarray, procs: np.ndarray, total: int,
                        t0: float, t1: float) -> float:
     """Fraction of ``total x (t1 - t0)`` unit-seconds used by jobs, clipped to the window."""
@@ -53,11 +100,11 @@ def summarise(submit: np.ndarray, start: np.ndarray, end: np.ndarray, procs: np.
     return {
         "jobs": int(sel.sum()),
         "mean_wait_s": float(w.mean()) if len(w) else float("nan"),
-        "median_wait_s": float(np.median(w)) if len(w) else float("nan"),
-        "p95_wait_s": float(np.percentile(w, 95)) if len(w) else float("nan"),
+        "median_wait_s": float(median(w)) if len(w) else float("nan"),
+        "p95_wait_s": float(percentile(w, 95)) if len(w) else float("nan"),
         "max_wait_s": float(w.max()) if len(w) else float("nan"),
         "mean_bsld": float(b.mean()) if len(b) else float("nan"),
-        "median_bsld": float(np.median(b)) if len(b) else float("nan"),
+        "median_bsld": float(median(b)) if len(b) else float("nan"),
         "max_bsld": float(b.max()) if len(b) else float("nan"),
         "mean_turnaround_s": float((w + run[sel]).mean()) if len(w) else float("nan"),
         "utilisation": utilisation_window(start, end, procs, total, t0, t1),

@@ -301,7 +301,7 @@ def check_prepared(cfg, workload, prep) -> None:
             why = (f"all {records} records were dropped or skipped ("
                    + ", ".join(f"{k}: {v}" for k, v in parts.items()) + ")")
         raise _empty_error(workload, why)
-    if len(wl):
+    if len(wl) and cfg.sample_dt is not None:   # the default step keeps a series short (`results.series_step`)
         end = float((wl.submit + wl.runtime).max())
         check_sample_grid(end - float(wl.submit.min()), float(cfg.sample_dt))
     needs_jobs = _entry_without_code(cfg.scheduler).needs.jobs

@@ -136,10 +136,42 @@ def low_load_note(out: dict, total: int, per_node: int = 1) -> str | None:
             f"policies cannot differ on it; a smaller machine loads it more (--nodes N, now {nodes:,} {unit})")
 
 
-def series(p, s, c, res, state) -> dict[str, tuple[np.ndarray, str]]:
-    """Time series on the ``sample_dt`` grid: {name: (values, unit)}."""
+#: the sampling step of a run that does not give one (s): RAPS' and Frontier's telemetry interval
+DEFAULT_SAMPLE_DT = 15.0
+#: a run without physics models whose default-step series would hold more samples than this gets a wider
+#: step (`series_step`): 2**17 keeps an 11-month log at 5 min (~96 k samples, ~0.3 MB of timeseries.h5)
+SERIES_MAX_SAMPLES = 131_072
+#: the wider steps, in order (s): 30 s, 1, 2, 5, 10, 15, 30 min, 1, 2, 3, 6, 12 h; beyond them whole days
+SERIES_STEPS = (30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 10800.0, 21600.0, 43200.0)
+
+
+def series_step(sample_dt: float | None, t0: float, t1: float, models: bool) -> float:
+    """The step (s) of a run's time series over ``[t0, t1)`` (log clock, s). A given ``sample_dt`` is
+    kept. Without one: `DEFAULT_SAMPLE_DT`, unless the run has no physics model (the series are then only
+    an output: the models' series, summaries and the cooling integration stay on 15 s) and that grid would
+    hold more than `SERIES_MAX_SAMPLES` samples; then the first of `SERIES_STEPS` (else whole days) that
+    keeps the series at most that long."""
+    if sample_dt is not None:
+        return float(sample_dt)
+    span = max(0.0, float(t1) - float(t0))
+    if models or span <= DEFAULT_SAMPLE_DT * SERIES_MAX_SAMPLES:
+        return DEFAULT_SAMPLE_DT
+    for step in SERIES_STEPS:
+        if span <= step * SERIES_MAX_SAMPLES:
+            return step
+    return 86400.0 * math.ceil(span / (86400.0 * SERIES_MAX_SAMPLES))
+
+
+def series_window(wl, res) -> tuple[float, float]:
+    """The series' span (log clock, s): the first submit .. the last end (both 0 without jobs)."""
+    t0 = float(wl.submit.min()) if len(wl) else 0.0
+    t1 = float(np.nanmax(res.end)) if np.isfinite(res.end).any() else t0
+    return t0, t1
+
+
+def series(p, s, c, res, state, dt: float) -> dict[str, tuple[np.ndarray, str]]:
+    """Time series on the grid of step ``dt`` (s; `series_step`): {name: (values, unit)}."""
     wl, total = c.prep.workload, s.units.total
-    dt = float(p.config.sample_dt)
     ts: dict[str, tuple[np.ndarray, str]] = {}
     if len(res.change_t):
         t0 = math.floor(float(wl.submit.min()) / dt) * dt if len(wl) else 0.0

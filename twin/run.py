@@ -37,7 +37,8 @@ from .backends import engine_fast_path
 from .config import RunConfig, recorded_fields
 from .csvout import plain_columns, write_columns_csv, write_csv
 from .errors import RunConfigError
-from .model_api import ModelContext, seeded_rng
+from .contract import lazy_seeded_rng
+from .model_api import ModelContext
 from .plan import DEFAULT_SYSTEM, Plan, as_config_error, check_model_needs, plan
 from .results import failure_columns
 from .runfolder import discard, fill_and_publish, prepare_out
@@ -347,7 +348,7 @@ def compose(p: Plan, s: Setup, extra_models: tuple | list = ()) -> Composition:
         gates.append(PowerCapGate(margin=float(cfg.options.get("power", {}).get("cooling_overhead", 0.0))))
     _check_policy(p, sched, models)
     placer, node_group = p.allocation.placer(cfg, units, p.system, prep.notes, jobs,
-                                             seeded_rng(cfg.seed, "placement"))
+                                             lazy_seeded_rng(cfg.seed, "placement"))
     return Composition(sched, models, gates, placer, node_group, held, prep, jobs)
 
 
@@ -474,13 +475,19 @@ def _simulate(p: Plan, workload: Workload | None, extra_models) -> RunResult:
         _release_memory()
     df, state = R.jobs_frame(p, s, c, res)
     summary = R.summary(p, s, c, res, df, state, wall0, sim_wall)
-    ts = R.series(p, s, c, res, state)
+    dt = R.series_step(p.config.sample_dt, *R.series_window(c.prep.workload, res), models=bool(c.models))
+    ts = R.series(p, s, c, res, state, dt)
+    if dt != R.DEFAULT_SAMPLE_DT and p.config.sample_dt is None:
+        summary.setdefault("notes", []).append(
+            f"time series on a {dt:g} s step: the default {R.DEFAULT_SAMPLE_DT:g} s would hold more than "
+            f"{R.SERIES_MAX_SAMPLES:,} samples a series (--sample-dt 15 keeps it)")
     R.model_results(c, res, df, summary)
     tables = {k: v for m in c.models for k, v in (m.tables() if hasattr(m, "tables") else {}).items()}
     if c.held:                                 # node requests never submitted are not jobs of the run
         from .held import trim_held  # noqa: PLC0415
         df = trim_held(jobs_dataframe(df), summary, c.prep.workload.submit, c.held)
-    return RunResult(p.config, df, summary, ts, c.prep.workload, system=p.system, tables=tables, plan=p)
+    cfg = p.config if p.config.sample_dt == dt else dataclasses.replace(p.config, sample_dt=dt)  # the step used
+    return RunResult(cfg, df, summary, ts, c.prep.workload, system=p.system, tables=tables, plan=p)
 
 
 # ---------------------------------------------------------------------- older entry points

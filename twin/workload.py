@@ -10,6 +10,8 @@ machines). Unknown integer fields are -1; an unknown requested time is NaN.
 """
 from __future__ import annotations
 
+from collections import Counter
+
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -269,8 +271,8 @@ def job_accounting(records: int, dropped: dict[str, int], skipped: dict[str, int
     ``state`` is the simulated jobs' state column (`JOB_STATES`). ``balanced`` is True when the
     parts add up to ``records``.
     """
-    values, counts = np.unique(np.asarray(state, dtype=object).astype(str), return_counts=True)
-    outcome = {str(v): int(c) for v, c in zip(values, counts)}
+    counts = Counter(map(str, state.tolist() if isinstance(state, np.ndarray) else state))
+    outcome = {v: counts[v] for v in sorted(counts)}          # code-point order, as np.unique sorts
     total = sum(dropped.values()) + sum(skipped.values()) + sum(outcome.values())
     return {"records": int(records), "dropped_by_reader": dict(dropped), "skipped_by_run": dict(skipped),
             "simulated": outcome, "balanced": bool(total == records)}

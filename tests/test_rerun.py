@@ -41,3 +41,18 @@ def test_unknown_key_in_config_is_located_with_suggestion(tmp_path, capsys):
         config_dict_from_toml(tmp_path / "bad.toml")
     assert main(["run", "--config", str(tmp_path / "bad.toml"), "--out", str(tmp_path / "c"), "--quiet"]) == 2
     assert "did you mean 'scheduler'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("line, message", [
+    ('sample_dt = "x"', "expected a number, got 'x'"),
+    ("sample_dt = 0.0", "0.0 must be > 0"),
+    ("seed = -1", "-1 must be >= 0"),
+    ('power = "yes"', "power"),
+])
+def test_a_wrong_value_in_a_config_file_names_its_line_not_a_flag(tmp_path, capsys, line, message):
+    p = tmp_path / "c.toml"
+    p.write_text(f'[run]\nworkload = "synthetic:jobs=50,nodes=8"\n{line}\n')
+    assert main(["run", "--config", str(p), "--out", str(tmp_path / "r"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    key = line.split(" ")[0]
+    assert f"{p}:3: [run] {key}: " in err and message in err and "--" not in err.split("[run]")[1], err

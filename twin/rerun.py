@@ -109,14 +109,18 @@ def _parse(p: Path, text: str, data: dict[str, Any]) -> tuple[dict[str, Any], di
     if "run" not in data:
         raise ConfigFileError(f"{p}: no [run] table; is this a run folder's config.toml?")
     from .config import recorded_fields  # noqa: PLC0415
+    from .options import run_field_schema  # noqa: PLC0415
     known = run_config_fields()
     recorded = set(recorded_fields())
+    schema = run_field_schema()
     kwargs: dict[str, Any] = {}
     facts: dict[str, Any] = {}
     for key, value in data["run"].items():
         if key in RUN_FACTS:
             facts[key] = value
         elif key in recorded:
+            if key in schema:                  # a wrong type or range names the file's line, not a flag
+                schema[key].check(value, f"{_at(p, text, 'run', key)}: [run] {key}")
             kwargs[key] = value
         else:
             close = difflib.get_close_matches(key, list(known) + list(RUN_FACTS), n=1)

@@ -5,7 +5,8 @@ Prints, each measured in child processes of this one (CPU = user + system of the
 
 * the interpreter alone (``python -c pass``): the floor of any command;
 * the imports of a 1,000-job run (``-X importtime``: the sum of every module's own time) and which of
-  pandas, scipy, networkx, numba, matplotlib, pyarrow it imported (none is expected);
+  pandas, scipy, networkx, numba, matplotlib, pyarrow, importlib.metadata, numpy.random, numpy.ma it
+  imported (none is expected);
 * ``hpctwin run`` end to end on the first 1,000 jobs of KTH-SP2 (synthetic:jobs=1000 without the
   data): wall and CPU seconds, run folder written (target: < 0.6 s wall);
 * with ``--ctc``: CTC-SP2 EASY end to end against ``plain_easy.py`` (a minimal plain-Python replay
@@ -34,6 +35,8 @@ from calibration import unit_seconds  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 HEAVY = ("pandas", "scipy", "networkx", "numba", "matplotlib", "pyarrow")
+#: modules a plain run no longer imports (issue 24 item 6): reported like the heavy packages
+AVOIDED = ("importlib.metadata", "numpy.random", "numpy.ma")
 
 
 def _env() -> dict:
@@ -98,6 +101,8 @@ def import_profile(workload: str, out: Path) -> tuple[float, list[str]]:
             name = parts[2].strip()
             if name.split(".")[0] in HEAVY:
                 heavy.add(name.split(".")[0])
+            elif name in AVOIDED:
+                heavy.add(name)
     return total / 1e6, sorted(heavy)
 
 

@@ -44,6 +44,7 @@ def _kernel_set_modules() -> set[str]:
 
 
 # ---------------------------------------------------------------------------- the table is complete
+@pytest.mark.slow
 def test_every_kernel_set_belongs_to_a_declared_backend():
     declared = {b.kernels for b in backends.BACKENDS.values()}
     found = set()
@@ -70,6 +71,7 @@ def test_every_replay_module_is_declared():
 
 
 @pytest.mark.parametrize("name", sorted(backends.BACKENDS))
+@pytest.mark.slow
 def test_each_backend_lives_beside_its_reference_and_resolves(name):
     b = backends.BACKENDS[name]
     ref_mod, _, cls_name = b.implements.partition(":")

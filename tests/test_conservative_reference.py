@@ -38,7 +38,8 @@ def _both_paths(jobs, prep, total):
     return np.asarray(res.start), np.asarray(fast.start)
 
 
-@pytest.mark.parametrize("load", [0.8, pytest.param(1.1, marks=pytest.mark.slow)])   # 1.1: ~1 min
+@pytest.mark.parametrize("load", [pytest.param(0.8, marks=pytest.mark.slow),    # 0.8: ~6 s (quick loop: no)
+                                  pytest.param(1.1, marks=pytest.mark.slow)])   # 1.1: ~1 min
 def test_synthetic_log_matches_the_reference(load):
     """2,000 Lublin-model jobs on 64 nodes with Tsafrir estimates, every third job's estimate set to
     its runtime (it ends on time, as jobs killed at their limit do): engine and fast path equal the

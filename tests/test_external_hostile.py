@@ -143,6 +143,7 @@ def test_a_client_that_never_answers(tmp_path):
     assert_all_ended(pids)
 
 
+@pytest.mark.slow
 def test_a_client_ignoring_sigterm_is_killed(tmp_path):
     spec, pids = client(tmp_path, "mute.py", "ignore-term")
     failure(spec, 0.5, r"no reply within 0\.5 s in reply to message 1 \(t=0 s\)$")

@@ -9,6 +9,8 @@ count (a lazy import is still a dependency); ``if TYPE_CHECKING:`` blocks do not
 """
 from __future__ import annotations
 
+import pytest
+
 import ast
 import functools
 import sys
@@ -136,6 +138,7 @@ def layer_of(module: str, declared: list[tuple[str, list[str]]]) -> int | None:
     return best
 
 
+@pytest.mark.slow
 def test_no_import_cycle():
     found = cycles(import_graph())
     assert not found, "import cycles (imports inside functions counted): " + "; ".join(" ".join(c) for c in found)

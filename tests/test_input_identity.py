@@ -186,6 +186,7 @@ def test_point_hash_includes_inputs_and_code_identity(tmp_path, monkeypatch):
     assert sw.config_hash(cfg) != h                      # same name, other content: another point
 
 
+@pytest.mark.slow
 def test_resumed_sweep_reruns_exactly_the_points_whose_input_changed(tmp_path, capsys):
     swf(tmp_path / "a.swf", A_JOBS)
     swf(tmp_path / "b.swf", [(0, 60, 2), (5, 80, 8), (6, 10, 4)])

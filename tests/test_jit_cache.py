@@ -109,6 +109,7 @@ def test_guard_drops_a_caller_cached_with_an_old_callee(tmp_path, locator):
     assert stamp == ks.jit_key() and len(stamp) == 20
 
 
+@pytest.mark.slow
 def test_concurrent_guards_after_a_change_both_run_the_new_code(tmp_path):
     pkg = _tree(tmp_path)
     assert _run(pkg, True, None) == 19
@@ -120,6 +121,7 @@ def test_concurrent_guards_after_a_change_both_run_the_new_code(tmp_path):
     assert [int(o.strip().splitlines()[-1]) for o, _ in outs] == [32, 32]
 
 
+@pytest.mark.slow
 def test_an_index_whose_data_file_is_gone_is_a_miss(tmp_path):
     """The state a reader may see while a guard deletes: numba compiles again, no crash."""
     pkg = _tree(tmp_path)

@@ -156,6 +156,7 @@ def test_env_follows_the_original_env_loop_on_ties(log, tmp_path):
 
 
 @pytest.mark.parametrize("heuristic,backfill", [("fcfs", False), ("sjf", True)])
+@pytest.mark.slow
 def test_heuristic_agent_reproduces_table_cells(heuristic, backfill):
     """Two cells of the ``--compat rlscheduler`` table (Lublin-1), from ten 1,024-job windows drawn
     with reset(seed=1); every cell: the slow test below."""

@@ -236,6 +236,7 @@ def test_lublin1_fcfs_sequences_equal_the_harness():
     assert float(np.mean(vals)) == table.HARNESS["fcfs"]["Lublin-1"][0]
 
 
+@pytest.mark.slow
 def test_hpc2n_wfp3_backfill_sequences_equal_the_harness():
     tr = _trace("HPC2N")
     starts = sample_starts(len(tr), 1024, 10, 1, batch_job_slice=10000)

@@ -8,6 +8,8 @@ by the conformance suite, `hpctwin.schedulers.checks` (tests/test_conformance.py
 """
 from __future__ import annotations
 
+import pytest
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -135,6 +137,7 @@ def reference(rows, total, policy):
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(workloads())
+@pytest.mark.slow
 def test_engine_matches_reference(wl):
     total, rows = wl
     for policy in ("fcfs", "easy", "conservative"):

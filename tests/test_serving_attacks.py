@@ -818,6 +818,7 @@ def test_serve_cli_keeps_invariants_and_same_bytes(tmp_path):
     assert outcome_bytes(res)
 
 
+@pytest.mark.slow
 def test_real_bundle_keeps_invariants():
     """The RTX 4090 bench bundle of the data directory (300 ShareGPT requests, prefix caching on)."""
     from hpctwin.datasets.registry import default_data_dir

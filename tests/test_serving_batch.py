@@ -241,6 +241,7 @@ def test_bad_serving_option_is_a_clear_error():
         simulate(_cfg(_data(), policy="decode_tps"))
 
 
+@pytest.mark.slow
 def test_serving_cluster_experiment_tiny(tmp_path):
     _data()
     from hpctwin.experiments.serving_cluster import run

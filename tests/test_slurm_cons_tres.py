@@ -617,6 +617,7 @@ def test_decision_replay_reads_each_run_of_a_requeued_job(tmp_path):
                     [(5.0, 40.0, "n[002-003]", "COMPLETED")]]
 
 
+@pytest.mark.slow
 def test_decision_replay_of_the_preempt_case_forces_every_run():
     """The recorded preempt replay (five jobs requeued once or twice): every run is forced at its
     recorded second and nodes (66 runs of 60 jobs), each job's engine start is its first recorded one,

@@ -70,6 +70,7 @@ def test_replay_equals_general_engine(opts):
     assert (a.jobs.state == "TIMEOUT").sum() > 20
 
 
+@pytest.mark.slow
 def test_replay_equals_python_cycle_whole_nodes():
     """cpus_per_node=2: jobs take whole 2-unit nodes; the replay against the Python cycle."""
     wl = _wl(n=800, nodes=32, seed=7)
@@ -155,6 +156,7 @@ def test_ineligible_after_bind_falls_back(capsys):
     assert a.summary["scheduler_params"]["notes"] == b.summary["scheduler_params"]["notes"]
 
 
+@pytest.mark.slow
 def test_replay_with_duplicate_job_ids():
     """Job ids repeat in some logs: finishes tie by (time, job id, index) as the engine's heap, and
     running jobs by (expected end, job id, slot) as bf_cycle's two stable sorts."""

@@ -277,6 +277,7 @@ def _params():
 
 
 @pytest.mark.parametrize("name", list(_params()))
+@pytest.mark.slow
 def test_every_table_follows_the_style(name, tmp_path, request):
     log = request.getfixturevalue("tiny_log") if name in NEEDS_LOG else ""
     argv_of, _ = TINY[name]

@@ -122,6 +122,7 @@ def test_offload_bad_case(tmp_path, capsys):
     assert "--case: unknown system 'summit'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_recovery_tiny(tmp_path):
     out = tmp_path / "out"
     argv = ["--gpus", "256,2048", "--trials", "5", "--seed", "3"]

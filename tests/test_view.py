@@ -219,6 +219,7 @@ def test_text_from_the_run_is_escaped(tmp_path):
 
 
 @pytest.mark.skipif(chromium.missing() is not None, reason=f"no headless browser: {chromium.missing()}")
+@pytest.mark.slow
 def test_text_from_the_run_shows_as_text_in_the_browser(tmp_path):
     evil = "<img src=x onerror=alert(1)>"
     run = write_run(tmp_path / "r", TINY, {"workload": evil, "scheduler": "s</script><b>"})
@@ -292,6 +293,7 @@ def palette_share(png: bytes, box: list[float], colours: list[str]) -> float:
 
 
 @needs_browser
+@pytest.mark.slow
 def test_view_in_headless_chromium(small_run, small_view):
     jobs = pd.read_csv(small_run / "jobs.csv")
     started = jobs[np.isfinite(jobs["start"])]

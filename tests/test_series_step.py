@@ -71,3 +71,10 @@ def test_a_short_run_keeps_the_default_step_and_its_config():
     cfg = RunConfig(workload="short", nodes=4, scheduler="fcfs")
     res = run(cfg, workload=wl)
     assert res.config.sample_dt == DEFAULT_SAMPLE_DT and cfg.sample_dt is None
+
+
+def test_a_given_step_names_the_run_folder_the_default_does_not():
+    from hpctwin.twin.cli import build_parser, default_run_name
+    parse = build_parser().parse_args
+    assert "dt" not in default_run_name(parse(["run", "-w", "KTH-SP2"]), {})
+    assert "-dt15.0-" in default_run_name(parse(["run", "-w", "KTH-SP2", "--sample-dt", "15"]), {})

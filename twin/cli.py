@@ -194,7 +194,7 @@ def default_run_name(a: argparse.Namespace, options: dict) -> str:
             parts.append(flag)
     if not getattr(a, "kill_at_walltime", True):
         parts.append("nokill")
-    if getattr(a, "sample_dt", None) not in (None, 15.0):
+    if getattr(a, "sample_dt", None) is not None:   # a given step, 15 s too: the default may be wider
         parts.append(f"dt{_slug(str(a.sample_dt))}")
     if options:
         blob = json.dumps(options, sort_keys=True, default=str).encode()

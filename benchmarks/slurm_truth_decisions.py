@@ -109,6 +109,51 @@ class _CopyControl:
             self.pol.on_requeue(now, int(job))
 
 
+def forced_next_wakeup(pol, now: float, times: list[float]) -> float | None:
+    """A forced policy's next wake-up: Slurm's own (`SlurmScheduler.next_wakeup`) or the next second in
+    ``times`` (sorted) where real Slurm did something, whichever comes first."""
+    from hpctwin.schedulers.slurm import SlurmScheduler  # noqa: PLC0415
+    t = SlurmScheduler.next_wakeup(pol, now)
+    nxt = next((x for x in times if x > now), None)
+    cands = [x for x in (t, nxt) if x is not None]
+    return min(cands) if cands else None
+
+
+def keep_select_tests(pol, cp) -> None:
+    """Carry the job-size factor's select tests of this second from the planning copy ``cp`` to ``pol``."""
+    if cp.prio_calc.size_tested is not None:
+        pol.prio_calc.size_tested = cp.prio_calc.size_tested
+        pol.prio_calc.size_total = cp.prio_calc.size_total
+
+
+def force_slurm_second(pol, now: float, victims: list[int], starts: list[tuple[int, list[int]]], ids: np.ndarray,
+                       on_start=None) -> list:
+    """Apply real Slurm's preemptions of second ``now``, then its starts (job index, node indices), in job
+    id order; ``on_start(j, nodes)`` is called before each. Returns the policy's start decisions."""
+    if victims:
+        pol._pre_apply(now, victims)
+    out = []
+    for j, nodes in sorted(starts, key=lambda x: int(ids[x[0]])):
+        if on_start is not None:
+            on_start(j, nodes)
+        out.append(pol._tres_start(now, j, [(n, int(pol.tj.cpn[j])) for n in nodes]))
+    if out or victims:
+        pol._touch(now)
+        pol.event_flag = True
+    return out
+
+
+def run_forced(pol, folder: Path, k: int, wl):
+    """Run the forced policy ``pol`` over replay ``k``'s workload ``wl`` on slurm.conf's machine, quietly."""
+    from hpctwin.twin.run import RunConfig, run  # noqa: PLC0415
+    from slurm_truth import conf_nodes  # noqa: PLC0415  (benchmarks/slurm_truth.py, this folder)
+    n, cpn = conf_nodes(folder / "slurm.conf")
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        return run(RunConfig(workload=f"sacct:{folder.name}-real-{k}", scheduler=pol, nodes=n * cpn,
+                             options={}), workload=wl)
+
+
 def decisions(folder: Path, k: int, extra: dict | None = None) -> dict:
     """Run the forced replay of real-<k> of a case; returns {"followed": job runs whose engine start
     equals the recorded one, "runs": run count, "jobs": job count, "eager": {t: [(job id, pass)]},
@@ -118,8 +163,6 @@ def decisions(folder: Path, k: int, extra: dict | None = None) -> dict:
     A job requeued by preemption (case preempt) is forced run by run: each run starts at its recorded
     second on its recorded nodes and a run that ended PREEMPTED is preempted (requeued, the policy's
     own `_pre_apply`) at its recorded end, before that second's starts."""
-    from hpctwin.schedulers.slurm import SlurmScheduler  # noqa: PLC0415
-    from hpctwin.twin.run import RunConfig, run  # noqa: PLC0415
 
     with open(folder / f"real-{k}.csv", newline="") as f:
         real = {r["slurm_job_id"]: r for r in csv.DictReader(f)}
@@ -137,10 +180,7 @@ def decisions(folder: Path, k: int, extra: dict | None = None) -> dict:
         """The policy, made to start what real Slurm started (and asked what it would start)."""
 
         def next_wakeup(self, now: float) -> float | None:
-            t = SlurmScheduler.next_wakeup(self, now)
-            nxt = next((x for x in times if x > now), None)
-            cands = [x for x in (t, nxt) if x is not None]
-            return min(cands) if cands else None
+            return forced_next_wakeup(self, now, times)
 
         def schedule(self, now, queue, cluster):
             self._catch_up(now)
@@ -166,33 +206,20 @@ def decisions(folder: Path, k: int, extra: dict | None = None) -> dict:
                     eager[now].append((int(ids[j]), "main" if j in got else "bf"))
                 for j in set(want) - (got | bf):
                     lazy[now].append(int(ids[j]))
-                if cp.prio_calc.size_tested is not None:     # Slurm's select tests of this second
-                    self.prio_calc.size_tested = cp.prio_calc.size_tested
-                    self.prio_calc.size_total = cp.prio_calc.size_total
+                keep_select_tests(self, cp)
                 if ctl is not None:
                     for v in set(ctl.victims) - set(victims):
                         extra_victims[now].append(int(ids[v]))
-            if victims:
-                self._pre_apply(now, victims)       # Slurm's preemptions of this second, then its starts
-            out = []
-            for j, nodes in sorted(starts_at.get(float(now), []), key=lambda x: int(ids[x[0]])):
+
+            def count(j, nodes):
                 forced["runs"] += 1
                 if (now, j) in twin_nodes:
                     tn = twin_nodes[(now, j)]
                     same_nodes.append((now, int(ids[j]), tn == sorted(nodes), tn, sorted(nodes)))
-                out.append(self._tres_start(now, j, [(n, int(self.tj.cpn[j])) for n in nodes]))
-            if out or victims:
-                self._touch(now)
-                self.event_flag = True
-            return out
+            return force_slurm_second(self, now, victims, starts_at.get(float(now), []), ids, count)
 
     pol.__class__ = Forced
-    from slurm_truth import conf_nodes  # noqa: PLC0415  (benchmarks/slurm_truth.py, this folder)
-    n, cpn = conf_nodes(folder / "slurm.conf")
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-        warnings.simplefilter("ignore")
-        res = run(RunConfig(workload=f"sacct:{folder.name}-real-{k}", scheduler=pol, nodes=n * cpn,
-                            options={}), workload=wl)
+    res = run_forced(pol, folder, k, wl)
     jobs = res.jobs.set_index("job_id")
     # a job's engine start (a requeued job's first run's, as the engine reports it) against the recorded one
     followed = int(sum(abs(float(jobs.loc[i, "start"]) - sg[0][0]) < 1e-6 for i, sg in zip(ids, segs)))

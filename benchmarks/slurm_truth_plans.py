@@ -24,12 +24,9 @@ kind. Times are real seconds from the dump's first submit; nodes are NodeName na
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
-import io
 import re
 import sys
-import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -119,10 +116,8 @@ def twin_plans(folder: Path, k: int, cycles: list[Cycle], main: list, extra: dic
                ) -> dict[float, dict[int, tuple]]:
     """The twin's backfill plan at the second of every cycle: {t: {job id: ("start"|"resv", start
     s, end_reserve s, node names)}} on Slurm's state (see the module docstring)."""
-    from hpctwin.schedulers.slurm import SlurmScheduler  # noqa: PLC0415
-    from hpctwin.twin.run import RunConfig, run  # noqa: PLC0415
-    from slurm_truth import conf_nodes  # noqa: PLC0415
-    from slurm_truth_decisions import forced_inputs  # noqa: PLC0415
+    from slurm_truth_decisions import (  # noqa: PLC0415
+        force_slurm_second, forced_inputs, forced_next_wakeup, keep_select_tests, run_forced)
 
     wl, ids, _segs, pol, starts_at, preempt_at = forced_inputs(folder, k, extra)
     idx_of = {int(i): q for q, i in enumerate(ids.tolist())}
@@ -139,10 +134,7 @@ def twin_plans(folder: Path, k: int, cycles: list[Cycle], main: list, extra: dic
         """The policy, made to start what real Slurm started; at each cycle second a copy plans."""
 
         def next_wakeup(self, now: float) -> float | None:
-            t = SlurmScheduler.next_wakeup(self, now)
-            nxt = next((x for x in times if x > now), None)
-            cands = [x for x in (t, nxt) if x is not None]
-            return min(cands) if cands else None
+            return forced_next_wakeup(self, now, times)
 
         def schedule(self, now, queue, cluster):
             self._catch_up(now)
@@ -168,25 +160,11 @@ def twin_plans(folder: Path, k: int, cycles: list[Cycle], main: list, extra: dic
                         names = [f"n{n + 1:03d}" for n in range(cp.tm.n) if nodes >> n & 1]
                         plan[int(ids[j])] = (kind, float(st), float(en), names)
                 out[float(now)] = plan
-                if cp.prio_calc.size_tested is not None:     # Slurm's select tests of this second
-                    self.prio_calc.size_tested = cp.prio_calc.size_tested
-                    self.prio_calc.size_total = cp.prio_calc.size_total
-            if victims:
-                self._pre_apply(now, victims)
-            res = []
-            for j, nodes in sorted(starts_at.get(float(now), []), key=lambda x: int(ids[x[0]])):
-                res.append(self._tres_start(now, j, [(n, int(self.tj.cpn[j])) for n in nodes]))
-            if res or victims:
-                self._touch(now)
-                self.event_flag = True
-            return res
+                keep_select_tests(self, cp)
+            return force_slurm_second(self, now, victims, starts_at.get(float(now), []), ids)
 
     pol.__class__ = Forced
-    n, cpn = conf_nodes(folder / "slurm.conf")
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-        warnings.simplefilter("ignore")
-        run(RunConfig(workload=f"sacct:{folder.name}-real-{k}", scheduler=pol, nodes=n * cpn, options={}),
-            workload=wl)
+    run_forced(pol, folder, k, wl)
     return out
 
 
